@@ -1,0 +1,89 @@
+"""create_app(): the FastAPI app. The lifespan owns the engine, the backends
+and the reconciler (Polar's app.py, Prefect's loop services)."""
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Mapping
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from service import problems
+from service.backends import make_backends
+from service.backends.base import Backend
+from service.config import Settings, get_settings
+from service.db import make_engine, make_session_factory
+from service.jobs.router import router as jobs_router
+from service.reconciler import Reconciler
+from service.templates.router import router as templates_router
+
+log = logging.getLogger("trainjobs")
+
+DESCRIPTION = """
+Launch distributed TensorFlow training from templates, on Vertex AI or on this machine.
+
+1. `GET /v1/templates` lists job templates (`mwms-demo` is there from the start).
+2. `POST /v1/jobs` with `{"template": "mwms-demo"}` launches one; add `?dry_run=true` to see the
+   Vertex AI CustomJob and each replica's TF_CONFIG without launching.
+3. `GET /v1/jobs/{id}` follows it; `/events` is its history; `/logs` its replicas' logs.
+
+Errors are RFC 9457 problem+json: `errors` names each bad field and how to fix it.
+"""
+
+
+def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.session_factory = make_session_factory(engine)
+        built = dict(backends) if backends is not None else make_backends(settings)
+        started = []
+        try:
+            for backend in built.values():
+                backend.start()
+                started.append(backend)
+        except Exception:
+            for backend in started:
+                backend.close()
+            engine.dispose()
+            raise
+        app.state.backends = built
+        reconciler = Reconciler(app.state.session_factory, built, settings.reconcile_interval_seconds,
+                                settings.reconcile_batch_size)
+        app.state.reconciler = reconciler
+        app.state.reconciler_wake = reconciler.wake
+        if settings.run_reconciler:
+            reconciler.start()
+        try:
+            yield
+        finally:
+            reconciler.stop()
+            for backend in built.values():
+                backend.close()
+            engine.dispose()
+
+    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    problems.install(app)
+    app.include_router(templates_router)
+    app.include_router(jobs_router)
+
+    @app.get("/healthz", tags=["ops"], summary="The process is up")
+    def healthz():
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], summary="The database answers")
+    def readyz():
+        try:
+            with app.state.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception:
+            return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
+        return {"status": "ready", "database": "ok"}
+
+    return app

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from service.db import SessionDep
+from service.errors import Invalid, Problem
+from service.identity import ActorDep
+from service.jobs import service
+from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
+                                  TemplateRef)
+from service.jobs.states import JobState
+from service.jobspec import CompiledJob
+from service.models import Job
+from service.problems import PROBLEM_RESPONSES
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+
+def _summary_fields(job: Job) -> dict:
+    return dict(id=job.id, display_name=job.display_name,
+                template=TemplateRef(name=job.template_name, version=job.template_version),
+                backend=job.backend, state=job.state, labels=job.labels, created_at=job.created_at,
+                updated_at=job.updated_at, started_at=job.started_at, ended_at=job.ended_at,
+                created_by=job.created_by)
+
+
+def job_out(job: Job) -> JobOut:
+    compiled = CompiledJob.from_json(job.compiled)
+    return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
+                  backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
+                  progress=job.progress, custom_job=compiled.custom_job_dict,
+                  cluster=service.cluster_view(compiled))
+
+
+@router.post("", status_code=201, response_model=JobOut | JobPreview,
+             summary="Launch a job from a template (or preview it with ?dry_run=true)",
+             responses={200: {"model": JobPreview, "description": "Dry run: what would be launched"}})
+def create_job(body: JobCreate, request: Request, response: Response, session: SessionDep, actor: ActorDep,
+               dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False):
+    state = request.app.state
+    result = service.create_job(session, state.backends, body, default_backend=state.settings.default_backend,
+                                dry_run=dry_run, actor=actor.name)
+    if dry_run:
+        response.status_code = 200
+        return result
+    state.reconciler_wake()
+    response.headers["Location"] = f"/v1/jobs/{result.id}"
+    return job_out(result)
+
+
+@router.get("", response_model=JobPage, summary="List jobs, newest first")
+def list_jobs(session: SessionDep, _actor: ActorDep,
+              state: Annotated[list[JobState], Query(description="Repeat for several states")] = [],
+              template: Annotated[str | None, Query(max_length=63)] = None,
+              label: Annotated[list[Annotated[str, Query(max_length=129)]],
+                               Query(description="key=value, or key alone for any value; repeat to AND")] = [],
+              created_after: datetime | None = None,
+              created_before: datetime | None = None,
+              limit: Annotated[int, Query(ge=1, le=200)] = 50,
+              cursor: Annotated[str | None, Query(max_length=512)] = None):
+    jobs, next_cursor = service.list_jobs(session, states=state, template=template, labels=label,
+                                          created_after=_aware(created_after, "created_after"),
+                                          created_before=_aware(created_before, "created_before"),
+                                          limit=limit, cursor=cursor)
+    return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
+
+
+def _aware(value: datetime | None, field: str) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise Invalid.of([Problem(field, "timestamp has no time zone",
+                                  "use RFC 3339 with a zone, e.g. 2026-01-31T12:00:00Z")])
+    return value
+
+
+@router.get("/{job_id}", response_model=JobOut, summary="A job: state, error, progress, the rendered CustomJob")
+def get_job(job_id: uuid.UUID, session: SessionDep, _actor: ActorDep):
+    return job_out(service.get_job(session, job_id))
+
+
+@router.get("/{job_id}/events", response_model=list[JobEventOut], summary="A job's state history")
+def job_events(job_id: uuid.UUID, session: SessionDep, _actor: ActorDep):
+    return [JobEventOut(id=e.id, from_state=e.from_state, to_state=e.to_state, reason=e.reason,
+                        actor=e.actor, at=e.at) for e in service.list_events(session, job_id)]
+
+
+@router.post("/{job_id}/cancel", status_code=202, response_model=JobOut, summary="Cancel a job")
+def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: ActorDep):
+    job = service.cancel_job(session, request.app.state.backends, job_id, actor.name)
+    request.app.state.reconciler_wake()
+    return job_out(job)

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from service.jobs.states import JobState
+from service.templates.schemas import TemplateName
+
+LabelKey = Annotated[str, StringConstraints(max_length=64)]
+LabelValue = Annotated[str, StringConstraints(max_length=64)]
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "template": "mwms-demo", "parameters": {"epochs": 2}, "backend": "local"}]})
+
+    template: TemplateName
+    template_version: int | None = Field(None, ge=1, description="Default: the latest version.")
+    parameters: dict[Annotated[str, StringConstraints(max_length=64)], int | float | str | bool] = Field(
+        default_factory=dict, max_length=100)
+    overrides: Any = Field(None, description="JSON merge patch (RFC 7396) over the template spec; "
+                                             "null removes a key. e.g. {\"workers\": {\"replica_count\": 4}}")
+    backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = Field(
+        None, description="local (default) or vertex")
+    display_name: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        None, description="At most 128 characters. Default: <template>-<short id>.")
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+
+
+class TemplateRef(BaseModel):
+    name: str
+    version: int
+
+
+class ReplicaOut(BaseModel):
+    task_name: str
+    pool: int
+    index: int
+    tf_role: str | None
+    image_uri: str
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+
+
+class JobSummary(BaseModel):
+    id: uuid.UUID
+    display_name: str
+    template: TemplateRef
+    backend: str
+    state: JobState
+    labels: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    created_by: str
+
+
+class JobOut(JobSummary):
+    parameters: dict[str, Any]
+    overrides: Any
+    backend_ref: str | None = None
+    console_url: str | None = None
+    error: dict[str, Any] | None = None
+    progress: dict[str, Any] | None = None
+    custom_job: dict[str, Any] = Field(description="The Vertex AI CustomJob, as CustomJob.to_json renders it.")
+    cluster: list[ReplicaOut] = Field(description="Every replica with the exact environment it gets.")
+
+
+class JobPreview(BaseModel):
+    """What POST /v1/jobs would launch (dry run): nothing is stored."""
+
+    display_name: str
+    template: TemplateRef
+    backend: str
+    labels: dict[str, str]
+    custom_job: dict[str, Any]
+    cluster: list[ReplicaOut]
+
+
+class JobPage(BaseModel):
+    items: list[JobSummary]
+    next_cursor: str | None = None
+
+
+class JobEventOut(BaseModel):
+    id: int
+    from_state: JobState | None
+    to_state: JobState
+    reason: str
+    actor: str
+    at: datetime

@@ -1,0 +1,132 @@
+"""The compiler: template spec + parameters + overrides -> CompiledJob.
+
+Both backends consume the CompiledJob, so the worker-pool rules live here only."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from service.errors import Invalid, Problem
+from service.jobspec import parameters as params
+from service.jobspec.compile import CompiledJob, Replica, compile_spec
+from service.jobspec.merge_patch import merge_patch
+from service.jobspec.spec import JobSpec, Parameter
+from service.jobspec.validate import check_display_name, check_labels, check_spec
+
+__all__ = ["CompiledJob", "Replica", "JobSpec", "Parameter", "build", "check_template",
+           "merge_patch", "pydantic_problems"]
+
+
+def pydantic_problems(err: ValidationError, prefix: str) -> list[Problem]:
+    out = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"])
+        where = f"{prefix}.{loc}" if loc else prefix
+        fix = "remove it" if e["type"] == "extra_forbidden" else ""
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
+        out.append(Problem(where, msg, fix))
+    return out
+
+
+def _string_fields(spec: JobSpec) -> list[tuple[str, str]]:
+    """(field, text) for every string that `${param}` may appear in."""
+    out: list[tuple[str, str]] = []
+    c = spec.container
+    out += [(f"container.command[{i}]", s) for i, s in enumerate(c.command)]
+    out += [(f"container.args[{i}]", s) for i, s in enumerate(c.args)]
+    out += [(f"container.env.{k}", v) for k, v in c.env.items()]
+    out.append(("container.image_uri", c.image_uri))
+    for name in ("chief", "workers", "parameter_servers", "evaluator"):
+        role = getattr(spec, name)
+        if role is None or role.container is None:
+            continue
+        o = role.container
+        out += [(f"{name}.container.command[{i}]", s) for i, s in enumerate(o.command or [])]
+        out += [(f"{name}.container.args[{i}]", s) for i, s in enumerate(o.args or [])]
+        out += [(f"{name}.container.env.{k}", v) for k, v in o.env.items()]
+        if o.image_uri:
+            out.append((f"{name}.container.image_uri", o.image_uri))
+    if spec.base_output_directory:
+        out.append(("base_output_directory", spec.base_output_directory))
+    return out
+
+
+def _substituted(spec: JobSpec, values: Mapping[str, Any]) -> JobSpec:
+    data = spec.model_dump()
+    sub = lambda s: params.substitute(s, values)  # noqa: E731
+
+    def fix_container(c: dict | None) -> None:
+        if not c:
+            return
+        for key in ("command", "args"):
+            if c.get(key) is not None:
+                c[key] = [sub(s) for s in c[key]]
+        c["env"] = {k: sub(v) for k, v in (c.get("env") or {}).items()}
+        if c.get("image_uri"):
+            c["image_uri"] = sub(c["image_uri"])
+
+    fix_container(data["container"])
+    for name in ("chief", "workers", "parameter_servers", "evaluator"):
+        if data.get(name):
+            fix_container(data[name].get("container"))
+    if data.get("base_output_directory"):
+        data["base_output_directory"] = sub(data["base_output_directory"])
+    return JobSpec.model_validate(data)
+
+
+def check_template(spec: dict, declared: list[dict]) -> tuple[JobSpec, list[Parameter]]:
+    """Validate a template as stored: a sound spec, sound parameters, and no
+    reference to an undeclared parameter. Raises Invalid with every problem."""
+    problems: list[Problem] = []
+    parsed_params: list[Parameter] = []
+    for i, p in enumerate(declared):
+        try:
+            parsed_params.append(Parameter.model_validate(p))
+        except ValidationError as e:
+            problems += pydantic_problems(e, f"parameters[{i}]")
+    try:
+        parsed = JobSpec.model_validate(spec)
+    except ValidationError as e:
+        raise Invalid.of(problems + pydantic_problems(e, "spec")) from None
+    problems += params.check_declarations(parsed_params)
+    problems += [p.prefixed("spec") for p in params.check_references(_string_fields(parsed), parsed_params)]
+    problems += [p.prefixed("spec") for p in check_spec(parsed)]
+    if problems:
+        raise Invalid.of(problems)
+    return parsed, parsed_params
+
+
+def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] | None,
+          overrides: Any, *, display_name: str, labels: Mapping[str, str],
+          reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
+    """Apply overrides (JSON merge patch) and parameter values, validate, compile."""
+    problems: list[Problem] = []
+    if overrides is not None and not isinstance(overrides, dict):
+        raise Invalid.of([Problem("overrides", "a merge patch over the template spec must be a JSON object",
+                                  'send e.g. {"workers": {"replica_count": 4}}; null removes a key')])
+    merged = merge_patch(template_spec, overrides or {})
+    try:
+        spec = JobSpec.model_validate(merged)
+    except ValidationError as e:
+        raise Invalid.of(pydantic_problems(e, "spec")) from None
+
+    declared_params = [Parameter.model_validate(p) for p in declared]
+    values = dict(values or {})
+    resolved, param_problems = params.resolve(declared_params, values)
+    problems += param_problems
+    problems += [p.prefixed("spec") for p in params.check_references(_string_fields(spec), declared_params)]
+    problems += check_display_name(display_name)
+    problems += check_labels("labels", dict(labels))
+    if problems:
+        raise Invalid.of(problems)
+
+    spec = _substituted(spec, resolved)
+    problems += [p.prefixed("spec") for p in check_spec(spec)]
+    if problems:
+        raise Invalid.of(problems)
+    all_labels = {**spec.labels, **labels, **(reserved_labels or {})}
+    if len(all_labels) > 64:
+        raise Invalid.of([Problem("labels", f"{len(all_labels)} labels with the template's; Google allows 64",
+                                  "drop some labels")])
+    return spec, compile_spec(spec, display_name=display_name, labels=all_labels)

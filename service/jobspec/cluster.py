@@ -1,0 +1,53 @@
+"""The environment Vertex AI sets on each replica: TF_CONFIG, CLUSTER_SPEC and
+the AIP_* output directories (formats in shared/VERTEX.md)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from service.jobspec.compile import CompiledJob, Replica
+
+VERTEX_PORT = 2222
+
+
+def default_address(task_name: str) -> str:
+    # Vertex resolves each replica by a host name of its own on port 2222; the
+    # exact host names are Vertex's choice, so the preview shows the task names.
+    return f"{task_name}:{VERTEX_PORT}"
+
+
+def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, str] | None,
+                base_output_directory: str | None) -> dict[str, str]:
+    addr = (lambda r: addresses[r.task_name]) if addresses is not None else (lambda r: default_address(r.task_name))
+    env = dict(replica.container_env)
+    spec = job.job_spec_dict
+
+    pools: dict[str, list[str]] = {}
+    for r in job.replicas:
+        pools.setdefault(f"workerpool{r.pool}", []).append(addr(r))
+    env["CLUSTER_SPEC"] = _dumps({
+        "cluster": pools, "environment": "cloud",
+        "task": {"type": f"workerpool{replica.pool}", "index": replica.index}, "job": spec})
+
+    # TF_CONFIG only for distributed jobs, only for TensorFlow tasks; the
+    # evaluator is never part of `cluster`, and Reduction Server replicas are not TF tasks.
+    if len(job.replicas) > 1 and replica.tf_role is not None:
+        tf_cluster: dict[str, list[str]] = {}
+        for r in job.replicas:
+            if r.tf_role in ("chief", "worker", "ps"):
+                tf_cluster.setdefault(r.tf_role, []).append(addr(r))
+        env["TF_CONFIG"] = _dumps({
+            "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index},
+            "environment": "cloud", "job": spec})
+
+    if base_output_directory:
+        base = base_output_directory.rstrip("/")
+        env["AIP_MODEL_DIR"] = f"{base}/model/"
+        env["AIP_CHECKPOINT_DIR"] = f"{base}/checkpoints/"
+        env["AIP_TENSORBOARD_LOG_DIR"] = f"{base}/logs/"
+    return env
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"))

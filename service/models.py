@@ -1,0 +1,137 @@
+"""ORM tables. The schema is made by Alembic migrations only (migrations/)."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import (JSON, BigInteger, DateTime, ForeignKey, Index, Integer, MetaData, String,
+                        Text, TypeDecorator, UniqueConstraint, Uuid)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware everywhere: SQLite keeps no zone, so store UTC and re-attach it."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime; use an aware one")
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+# Constraint names the same on every database, so migrations can refer to them.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Template(Base):
+    __tablename__ = "templates"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    latest_version: Mapped[int] = mapped_column(Integer)
+    archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    versions: Mapped[list["TemplateVersion"]] = relationship(back_populates="template",
+                                                            order_by="TemplateVersion.version")
+
+
+class TemplateVersion(Base):
+    """Immutable: an update writes a new version, and jobs point at the one they used."""
+
+    __tablename__ = "template_versions"
+    __table_args__ = (UniqueConstraint("template_id", "version", name="uq_template_versions_template_version"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    template_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("templates.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str] = mapped_column(Text, default="")
+    spec: Mapped[dict] = mapped_column(JSON)
+    parameters: Mapped[list] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+
+    template: Mapped[Template] = relationship(back_populates="versions")
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        # Keyset pagination: newest first, id breaks ties; one index per common filter.
+        Index("ix_jobs_created", "created_at", "id"),
+        Index("ix_jobs_state_created", "state", "created_at", "id"),
+        Index("ix_jobs_template_created", "template_id", "created_at", "id"),
+        Index("ix_jobs_backend_state", "backend", "state"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    display_name: Mapped[str] = mapped_column(String(128))
+    template_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("templates.id"))
+    template_name: Mapped[str] = mapped_column(String(63))
+    template_version: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(32))
+    parameters: Mapped[dict] = mapped_column(JSON)
+    overrides: Mapped[dict] = mapped_column(JSON)
+    labels: Mapped[dict] = mapped_column(JSON)
+    compiled: Mapped[dict] = mapped_column(JSON)
+    backend_ref: Mapped[str | None] = mapped_column(String(512))
+    console_url: Mapped[str | None] = mapped_column(String(1024))
+    error: Mapped[dict | None] = mapped_column(JSON)
+    progress: Mapped[dict | None] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    events: Mapped[list["JobEvent"]] = relationship(order_by="JobEvent.id", viewonly=True)
+
+
+class JobLabel(Base):
+    """Labels again as rows, so `label=team:vision` filters use an index on any database."""
+
+    __tablename__ = "job_labels"
+    __table_args__ = (Index("ix_job_labels_key_value", "key", "value", "job_id"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(64))
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                                    autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(200), default="system")
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,115 @@
+"""Every error answer is RFC 9457 problem+json: type, title, status, detail,
+and for bad input an `errors` list naming each field and its fix."""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.errors import DomainError
+
+log = logging.getLogger("trainjobs.errors")
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "https://trainjobs.dev/problems/"
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+    fix: str | None = None
+
+
+class ProblemDetails(BaseModel):
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldProblem] | None = None
+
+
+PROBLEM_RESPONSES = {
+    code: {"model": ProblemDetails, "content": {MEDIA_TYPE: {}}, "description": desc}
+    for code, desc in ((404, "Not found"), (409, "Conflict with the current state"),
+                       (422, "Invalid input: `errors` names each field and how to fix it"))
+}
+
+
+def problem(status: int, title: str, detail: str, slug: str, request: Request, **extra) -> JSONResponse:
+    body = {"type": TYPE_BASE + slug, "title": title, "status": status, "detail": detail,
+            "instance": request.url.path, **extra}
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+
+
+def _loc(loc: tuple) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] if parts[0] == "body" else parts
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def domain_error(request: Request, exc: DomainError):
+        extra = dict(exc.extra)
+        if exc.problems:
+            extra["errors"] = [p.as_dict() for p in exc.problems]
+        return problem(exc.status, exc.title, exc.detail, exc.slug, request, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        errors = []
+        for e in exc.errors():
+            kind = e.get("type", "")
+            if kind == "extra_forbidden":
+                errors.append({"field": _loc(e["loc"]), "message": "unknown field", "fix": "remove it"})
+            elif kind == "json_invalid":
+                errors.append({"field": "body", "message": f"invalid JSON: {e.get('msg', '')}",
+                               "fix": "send a valid JSON document"})
+            elif kind == "missing":
+                errors.append({"field": _loc(e["loc"]), "message": "required", "fix": "provide it"})
+            else:
+                errors.append({"field": _loc(e["loc"]), "message": e.get("msg", "invalid")})
+        first = errors[0] if errors else {"field": "body", "message": "invalid"}
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return problem(422, "Invalid request", f"{first['field']}: {first['message']}{more}",
+                       "invalid-request", request, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        resp = problem(exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), request)
+        for k, v in (exc.headers or {}).items():
+            resp.headers[k] = v
+        return resp
+
+    @app.exception_handler(OperationalError)
+    async def database_down(request: Request, exc: OperationalError):
+        log.error("database unavailable: %s", exc.__class__.__name__)
+        return _db503(request)
+
+    @app.exception_handler(DBAPIError)
+    async def database_error(request: Request, exc: DBAPIError):
+        if exc.connection_invalidated:
+            return _db503(request)
+        log.exception("database error")
+        return problem(500, "Internal error", "an unexpected database error; it has been logged",
+                       "internal", request)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        # No stack trace or message in the answer: it may hold secrets.
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "Internal error", "an unexpected error; it has been logged", "internal", request)
+
+
+def _db503(request: Request) -> JSONResponse:
+    resp = problem(503, "Database unavailable", "the database did not answer; retry in a few seconds",
+                   "database-unavailable", request)
+    resp.headers["Retry-After"] = "5"
+    return resp

@@ -1,0 +1,120 @@
+"""The loop that moves jobs through their states.
+
+A loop service in the Prefect style: `run_once()` does one full pass and is what
+tests call; `start()` runs it every interval on a thread. Each batch of jobs is
+one transaction; an error is logged and counted, never raised out of the loop,
+and the next pass starts again from the oldest active job."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.backends.base import Backend
+from service.jobs.service import apply_observation, handle_of
+from service.jobs.states import ACTIVE
+from service.models import Job
+
+log = logging.getLogger("trainjobs.reconciler")
+
+
+@dataclass
+class TickStats:
+    polled: int = 0
+    changed: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    by_backend: dict[str, int] = field(default_factory=dict)
+
+
+class Reconciler:
+    def __init__(self, session_factory: sessionmaker[Session], backends: Mapping[str, Backend],
+                 interval: float = 0.5, batch_size: int = 500):
+        self.session_factory = session_factory
+        self.backends = backends
+        self.interval = interval
+        self.batch_size = batch_size
+        self.ticks = 0
+        self.errors = 0
+        self.last = TickStats()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> TickStats:
+        stats = TickStats()
+        t0 = time.perf_counter()
+        for name, backend in self.backends.items():
+            self._reconcile_backend(name, backend, stats)
+        stats.seconds = time.perf_counter() - t0
+        self.ticks += 1
+        self.errors += stats.errors
+        self.last = stats
+        return stats
+
+    def _reconcile_backend(self, name: str, backend: Backend, stats: TickStats) -> None:
+        after = None
+        while True:
+            with self.session_factory() as session:
+                q = (select(Job).where(Job.backend == name, Job.state.in_([s.value for s in ACTIVE]))
+                     .order_by(Job.created_at, Job.id).limit(self.batch_size))
+                if after is not None:
+                    q = q.where(tuple_(Job.created_at, Job.id) > after)
+                jobs = session.scalars(q).all()
+                if not jobs:
+                    return
+                after = (jobs[-1].created_at, jobs[-1].id)
+                handles = [handle_of(j) for j in jobs]
+                stats.polled += len(handles)
+                stats.by_backend[name] = stats.by_backend.get(name, 0) + len(handles)
+                try:
+                    observations = backend.poll(handles)
+                except Exception:
+                    log.exception("backend %s: poll failed; will retry next tick", name)
+                    stats.errors += 1
+                    return
+                for obs in observations:
+                    try:
+                        with session.begin_nested():
+                            if apply_observation(session, obs):
+                                stats.changed += 1
+                    except Exception:
+                        log.exception("job %s: could not apply %s", obs.job_id, obs)
+                        stats.errors += 1
+                try:
+                    session.commit()
+                except Exception:
+                    log.exception("backend %s: commit failed; will retry next tick", name)
+                    stats.errors += 1
+                    return
+            if len(jobs) < self.batch_size:
+                return
+
+    def wake(self) -> None:
+        """Run the next pass now (e.g. after a submit or cancel)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="reconciler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # the database may be down: keep looping
+                log.exception("reconcile pass failed")
+                self.errors += 1
+            self._wake.wait(self.interval)
+            self._wake.clear()

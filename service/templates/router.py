@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from service.db import SessionDep
+from service.identity import ActorDep
+from service.models import TemplateVersion
+from service.problems import PROBLEM_RESPONSES
+from service.templates import service
+from service.templates.schemas import (TemplateBody, TemplateCreate, TemplateOut, TemplatePage,
+                                       TemplateSummary, VersionSummary)
+
+router = APIRouter(prefix="/v1/templates", tags=["templates"], responses=PROBLEM_RESPONSES)
+
+
+def _out(tv: TemplateVersion) -> TemplateOut:
+    t = tv.template
+    return TemplateOut(name=t.name, version=tv.version, latest_version=t.latest_version,
+                       archived=t.archived_at is not None, description=tv.description, spec=tv.spec,
+                       parameters=tv.parameters, created_at=tv.created_at, created_by=tv.created_by)
+
+
+@router.post("", status_code=201, response_model=TemplateOut, summary="Create a template (version 1)")
+def create_template(body: TemplateCreate, session: SessionDep, actor: ActorDep, response: Response):
+    tv = service.create(session, body, actor.name)
+    response.headers["Location"] = f"/v1/templates/{tv.template.name}"
+    return _out(tv)
+
+
+@router.get("", response_model=TemplatePage, summary="List templates")
+def list_templates(session: SessionDep, _actor: ActorDep,
+                   include_archived: bool = False,
+                   limit: Annotated[int, Query(ge=1, le=200)] = 50,
+                   cursor: Annotated[str | None, Query(max_length=512)] = None):
+    rows, latest, next_cursor = service.list_templates(session, include_archived=include_archived,
+                                                       limit=limit, cursor=cursor)
+    return TemplatePage(items=[TemplateSummary(name=t.name, latest_version=t.latest_version,
+                                               archived=t.archived_at is not None,
+                                               description=latest[t.id].description if t.id in latest else "",
+                                               updated_at=t.updated_at) for t in rows],
+                        next_cursor=next_cursor)
+
+
+@router.get("/{name}", response_model=TemplateOut, summary="Get a template (latest version or ?version=N)")
+def get_template(name: str, session: SessionDep, _actor: ActorDep,
+                 version: Annotated[int | None, Query(ge=1)] = None):
+    return _out(service.get_version(session, name, version))
+
+
+@router.get("/{name}/versions", response_model=list[VersionSummary], summary="List a template's versions")
+def list_versions(name: str, session: SessionDep, _actor: ActorDep):
+    return [VersionSummary(version=v.version, description=v.description, created_at=v.created_at,
+                           created_by=v.created_by) for v in service.list_versions(session, name)]
+
+
+@router.put("/{name}", response_model=TemplateOut, summary="Update a template (writes a new version)")
+def update_template(name: str, body: TemplateBody, session: SessionDep, actor: ActorDep):
+    return _out(service.update(session, name, body, actor.name))
+
+
+@router.post("/{name}/archive", response_model=TemplateOut,
+             summary="Archive a template: no new jobs from it; existing jobs are kept")
+def archive_template(name: str, session: SessionDep, _actor: ActorDep):
+    return _out(service.set_archived(session, name, True))
+
+
+@router.post("/{name}/unarchive", response_model=TemplateOut, summary="Make an archived template usable again")
+def unarchive_template(name: str, session: SessionDep, _actor: ActorDep):
+    return _out(service.set_archived(session, name, False))

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from service.jobspec.spec import JobSpec, Parameter
+
+TemplateName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
+
+
+class TemplateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: Annotated[str, StringConstraints(max_length=4096)] = ""
+    spec: JobSpec
+    parameters: list[Parameter] = Field(default_factory=list, max_length=100)
+
+
+class TemplateCreate(TemplateBody):
+    name: TemplateName = Field(description="Lowercase letters, digits and -, starting with a letter.")
+
+
+class TemplateOut(BaseModel):
+    name: str
+    version: int = Field(description="The version shown here.")
+    latest_version: int
+    archived: bool
+    description: str
+    spec: dict
+    parameters: list[dict]
+    created_at: datetime = Field(description="When this version was written.")
+    created_by: str
+
+
+class TemplateSummary(BaseModel):
+    name: str
+    latest_version: int
+    archived: bool
+    description: str
+    updated_at: datetime
+
+
+class TemplatePage(BaseModel):
+    items: list[TemplateSummary]
+    next_cursor: str | None = None
+
+
+class VersionSummary(BaseModel):
+    version: int
+    description: str
+    created_at: datetime
+    created_by: str

@@ -1,0 +1,109 @@
+"""Templates: named, versioned job specs. Versions are immutable."""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service import jobspec
+from service.errors import Conflict, NotFound
+from service.models import Template, TemplateVersion, utcnow
+from service.pagination import decode_cursor, encode_cursor
+from service.templates.schemas import TemplateBody, TemplateCreate
+
+
+def _dump(body: TemplateBody) -> tuple[dict, list[dict]]:
+    spec = body.spec.model_dump(mode="json", exclude_none=True)
+    params = [p.model_dump(mode="json", exclude_none=True) for p in body.parameters]
+    jobspec.check_template(spec, params)
+    return spec, params
+
+
+def create(session: Session, body: TemplateCreate, actor: str) -> TemplateVersion:
+    spec, params = _dump(body)
+    if session.scalar(select(Template.id).where(Template.name == body.name)):
+        raise Conflict(f"a template named {body.name!r} exists already; "
+                       f"PUT /v1/templates/{body.name} to add a version")
+    template = Template(name=body.name, latest_version=1)
+    version = TemplateVersion(template=template, version=1, description=body.description,
+                              spec=spec, parameters=params, created_by=actor)
+    session.add_all([template, version])
+    try:
+        session.flush()
+    except IntegrityError:  # lost a race with a create of the same name
+        session.rollback()
+        raise Conflict(f"a template named {body.name!r} exists already") from None
+    return version
+
+
+def get_template(session: Session, name: str, *, for_update: bool = False) -> Template:
+    q = select(Template).where(Template.name == name)
+    if for_update:
+        q = q.with_for_update()
+    template = session.scalar(q)
+    if template is None:
+        raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
+    return template
+
+
+def get_version(session: Session, name: str, version: int | None = None) -> TemplateVersion:
+    template = get_template(session, name)
+    number = version or template.latest_version
+    tv = session.scalar(select(TemplateVersion).where(TemplateVersion.template_id == template.id,
+                                                      TemplateVersion.version == number))
+    if tv is None:
+        raise NotFound(f"template {name!r} has no version {number}; "
+                       f"versions are 1 to {template.latest_version}")
+    return tv
+
+
+def update(session: Session, name: str, body: TemplateBody, actor: str) -> TemplateVersion:
+    spec, params = _dump(body)
+    template = get_template(session, name, for_update=True)
+    if template.archived_at is not None:
+        raise Conflict(f"template {name!r} is archived; POST /v1/templates/{name}/unarchive first")
+    template.latest_version += 1
+    template.updated_at = utcnow()
+    version = TemplateVersion(template=template, version=template.latest_version,
+                              description=body.description, spec=spec, parameters=params, created_by=actor)
+    session.add(version)
+    try:
+        session.flush()
+    except IntegrityError:  # two updates at once on a database without row locks
+        session.rollback()
+        raise Conflict(f"template {name!r} was updated at the same time; retry") from None
+    return version
+
+
+def set_archived(session: Session, name: str, archived: bool) -> TemplateVersion:
+    template = get_template(session, name)
+    if archived and template.archived_at is None:
+        template.archived_at = utcnow()
+    elif not archived:
+        template.archived_at = None
+    return get_version(session, name)
+
+
+def list_templates(session: Session, *, include_archived: bool, limit: int, cursor: str | None):
+    q = select(Template).order_by(Template.name).limit(limit + 1)
+    if not include_archived:
+        q = q.where(Template.archived_at.is_(None))
+    if cursor:
+        (after,) = decode_cursor(cursor, 1)
+        q = q.where(Template.name > after)
+    rows = session.scalars(q).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    latest = {}
+    if rows:
+        for tv in session.scalars(select(TemplateVersion).where(
+                TemplateVersion.template_id.in_([t.id for t in rows]))):
+            if tv.version == next(t.latest_version for t in rows if t.id == tv.template_id):
+                latest[tv.template_id] = tv
+    return rows, latest, (encode_cursor(rows[-1].name) if more else None)
+
+
+def list_versions(session: Session, name: str) -> list[TemplateVersion]:
+    template = get_template(session, name)
+    return list(session.scalars(select(TemplateVersion).where(TemplateVersion.template_id == template.id)
+                                .order_by(TemplateVersion.version)))

@@ -1,0 +1,77 @@
+"""Shared fixtures: real SQLite and real PostgreSQL databases, migrated by Alembic.
+
+PostgreSQL runs on 127.0.0.1:5432 (user postgres, trust auth). Where it is not
+reachable the postgres tests skip, except under CI=true, where they fail."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from service import migrate
+from service.db import make_engine, make_session_factory
+
+PG_ADMIN = os.environ.get("TRAINJOBS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+_TABLES = ["job_events", "job_labels", "jobs", "template_versions", "templates"]
+
+
+def _pg_available() -> str | None:
+    try:
+        with psycopg.connect(PG_ADMIN, connect_timeout=3):
+            return None
+    except Exception as e:  # noqa: BLE001 - any failure means "not reachable"
+        return f"{type(e).__name__}: {e}"
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database for this test session, migrated to head."""
+    problem = _pg_available()
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {PG_ADMIN} is required in CI: {problem}")
+        pytest.skip(f"PostgreSQL not reachable: {problem}")
+    name = f"trainjobs_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    url = f"{base}/{name}"
+    migrate.upgrade(url)
+    yield url
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_template_db(tmp_path_factory) -> Path:
+    """Migrate once; each test copies the file (migrations take ~1 s)."""
+    path = tmp_path_factory.mktemp("sqlite") / "template.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path) -> str:
+    """Parametrised: every test using it runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        src = request.getfixturevalue("sqlite_template_db")
+        dst = tmp_path / "trainjobs.db"
+        dst.write_bytes(src.read_bytes())
+        return f"sqlite:///{dst}"
+    url = request.getfixturevalue("pg_database")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(_TABLES)} CASCADE"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def session_factory(db_url):
+    engine = make_engine(db_url)
+    yield make_session_factory(engine)
+    engine.dispose()

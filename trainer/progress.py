@@ -1,0 +1,95 @@
+"""Structured progress lines on stdout, one JSON object per line, for the service.
+
+  {"event": "train_start", ...}                              once, when the first epoch starts
+  {"event": "epoch_end", "epoch": 1, "epochs": 5, "steps": 89,
+   "metrics": {"loss": .., "accuracy": .., "val_loss": .., "val_accuracy": ..},
+   "examples_per_sec": 812.3, "seconds": 7.0, "task": "chief:0"}  per finished epoch
+  {"event": "evaluation", "epoch": 3, "metrics": {...}, ...} evaluator, per checkpoint
+  {"event": "train_end", "model_dir": ..., ...}              once, at the end
+
+Every line is flushed at once: replica logs are read while the job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from typing import Any
+
+import tensorflow as tf
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    # NaN and infinities are not JSON; a diverged loss shows up as null.
+    return number if math.isfinite(number) else None
+
+
+def emit(event: str, task: str, **fields: Any) -> None:
+    line = json.dumps({"event": event, **fields, "task": task}, allow_nan=False)
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def metrics_dict(logs: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: _jsonable(v) for k, v in sorted((logs or {}).items())}
+
+
+class EpochProgress(tf.keras.callbacks.Callback):
+    """Emits train_start and one epoch_end line per finished epoch.
+
+    train_start is emitted when the first epoch begins rather than in
+    on_train_begin, because only then does Keras know the epoch a restored
+    BackupAndRestore run resumes at.
+    """
+
+    def __init__(self, task: str, epochs: int, global_batch: int, start_fields: dict[str, Any]):
+        super().__init__()
+        self._task = task
+        self._epochs = epochs
+        self._global_batch = global_batch
+        self._start_fields = start_fields
+        self._started = False
+        self._epoch_start = 0.0
+        self._train_seconds: float | None = None
+        self._steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._started:
+            self._started = True
+            emit("train_start", self._task, epochs=self._epochs, initial_epoch=epoch + 1, **self._start_fields)
+        self._steps = 0
+        self._train_seconds = None
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps += 1
+
+    def on_test_begin(self, logs=None):
+        # Validation inside fit(): stop the training clock so examples/s is
+        # training throughput only.
+        if self._train_seconds is None:
+            self._train_seconds = time.perf_counter() - self._epoch_start
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._epoch_start
+        train_seconds = self._train_seconds if self._train_seconds is not None else seconds
+        emit(
+            "epoch_end",
+            self._task,
+            epoch=epoch + 1,
+            epochs=self._epochs,
+            steps=self._steps,
+            metrics=metrics_dict(logs),
+            examples_per_sec=round(self._steps * self._global_batch / max(train_seconds, 1e-9), 2),
+            seconds=round(seconds, 3),
+        )
+
+    @property
+    def started(self) -> bool:
+        return self._started
