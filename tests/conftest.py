@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from service import migrate
 from service.db import make_engine, make_session_factory
+from service.models import Base
 
 PG_ADMIN = os.environ.get("TRAINJOBS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-_TABLES = ["job_events", "job_labels", "jobs", "template_versions", "templates"]
 
 
 def _pg_available() -> str | None:
@@ -65,7 +65,7 @@ def db_url(request, tmp_path) -> str:
     url = request.getfixturevalue("pg_database")
     engine = make_engine(url)
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(_TABLES)} CASCADE"))
+        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in Base.metadata.sorted_tables)} CASCADE"))
     engine.dispose()
     return url
 
