@@ -32,9 +32,6 @@ def check_spec(spec: JobSpec) -> list[Problem]:
         if not spec.parameter_servers:
             problems.append(Problem("parameter_servers", "a parameter_server job needs parameter servers",
                                     "add parameter_servers with replica_count >= 1"))
-        if not spec.workers:
-            problems.append(Problem("workers", "a parameter_server job needs workers",
-                                    "add workers with replica_count >= 1"))
     if spec.reduction_server:
         problems += _check_reduction_server(spec)
 
