@@ -165,7 +165,7 @@ def main() -> None:
            "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "0", "TRAINJOBS_LOCAL_WORK_DIR": work,
            "TRAINJOBS_SEED_DEMO_TEMPLATE": "false"}
     server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-                               "--log-level", "warning", "--no-access-log"], env=env, cwd=ROOT)
+                               "--log-level", "warning"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):

@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 from typing import Mapping
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
-from sqlalchemy import text
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import func, select, text
 
 from service import problems
 from service.backends import make_backends
@@ -16,6 +17,9 @@ from service.backends.base import Backend
 from service.config import Settings, get_settings
 from service.db import make_engine, make_session_factory
 from service.jobs.router import router as jobs_router
+from service.limits import BodySizeLimitMiddleware
+from service.models import Job
+from service.observability import Metrics, RequestContextMiddleware
 from service.reconciler import Reconciler
 from service.templates.router import router as templates_router
 
@@ -54,7 +58,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             raise
         app.state.backends = built
         reconciler = Reconciler(app.state.session_factory, built, settings.reconcile_interval_seconds,
-                                settings.reconcile_batch_size)
+                                settings.reconcile_batch_size, on_tick=_record_tick)
+        metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         app.state.reconciler = reconciler
         app.state.reconciler_wake = reconciler.wake
         if settings.run_reconciler:
@@ -67,9 +72,19 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                 backend.close()
             engine.dispose()
 
+    metrics = Metrics()
+
+    def _record_tick(stats) -> None:
+        metrics.reconcile_ticks.inc()
+        metrics.reconcile_errors.inc(stats.errors)
+        metrics.reconcile_seconds.observe(stats.seconds)
+
     app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.metrics = metrics
     problems.install(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(templates_router)
     app.include_router(jobs_router)
 
@@ -86,4 +101,14 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return {"status": "ready", "database": "ok"}
 
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
+    def prometheus_metrics():
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
     return app
+
+
+def _jobs_by_state(session_factory) -> dict[tuple[str, str], int]:
+    with session_factory() as session:
+        rows = session.execute(select(Job.backend, Job.state, func.count()).group_by(Job.backend, Job.state))
+        return {(backend, state): n for backend, state, n in rows}

@@ -25,8 +25,10 @@ def _serve(args) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
     print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
+    # log_config=None: uvicorn logs through our handlers (JSON with request ids);
+    # its access log is off because the request middleware logs every request.
     uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
-                access_log=args.access_log)
+                access_log=False, log_config=None)
     return 0
 
 
@@ -50,8 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="migrate the database, load the demo template, serve the API")
     s.add_argument("--host")
     s.add_argument("--port", type=int)
-    s.add_argument("--log-level", default="info")
-    s.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    s.add_argument("--log-level", default="info", help="debug, info, warning, error")
     s.set_defaults(func=_serve)
 
     d = sub.add_parser("db", help="database migrations")
@@ -65,8 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from service.config import get_settings
+    from service.observability import configure_logging
+
     args = build_parser().parse_args(argv)
+    settings = get_settings()
+    if settings.log_format == "json":
+        configure_logging(getattr(args, "log_level", None) or settings.log_level)
+    else:
+        logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     return args.func(args)
 
 

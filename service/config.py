@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     reconcile_batch_size: int = 500
     run_reconciler: bool = True
     seed_demo_template: bool = True
+    max_body_bytes: int = Field(1_048_576, description="Larger request bodies are refused with 413")
+    log_format: str = Field("json", description="json (structured, one object a line) or text")
+    log_level: str = "INFO"
 
     # Local backend
     local_work_dir: Path = Path(".trainjobs/runs")

@@ -34,8 +34,9 @@ class TickStats:
 
 class Reconciler:
     def __init__(self, session_factory: sessionmaker[Session], backends: Mapping[str, Backend],
-                 interval: float = 0.5, batch_size: int = 500):
+                 interval: float = 0.5, batch_size: int = 500, on_tick=None):
         self.session_factory = session_factory
+        self.on_tick = on_tick  # e.g. metrics: called with each pass's TickStats
         self.backends = backends
         self.interval = interval
         self.batch_size = batch_size
@@ -55,6 +56,8 @@ class Reconciler:
         self.ticks += 1
         self.errors += stats.errors
         self.last = stats
+        if self.on_tick:
+            self.on_tick(stats)
         return stats
 
     def _reconcile_backend(self, name: str, backend: Backend, stats: TickStats) -> None:
@@ -116,5 +119,7 @@ class Reconciler:
             except Exception:  # the database may be down: keep looping
                 log.exception("reconcile pass failed")
                 self.errors += 1
+                if self.on_tick:
+                    self.on_tick(TickStats(errors=1))
             self._wake.wait(self.interval)
             self._wake.clear()

@@ -1,0 +1,120 @@
+"""Request ids, Prometheus metrics and structured JSON logs.
+
+Pure ASGI middleware (not BaseHTTPMiddleware): it sits on every request's hot
+path and must not buffer streaming responses such as the SSE log follow."""
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import time
+import uuid
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+class Metrics:
+    """One registry per app, so tests can build many apps in one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("trainjobs_http_requests_total", "HTTP requests",
+                                ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram("trainjobs_http_request_duration_seconds", "HTTP request latency",
+                                 ["method", "route"], registry=self.registry,
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.reconcile_ticks = Counter("trainjobs_reconcile_ticks_total", "Reconciler passes", registry=self.registry)
+        self.reconcile_errors = Counter("trainjobs_reconcile_errors_total", "Reconciler errors (backend calls, "
+                                        "database)", registry=self.registry)
+        self.reconcile_seconds = Histogram("trainjobs_reconcile_duration_seconds", "Reconciler pass duration",
+                                           registry=self.registry,
+                                           buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.jobs_by_state_source = None  # set by the app: () -> {(backend, state): count}
+        self.registry.register(_JobsByState(self))
+
+
+class _JobsByState:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        family = GaugeMetricFamily("trainjobs_jobs", "Jobs by backend and state", labels=["backend", "state"])
+        source = self.metrics.jobs_by_state_source
+        if source is not None:
+            try:
+                for (backend, state), n in source().items():
+                    family.add_metric([backend, state], n)
+            except Exception:  # the database may be down; the scrape still answers
+                logging.getLogger("trainjobs.metrics").warning("jobs-by-state query failed")
+        yield family
+
+
+class RequestContextMiddleware:
+    """Gives each request an id (X-Request-ID, echoed back), times it, counts it."""
+
+    def __init__(self, app, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.log = logging.getLogger("trainjobs.access")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        incoming = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), "")
+        rid = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        token = request_id_var.set(rid)
+        status = 500
+        t0 = time.perf_counter()
+
+        async def send_with_id(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [(b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - t0
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(scope["method"], path, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], path).observe(elapsed)
+            self.log.info("request", extra={"method": scope["method"], "route": path, "status": status,
+                                            "duration_ms": round(elapsed * 1000, 2)})
+            request_id_var.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    _STD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+               "level": record.levelname, "logger": record.name, "msg": record.getMessage(),
+               "request_id": request_id_var.get()}
+        for key, value in record.__dict__.items():
+            if key not in self._STD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            # The trace goes to the server's log only, never into a response.
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    handler.formatter.converter = time.gmtime
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
