@@ -12,11 +12,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import func, select, text
 
 from service import problems
+from service.auth.router import router as tokens_router
 from service.backends import make_backends
 from service.backends.base import Backend
 from service.config import Settings, get_settings
 from service.db import make_engine, make_session_factory
 from service.jobs.router import router as jobs_router
+from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware
@@ -87,6 +89,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(templates_router)
     app.include_router(jobs_router)
+    app.include_router(logs_router)
+    app.include_router(tokens_router)
 
     @app.get("/healthz", tags=["ops"], summary="The process is up")
     def healthz():

@@ -14,14 +14,22 @@ def _serve(args) -> int:
     from service.config import get_settings
     from service.db import make_engine, make_session_factory
 
+    from service.auth.service import bootstrap_admin
+
     settings = get_settings()
     migrate.upgrade(settings.database_url)
-    if settings.seed_demo_template:
-        engine = make_engine(settings.database_url)
-        with make_session_factory(engine)() as session:
-            if demo.seed(session):
-                print("trainjobs: created the demo template 'mwms-demo'", file=sys.stderr)
-        engine.dispose()
+    engine = make_engine(settings.database_url)
+    with make_session_factory(engine)() as session:
+        secret = bootstrap_admin(session)
+        if secret:
+            print("\n" + "=" * 72 + "\ntrainjobs: first start. Admin token for team 'default' (shown once,"
+                  f" store it now):\n\n    {secret}\n\n  export TRAINJOBS_TOKEN={secret}\n"
+                  "  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" http://127.0.0.1:8000/v1/templates\n"
+                  "  In the docs UI (/docs) click Authorize and paste it.\n" + "=" * 72 + "\n",
+                  file=sys.stderr, flush=True)
+        if settings.seed_demo_template and demo.seed(session):
+            print("trainjobs: created the demo template 'mwms-demo' in team 'default'", file=sys.stderr)
+    engine.dispose()
     host = args.host or settings.host
     port = args.port or settings.port
     print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
@@ -45,6 +53,43 @@ def _db(args) -> int:
     return 0
 
 
+def _tokens(args) -> int:
+    from service import migrate
+    from service.auth import service as auth
+    from service.config import get_settings
+    from service.db import make_engine, make_session_factory
+    from service.errors import DomainError
+
+    settings = get_settings()
+    migrate.upgrade(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            if args.tokens_command == "create":
+                team = auth.get_or_create_team(session, args.team)
+                token, secret = auth.create_token(session, team, args.name, args.role, "cli")
+                session.commit()
+                print(f"created token {token.id} ({args.role} of team {args.team}); shown once:", file=sys.stderr)
+                print(secret)
+            elif args.tokens_command == "list":
+                team_id = None
+                if args.team:
+                    team_id = auth.get_or_create_team(session, args.team).id
+                for t in auth.list_tokens(session, team_id):
+                    state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+                    print(f"{t.id}  {t.team.name:<16} {t.role:<7} {t.name:<20} {t.prefix}...  {state}")
+            else:
+                token = auth.revoke(session, args.token_id, None)
+                session.commit()
+                print(f"revoked token {token.id} ({token.name})", file=sys.stderr)
+    except DomainError as e:
+        print(f"trainjobs: {e.detail}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trainjobs", description="Launch and follow distributed TensorFlow training.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -62,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     down = dsub.add_parser("downgrade", help="revert migrations to a revision")
     down.add_argument("revision")
     d.set_defaults(func=_db)
+
+    import uuid
+    t = sub.add_parser("tokens", help="API tokens: create, list, revoke")
+    tsub = t.add_subparsers(dest="tokens_command", required=True)
+    c = tsub.add_parser("create", help="create a token (and its team if new); prints the secret once")
+    c.add_argument("--team", required=True)
+    c.add_argument("--role", required=True, choices=["viewer", "member", "admin"])
+    c.add_argument("--name", required=True, help="who or what uses it")
+    ls = tsub.add_parser("list", help="list tokens (never their secrets)")
+    ls.add_argument("--team")
+    r = tsub.add_parser("revoke", help="revoke a token by id")
+    r.add_argument("token_id", type=uuid.UUID)
+    t.set_defaults(func=_tokens)
     return p
 
 

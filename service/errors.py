@@ -30,10 +30,12 @@ class DomainError(Exception):
     title = "Bad request"
     slug = "bad-request"
 
-    def __init__(self, detail: str, *, problems: list[Problem] | None = None, **extra):
+    def __init__(self, detail: str, *, problems: list[Problem] | None = None,
+                 headers: dict[str, str] | None = None, **extra):
         super().__init__(detail)
         self.detail = detail
         self.problems = list(problems or [])
+        self.headers = dict(headers or {})
         self.extra = extra
 
 

@@ -46,11 +46,41 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
-class Template(Base):
-    __tablename__ = "templates"
+class Team(Base):
+    """Templates, jobs and tokens belong to a team; teams never see each other's."""
+
+    __tablename__ = "teams"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(63), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiToken(Base):
+    """A bearer token. Only its SHA-256 is kept: the secret is shown once, at creation."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(200), default="trainjobs")
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    team: Mapped[Team] = relationship()
+
+
+class Template(Base):
+    __tablename__ = "templates"
+    __table_args__ = (UniqueConstraint("team_id", "name", name="uq_templates_team_name"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id"))
+    name: Mapped[str] = mapped_column(String(63))
     latest_version: Mapped[int] = mapped_column(Integer)
     archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -81,14 +111,20 @@ class TemplateVersion(Base):
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
-        # Keyset pagination: newest first, id breaks ties; one index per common filter.
-        Index("ix_jobs_created", "created_at", "id"),
-        Index("ix_jobs_state_created", "state", "created_at", "id"),
-        Index("ix_jobs_template_created", "template_id", "created_at", "id"),
-        Index("ix_jobs_backend_state", "backend", "state"),
+        # Keyset pagination within a team: newest first, id breaks ties; one index per common filter.
+        Index("ix_jobs_team_created", "team_id", "created_at", "id"),
+        Index("ix_jobs_team_state_created", "team_id", "state", "created_at", "id"),
+        Index("ix_jobs_team_template_created", "team_id", "template_name", "created_at", "id"),
+        # The reconciler's scan of active jobs, across teams.
+        Index("ix_jobs_backend_state_created", "backend", "state", "created_at", "id"),
+        # Idempotency-Key: one job per key per team (NULLs never collide).
+        UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
     display_name: Mapped[str] = mapped_column(String(128))
     template_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("templates.id"))
     template_name: Mapped[str] = mapped_column(String(63))

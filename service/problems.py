@@ -36,7 +36,11 @@ class ProblemDetails(BaseModel):
 PROBLEM_RESPONSES = {
     code: {"model": ProblemDetails, "content": {MEDIA_TYPE: {}}, "description": desc}
     for code, desc in ((404, "Not found"), (409, "Conflict with the current state"),
-                       (422, "Invalid input: `errors` names each field and how to fix it"))
+                       (401, "Missing, unknown or revoked bearer token"),
+                       (403, "The token's role does not allow this"),
+                       (413, "Request body too large"),
+                       (422, "Invalid input: `errors` names each field and how to fix it"),
+                       (503, "Database unavailable; retry"))
 }
 
 
@@ -59,7 +63,9 @@ def install(app: FastAPI) -> None:
         extra = dict(exc.extra)
         if exc.problems:
             extra["errors"] = [p.as_dict() for p in exc.problems]
-        return problem(exc.status, exc.title, exc.detail, exc.slug, request, **extra)
+        resp = problem(exc.status, exc.title, exc.detail, exc.slug, request, **extra)
+        resp.headers.update(exc.headers)
+        return resp
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):

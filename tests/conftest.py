@@ -75,3 +75,22 @@ def session_factory(db_url):
     engine = make_engine(db_url)
     yield make_session_factory(engine)
     engine.dispose()
+
+
+def make_token(db_url: str, team: str = "alpha", role: str = "admin", name: str | None = None) -> str:
+    """A real token in the database (its team made if new); returns the secret."""
+    from service.auth.service import create_token, get_or_create_team
+
+    engine = make_engine(db_url)
+    try:
+        with make_session_factory(engine)() as session:
+            t = get_or_create_team(session, team)
+            _, secret = create_token(session, t, name or f"{role}-user", role, "tests")
+            session.commit()
+            return secret
+    finally:
+        engine.dispose()
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}

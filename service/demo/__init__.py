@@ -7,6 +7,7 @@ from importlib import resources
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.auth.service import get_or_create_team
 from service.models import Template
 from service.templates import service as templates
 from service.templates.schemas import TemplateCreate
@@ -17,11 +18,12 @@ def demo_template() -> TemplateCreate:
     return TemplateCreate.model_validate(json.loads(raw))
 
 
-def seed(session: Session) -> bool:
-    """Create the demo template unless a template of that name exists (even archived)."""
+def seed(session: Session, team_name: str = "default") -> bool:
+    """Create the demo template in a team unless it has one of that name (even archived)."""
     body = demo_template()
-    if session.scalar(select(Template.id).where(Template.name == body.name)):
+    team = get_or_create_team(session, team_name)
+    if session.scalar(select(Template.id).where(Template.team_id == team.id, Template.name == body.name)):
         return False
-    templates.create(session, body, "trainjobs")
+    templates.create(session, team.id, body, "trainjobs")
     session.commit()
     return True

@@ -4,11 +4,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from service.db import SessionDep
 from service.errors import Invalid, Problem
-from service.identity import ActorDep
+from service.auth.deps import Member, Viewer
 from service.jobs import service
 from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
                                   TemplateRef)
@@ -39,21 +39,29 @@ def job_out(job: Job) -> JobOut:
 @router.post("", status_code=201, response_model=JobOut | JobPreview,
              summary="Launch a job from a template (or preview it with ?dry_run=true)",
              responses={200: {"model": JobPreview, "description": "Dry run: what would be launched"}})
-def create_job(body: JobCreate, request: Request, response: Response, session: SessionDep, actor: ActorDep,
-               dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False):
+def create_job(body: JobCreate, request: Request, response: Response, session: SessionDep, actor: Member,
+               dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
+               idempotency_key: Annotated[str | None, Header(
+                   max_length=255, pattern=r"^[\x21-\x7e]+$",
+                   description="Retry-safe submit: the same key and body return the same job; "
+                               "the same key with another body answers 409.")] = None):
     state = request.app.state
-    result = service.create_job(session, state.backends, body, default_backend=state.settings.default_backend,
-                                dry_run=dry_run, actor=actor.name)
+    result, replayed = service.create_job(session, state.backends, body,
+                                          default_backend=state.settings.default_backend, dry_run=dry_run,
+                                          actor=actor, idempotency_key=idempotency_key)
     if dry_run:
         response.status_code = 200
         return result
-    state.reconciler_wake()
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    else:
+        state.reconciler_wake()
     response.headers["Location"] = f"/v1/jobs/{result.id}"
     return job_out(result)
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
-def list_jobs(session: SessionDep, _actor: ActorDep,
+def list_jobs(session: SessionDep, actor: Viewer,
               state: Annotated[list[JobState], Query(description="Repeat for several states")] = [],
               template: Annotated[str | None, Query(max_length=63)] = None,
               label: Annotated[list[Annotated[str, Query(max_length=129)]],
@@ -62,7 +70,7 @@ def list_jobs(session: SessionDep, _actor: ActorDep,
               created_before: datetime | None = None,
               limit: Annotated[int, Query(ge=1, le=200)] = 50,
               cursor: Annotated[str | None, Query(max_length=512)] = None):
-    jobs, next_cursor = service.list_jobs(session, states=state, template=template, labels=label,
+    jobs, next_cursor = service.list_jobs(session, actor.team_id, states=state, template=template, labels=label,
                                           created_after=_aware(created_after, "created_after"),
                                           created_before=_aware(created_before, "created_before"),
                                           limit=limit, cursor=cursor)
@@ -77,18 +85,18 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="A job: state, error, progress, the rendered CustomJob")
-def get_job(job_id: uuid.UUID, session: SessionDep, _actor: ActorDep):
-    return job_out(service.get_job(session, job_id))
+def get_job(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
+    return job_out(service.get_job(session, actor.team_id, job_id))
 
 
 @router.get("/{job_id}/events", response_model=list[JobEventOut], summary="A job's state history")
-def job_events(job_id: uuid.UUID, session: SessionDep, _actor: ActorDep):
+def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
     return [JobEventOut(id=e.id, from_state=e.from_state, to_state=e.to_state, reason=e.reason,
-                        actor=e.actor, at=e.at) for e in service.list_events(session, job_id)]
+                        actor=e.actor, at=e.at) for e in service.list_events(session, actor.team_id, job_id)]
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobOut, summary="Cancel a job")
-def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: ActorDep):
-    job = service.cancel_job(session, request.app.state.backends, job_id, actor.name)
+def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
+    job = service.cancel_job(session, request.app.state.backends, job_id, actor)
     request.app.state.reconciler_wake()
     return job_out(job)

@@ -2,15 +2,19 @@
 what backends observe. Raises domain errors only."""
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import uuid
 from datetime import datetime
 from typing import Mapping
 
 from sqlalchemy import select, tuple_
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from service import jobspec
+from service.auth.service import Actor
 from service.backends.base import (Backend, JobHandle, Observation, PermanentBackendError,
                                    TransientBackendError)
 from service.errors import BackendRejected, Conflict, Invalid, NotFound, Problem
@@ -44,9 +48,34 @@ def _backend(backends: Mapping[str, Backend], name: str) -> Backend:
     return backends[name]
 
 
+def request_hash(body: JobCreate, dry_run: bool) -> str:
+    canonical = json.dumps({"body": body.model_dump(mode="json"), "dry_run": dry_run},
+                           sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None:
+    job = session.scalar(select(Job).where(Job.team_id == actor.team_id, Job.idempotency_key == key))
+    if job is None:
+        return None
+    if job.request_hash != digest:
+        raise Conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id}); "
+                       "use a new key for a new job", job_id=str(job.id))
+    return job
+
+
 def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreate, *,
-               default_backend: str, dry_run: bool, actor: str) -> Job | JobPreview:
-    tv = templates.get_version(session, body.template, body.template_version)
+               default_backend: str, dry_run: bool, actor: Actor,
+               idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool]:
+    """Returns (job or preview, replayed): replayed is True when the Idempotency-Key
+    matched an earlier identical request and that job is returned instead."""
+    digest = request_hash(body, dry_run)
+    if idempotency_key and not dry_run:
+        existing = _replay(session, actor, idempotency_key, digest)
+        if existing is not None:
+            return existing, True
+
+    tv = templates.get_version(session, actor.team_id, body.template, body.template_version)
     if tv.template.archived_at is not None:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
@@ -64,21 +93,32 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
     if dry_run:
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
                           labels=compiled.custom_job_dict.get("labels", {}),
-                          custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled))
+                          custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled)), False
 
     now = utcnow()
-    job = Job(id=job_id, display_name=display_name, template_id=tv.template_id, template_name=ref.name,
-              template_version=ref.version, backend=backend_name, state=JobState.QUEUED.value,
-              parameters=dict(body.parameters), overrides=body.overrides, labels=dict(body.labels),
-              compiled=compiled.to_json(), created_by=actor, created_at=now, updated_at=now)
+    job = Job(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
+              template_name=ref.name, template_version=ref.version, backend=backend_name,
+              state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
+              labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
+              created_at=now, updated_at=now, idempotency_key=idempotency_key,
+              request_hash=digest if idempotency_key else None)
     session.add(job)
     session.add_all(JobLabel(job_id=job_id, key=k, value=v) for k, v in body.labels.items())
     session.add(JobEvent(job_id=job_id, from_state=None, to_state=JobState.QUEUED.value,
-                         reason="submitted", actor=actor, at=now))
+                         reason="submitted", actor=actor.name, at=now))
     # Commit before the backend hears of it: a rolled-back request never launches anything.
-    session.commit()
-    _submit(session, backend, job, actor)
-    return job
+    try:
+        session.commit()
+    except IntegrityError:
+        # Another request with the same Idempotency-Key committed first.
+        session.rollback()
+        if idempotency_key:
+            existing = _replay(session, actor, idempotency_key, digest)
+            if existing is not None:
+                return existing, True
+        raise
+    _submit(session, backend, job, actor.name)
+    return job, False
 
 
 def _submit(session: Session, backend: Backend, job: Job, actor: str) -> None:
@@ -103,8 +143,9 @@ def _submit(session: Session, backend: Backend, job: Job, actor: str) -> None:
     session.commit()
 
 
-def get_job(session: Session, job_id: uuid.UUID, *, for_update: bool = False) -> Job:
-    q = select(Job).where(Job.id == job_id)
+def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> Job:
+    # Another team's job answers 404 like a missing one: its existence is not ours to tell.
+    q = select(Job).where(Job.id == job_id, Job.team_id == team_id)
     if for_update:
         q = q.with_for_update()
     job = session.scalar(q)
@@ -113,11 +154,12 @@ def get_job(session: Session, job_id: uuid.UUID, *, for_update: bool = False) ->
     return job
 
 
-def list_jobs(session: Session, *, states: list[JobState], template: str | None, labels: list[str],
+def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], template: str | None, labels: list[str],
               created_after: datetime | None, created_before: datetime | None, limit: int,
               cursor: str | None) -> tuple[list[Job], str | None]:
     q = (select(Job).options(defer(Job.compiled), defer(Job.overrides), defer(Job.parameters),
                              defer(Job.error), defer(Job.progress))
+         .where(Job.team_id == team_id)
          .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1))
     if states:
         q = q.where(Job.state.in_([s.value for s in states]))
@@ -147,20 +189,20 @@ def list_jobs(session: Session, *, states: list[JobState], template: str | None,
     return rows, (encode_cursor(rows[-1].created_at.isoformat(), rows[-1].id) if more else None)
 
 
-def list_events(session: Session, job_id: uuid.UUID) -> list[JobEvent]:
-    get_job(session, job_id)
+def list_events(session: Session, team_id: uuid.UUID, job_id: uuid.UUID) -> list[JobEvent]:
+    get_job(session, team_id, job_id)
     return list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
 
 
-def cancel_job(session: Session, backends: Mapping[str, Backend], job_id: uuid.UUID, actor: str) -> Job:
-    job = get_job(session, job_id, for_update=True)
+def cancel_job(session: Session, backends: Mapping[str, Backend], job_id: uuid.UUID, actor: Actor) -> Job:
+    job = get_job(session, actor.team_id, job_id, for_update=True)
     state = JobState(job.state)
     if state in TERMINAL:
         raise Conflict(f"job {job_id} has already ended ({state.value}); nothing to cancel",
                        current_state=state.value)
     if state == JobState.CANCELLING:
         return job
-    transition(session, job, JobState.CANCELLING, reason="cancel requested", actor=actor)
+    transition(session, job, JobState.CANCELLING, reason="cancel requested", actor=actor.name)
     session.commit()
     backend = backends.get(job.backend)
     if backend is None:  # the backend was disabled since: nothing can stop it from here
@@ -172,7 +214,7 @@ def cancel_job(session: Session, backends: Mapping[str, Backend], job_id: uuid.U
         return job
     if reached:
         transition(session, job, reached, reason="cancelled before it started"
-                   if reached == JobState.CANCELLED else "cancel", actor=actor)
+                   if reached == JobState.CANCELLED else "cancel", actor=actor.name)
         session.commit()
     return job
 

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from service.db import SessionDep
-from service.identity import ActorDep
+from service.auth.deps import Admin, Viewer
 from service.models import TemplateVersion
 from service.problems import PROBLEM_RESPONSES
 from service.templates import service
@@ -23,18 +23,18 @@ def _out(tv: TemplateVersion) -> TemplateOut:
 
 
 @router.post("", status_code=201, response_model=TemplateOut, summary="Create a template (version 1)")
-def create_template(body: TemplateCreate, session: SessionDep, actor: ActorDep, response: Response):
-    tv = service.create(session, body, actor.name)
+def create_template(body: TemplateCreate, session: SessionDep, actor: Admin, response: Response):
+    tv = service.create(session, actor.team_id, body, actor.name)
     response.headers["Location"] = f"/v1/templates/{tv.template.name}"
     return _out(tv)
 
 
 @router.get("", response_model=TemplatePage, summary="List templates")
-def list_templates(session: SessionDep, _actor: ActorDep,
+def list_templates(session: SessionDep, actor: Viewer,
                    include_archived: bool = False,
                    limit: Annotated[int, Query(ge=1, le=200)] = 50,
                    cursor: Annotated[str | None, Query(max_length=512)] = None):
-    rows, latest, next_cursor = service.list_templates(session, include_archived=include_archived,
+    rows, latest, next_cursor = service.list_templates(session, actor.team_id, include_archived=include_archived,
                                                        limit=limit, cursor=cursor)
     return TemplatePage(items=[TemplateSummary(name=t.name, latest_version=t.latest_version,
                                                archived=t.archived_at is not None,
@@ -44,28 +44,28 @@ def list_templates(session: SessionDep, _actor: ActorDep,
 
 
 @router.get("/{name}", response_model=TemplateOut, summary="Get a template (latest version or ?version=N)")
-def get_template(name: str, session: SessionDep, _actor: ActorDep,
+def get_template(name: str, session: SessionDep, actor: Viewer,
                  version: Annotated[int | None, Query(ge=1)] = None):
-    return _out(service.get_version(session, name, version))
+    return _out(service.get_version(session, actor.team_id, name, version))
 
 
 @router.get("/{name}/versions", response_model=list[VersionSummary], summary="List a template's versions")
-def list_versions(name: str, session: SessionDep, _actor: ActorDep):
+def list_versions(name: str, session: SessionDep, actor: Viewer):
     return [VersionSummary(version=v.version, description=v.description, created_at=v.created_at,
-                           created_by=v.created_by) for v in service.list_versions(session, name)]
+                           created_by=v.created_by) for v in service.list_versions(session, actor.team_id, name)]
 
 
 @router.put("/{name}", response_model=TemplateOut, summary="Update a template (writes a new version)")
-def update_template(name: str, body: TemplateBody, session: SessionDep, actor: ActorDep):
-    return _out(service.update(session, name, body, actor.name))
+def update_template(name: str, body: TemplateBody, session: SessionDep, actor: Admin):
+    return _out(service.update(session, actor.team_id, name, body, actor.name))
 
 
 @router.post("/{name}/archive", response_model=TemplateOut,
              summary="Archive a template: no new jobs from it; existing jobs are kept")
-def archive_template(name: str, session: SessionDep, _actor: ActorDep):
-    return _out(service.set_archived(session, name, True))
+def archive_template(name: str, session: SessionDep, actor: Admin):
+    return _out(service.set_archived(session, actor.team_id, name, True))
 
 
 @router.post("/{name}/unarchive", response_model=TemplateOut, summary="Make an archived template usable again")
-def unarchive_template(name: str, session: SessionDep, _actor: ActorDep):
-    return _out(service.set_archived(session, name, False))
+def unarchive_template(name: str, session: SessionDep, actor: Admin):
+    return _out(service.set_archived(session, actor.team_id, name, False))

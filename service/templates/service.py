@@ -1,6 +1,8 @@
 """Templates: named, versioned job specs. Versions are immutable."""
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -19,12 +21,12 @@ def _dump(body: TemplateBody) -> tuple[dict, list[dict]]:
     return spec, params
 
 
-def create(session: Session, body: TemplateCreate, actor: str) -> TemplateVersion:
+def create(session: Session, team_id: uuid.UUID, body: TemplateCreate, actor: str) -> TemplateVersion:
     spec, params = _dump(body)
-    if session.scalar(select(Template.id).where(Template.name == body.name)):
+    if session.scalar(select(Template.id).where(Template.team_id == team_id, Template.name == body.name)):
         raise Conflict(f"a template named {body.name!r} exists already; "
                        f"PUT /v1/templates/{body.name} to add a version")
-    template = Template(name=body.name, latest_version=1)
+    template = Template(team_id=team_id, name=body.name, latest_version=1)
     version = TemplateVersion(template=template, version=1, description=body.description,
                               spec=spec, parameters=params, created_by=actor)
     session.add_all([template, version])
@@ -36,8 +38,8 @@ def create(session: Session, body: TemplateCreate, actor: str) -> TemplateVersio
     return version
 
 
-def get_template(session: Session, name: str, *, for_update: bool = False) -> Template:
-    q = select(Template).where(Template.name == name)
+def get_template(session: Session, team_id: uuid.UUID, name: str, *, for_update: bool = False) -> Template:
+    q = select(Template).where(Template.team_id == team_id, Template.name == name)
     if for_update:
         q = q.with_for_update()
     template = session.scalar(q)
@@ -46,8 +48,8 @@ def get_template(session: Session, name: str, *, for_update: bool = False) -> Te
     return template
 
 
-def get_version(session: Session, name: str, version: int | None = None) -> TemplateVersion:
-    template = get_template(session, name)
+def get_version(session: Session, team_id: uuid.UUID, name: str, version: int | None = None) -> TemplateVersion:
+    template = get_template(session, team_id, name)
     number = version or template.latest_version
     tv = session.scalar(select(TemplateVersion).where(TemplateVersion.template_id == template.id,
                                                       TemplateVersion.version == number))
@@ -57,9 +59,9 @@ def get_version(session: Session, name: str, version: int | None = None) -> Temp
     return tv
 
 
-def update(session: Session, name: str, body: TemplateBody, actor: str) -> TemplateVersion:
+def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:
     spec, params = _dump(body)
-    template = get_template(session, name, for_update=True)
+    template = get_template(session, team_id, name, for_update=True)
     if template.archived_at is not None:
         raise Conflict(f"template {name!r} is archived; POST /v1/templates/{name}/unarchive first")
     template.latest_version += 1
@@ -75,17 +77,18 @@ def update(session: Session, name: str, body: TemplateBody, actor: str) -> Templ
     return version
 
 
-def set_archived(session: Session, name: str, archived: bool) -> TemplateVersion:
-    template = get_template(session, name)
+def set_archived(session: Session, team_id: uuid.UUID, name: str, archived: bool) -> TemplateVersion:
+    template = get_template(session, team_id, name)
     if archived and template.archived_at is None:
         template.archived_at = utcnow()
     elif not archived:
         template.archived_at = None
-    return get_version(session, name)
+    return get_version(session, team_id, name)
 
 
-def list_templates(session: Session, *, include_archived: bool, limit: int, cursor: str | None):
-    q = select(Template).order_by(Template.name).limit(limit + 1)
+def list_templates(session: Session, team_id: uuid.UUID, *, include_archived: bool, limit: int,
+                   cursor: str | None):
+    q = select(Template).where(Template.team_id == team_id).order_by(Template.name).limit(limit + 1)
     if not include_archived:
         q = q.where(Template.archived_at.is_(None))
     if cursor:
@@ -103,7 +106,7 @@ def list_templates(session: Session, *, include_archived: bool, limit: int, curs
     return rows, latest, (encode_cursor(rows[-1].name) if more else None)
 
 
-def list_versions(session: Session, name: str) -> list[TemplateVersion]:
-    template = get_template(session, name)
+def list_versions(session: Session, team_id: uuid.UUID, name: str) -> list[TemplateVersion]:
+    template = get_template(session, team_id, name)
     return list(session.scalars(select(TemplateVersion).where(TemplateVersion.template_id == template.id)
                                 .order_by(TemplateVersion.version)))

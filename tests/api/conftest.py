@@ -4,6 +4,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.config import Settings
 from service.demo import demo_template
+from tests.conftest import bearer, make_token
 
 DEMO = demo_template().model_dump(mode="json", exclude_none=True)
 
@@ -17,8 +18,15 @@ def settings(db_url, tmp_path) -> Settings:
 
 
 @pytest.fixture
-def client(settings):
-    with TestClient(create_app(settings)) as c:
+def tokens(db_url) -> dict[str, str]:
+    """Team alpha: one token per role."""
+    return {role: make_token(db_url, "alpha", role) for role in ("viewer", "member", "admin")}
+
+
+@pytest.fixture
+def client(settings, tokens):
+    """Speaks as team alpha's admin unless a test passes other headers."""
+    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as c:
         yield c
 
 
@@ -38,3 +46,36 @@ def assert_problem(r, status: int, field: str | None = None) -> dict:
         fields = [e["field"] for e in body.get("errors", [])]
         assert field in fields, f"{field} not in {fields}"
     return body
+
+
+@pytest.fixture
+def live_server(settings, tokens):
+    """The real app on a real uvicorn server on 127.0.0.1, in a thread."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
+@pytest.fixture
+def demo_live(live_server, tokens) -> dict:
+    import httpx
+    r = httpx.post(f"{live_server}/v1/templates", json=DEMO, headers=bearer(tokens["admin"]))
+    assert r.status_code == 201, r.text
+    return r.json()

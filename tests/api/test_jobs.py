@@ -62,7 +62,7 @@ def test_cancel_a_queued_job(client, demo):
     assert r.status_code == 202 and r.json()["state"] == "CANCELLED"
     events = client.get(f"/v1/jobs/{job['id']}/events").json()
     assert [e["to_state"] for e in events] == ["QUEUED", "CANCELLING", "CANCELLED"]
-    assert events[1]["actor"] == "anonymous"
+    assert events[1]["actor"] == "admin-user@alpha"
     body = assert_problem(client.post(f"/v1/jobs/{job['id']}/cancel"), 409)
     assert "already ended (CANCELLED)" in body["detail"]
 

@@ -4,6 +4,7 @@ import uuid
 import pytest
 from sqlalchemy import select
 
+from service.auth.service import get_or_create_team
 from service.backends.base import Observation
 from service.errors import Conflict
 from service.jobs.service import apply_observation
@@ -13,11 +14,12 @@ from tests.jobspec.helpers import build, spec
 
 
 def make_job(session, state=JobState.QUEUED) -> Job:
-    t = Template(name=f"t-{uuid.uuid4().hex[:6]}", latest_version=1)
+    team = get_or_create_team(session, "alpha")
+    t = Template(team_id=team.id, name=f"t-{uuid.uuid4().hex[:6]}", latest_version=1)
     session.add(t)
     session.flush()
     compiled = build(spec())
-    job = Job(display_name="j", template_id=t.id, template_name=t.name, template_version=1, backend="local",
+    job = Job(team_id=team.id, display_name="j", template_id=t.id, template_name=t.name, template_version=1, backend="local",
               state=state.value, parameters={}, overrides=None, labels={}, compiled=compiled.to_json())
     session.add(job)
     session.commit()

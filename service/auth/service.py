@@ -1,0 +1,111 @@
+"""Teams and bearer tokens. Tokens are 256-bit random secrets, so one SHA-256
+pass is a sound way to store them (a slow password hash buys nothing here and
+would cost every request)."""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.errors import Conflict, Invalid, NotFound, Problem
+from service.models import ApiToken, Team, utcnow
+
+ROLES = ("viewer", "member", "admin")
+TOKEN_PREFIX = "tj_"
+_TEAM_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is calling: resolved from the bearer token on every request."""
+
+    token_id: uuid.UUID
+    token_name: str
+    team_id: uuid.UUID
+    team: str
+    role: str
+
+    @property
+    def name(self) -> str:
+        """How this caller appears in job events and created_by."""
+        return f"{self.token_name}@{self.team}"
+
+    def can(self, role: str) -> bool:
+        return ROLES.index(self.role) >= ROLES.index(role)
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def get_or_create_team(session: Session, name: str) -> Team:
+    if not _TEAM_NAME.match(name):
+        raise Invalid.of([Problem("team", "team names are lowercase letters, digits and -, starting with a letter",
+                                  "e.g. vision-research")])
+    team = session.scalar(select(Team).where(Team.name == name))
+    if team is None:
+        team = Team(name=name)
+        session.add(team)
+        session.flush()
+    return team
+
+
+def create_token(session: Session, team: Team, name: str, role: str, created_by: str) -> tuple[ApiToken, str]:
+    if role not in ROLES:
+        raise Invalid.of([Problem("role", f"unknown role {role!r}", f"use one of {', '.join(ROLES)}")])
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken(team_id=team.id, name=name, role=role, token_hash=hash_token(secret),
+                     prefix=secret[:10], created_by=created_by)
+    session.add(token)
+    session.flush()
+    return token, secret
+
+
+def resolve(session: Session, secret: str) -> Actor | None:
+    row = session.execute(
+        select(ApiToken.id, ApiToken.name, ApiToken.role, ApiToken.team_id, Team.name)
+        .join(Team, Team.id == ApiToken.team_id)
+        .where(ApiToken.token_hash == hash_token(secret), ApiToken.revoked_at.is_(None))).first()
+    if row is None:
+        return None
+    return Actor(token_id=row[0], token_name=row[1], role=row[2], team_id=row[3], team=row[4])
+
+
+def list_tokens(session: Session, team_id: uuid.UUID | None) -> list[ApiToken]:
+    q = select(ApiToken).order_by(ApiToken.created_at)
+    if team_id is not None:
+        q = q.where(ApiToken.team_id == team_id)
+    return list(session.scalars(q))
+
+
+def revoke(session: Session, token_id: uuid.UUID, team_id: uuid.UUID | None) -> ApiToken:
+    token = session.get(ApiToken, token_id)
+    if token is None or (team_id is not None and token.team_id != team_id):
+        raise NotFound(f"no token with id {token_id}")
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+    return token
+
+
+def any_token(session: Session) -> bool:
+    return session.scalar(select(ApiToken.id).limit(1)) is not None
+
+
+def bootstrap_admin(session: Session) -> str | None:
+    """On an empty database: team `default` and an admin token, returned once."""
+    if any_token(session):
+        return None
+    team = get_or_create_team(session, "default")
+    _, secret = create_token(session, team, "bootstrap-admin", "admin", "trainjobs")
+    try:
+        session.commit()
+    except IntegrityError:  # another process bootstrapped at the same moment
+        session.rollback()
+        return None
+    return secret
