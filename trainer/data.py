@@ -187,7 +187,9 @@ def tfds_split(cfg: TrainConfig, split: str, *, shuffle_files: bool):
             decoders={"image": tfds.decode.SkipDecoding()},
             read_config=tfds.ReadConfig(shuffle_seed=cfg.seed),
         )
-    except (AssertionError, ValueError, tfds.core.registered.DatasetNotFoundError) as exc:
+    except tfds.core.registered.DatasetNotFoundError:
+        raise ConfigError(f"--dataset={cfg.dataset!r} is not a TFDS dataset (nor synthetic or tfrecord)") from None
+    except (AssertionError, ValueError) as exc:  # not prepared, or a bad split name
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         hint = "" if cfg.tfds_download else " (prepare it first, e.g. `tfds build`, or pass --tfds-download)"
         raise ConfigError(

@@ -48,27 +48,28 @@ class EpochProgress(tf.keras.callbacks.Callback):
     BackupAndRestore run resumes at.
     """
 
-    def __init__(self, task: str, epochs: int, global_batch: int, start_fields: dict[str, Any]):
+    def __init__(
+        self, task: str, epochs: int, steps_per_epoch: int, global_batch: int, start_fields: dict[str, Any]
+    ):
         super().__init__()
         self._task = task
         self._epochs = epochs
+        # The training stream repeats, so every epoch runs exactly this many
+        # steps. (Counting batches would need batch-level hooks, which
+        # ParameterServerStrategy refuses, and they cost time on every step.)
+        self._steps = steps_per_epoch
         self._global_batch = global_batch
         self._start_fields = start_fields
         self._started = False
         self._epoch_start = 0.0
         self._train_seconds: float | None = None
-        self._steps = 0
 
     def on_epoch_begin(self, epoch, logs=None):
         if not self._started:
             self._started = True
             emit("train_start", self._task, epochs=self._epochs, initial_epoch=epoch + 1, **self._start_fields)
-        self._steps = 0
         self._train_seconds = None
         self._epoch_start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._steps += 1
 
     def on_test_begin(self, logs=None):
         # Validation inside fit(): stop the training clock so examples/s is

@@ -97,8 +97,8 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     if cluster.is_chief:
         callbacks.append(tf.keras.callbacks.TensorBoard(cfg.tensorboard_dir, update_freq="epoch", profile_batch=0))
         checkpoints.clear_done_marker(cfg.checkpoint_dir)
-    callbacks.append(EpochProgress(task, cfg.epochs, global_batch, start_fields={
-        "strategy": _STRATEGY_NAMES[strategy_name], "replicas": replicas, "workers": max(cluster.num_workers, 1),
+    callbacks.append(EpochProgress(task, cfg.epochs, inputs.steps_per_epoch, global_batch, start_fields={
+        "strategy": _STRATEGY_NAMES[strategy_name], "replicas": replicas, "workers": _training_workers(cluster, strategy_name),
         "global_batch_size": global_batch, "steps_per_epoch": inputs.steps_per_epoch,
         "train_examples": inputs.train_examples, "shard_policy": inputs.shard_policy,
         "model": cfg.model, "dataset": cfg.dataset, "precision": policy,
@@ -119,8 +119,17 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     # 6. Save. Every replica saves (saving runs collectives); only the chief's copy is kept.
     with distribute.save_dir(cfg.model_dir, cluster.is_chief) as target:
         model.save(target, include_optimizer=False)
-    emit("train_end", task, model_dir=cfg.model_dir, saved=cluster.is_chief, epochs=cfg.epochs)
+    # save_path shows where this replica's copy went (a removed temp dir on workers).
+    emit("train_end", task, model_dir=cfg.model_dir, saved=cluster.is_chief, save_path=target,
+         epochs=cfg.epochs)
     return 0
+
+
+def _training_workers(cluster: ClusterInfo, strategy_name: str) -> int:
+    # Under parameter-server training the chief only coordinates.
+    if strategy_name == "parameter_server":
+        return len(cluster.cluster.get("worker", []))
+    return max(cluster.num_workers, 1)
 
 
 def _per_worker_input(cfg: TrainConfig, global_batch: int):
