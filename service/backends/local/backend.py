@@ -1,0 +1,611 @@
+"""The local backend: every replica of the compiled cluster is an OS process on
+this machine, with the environment Vertex AI would give it.
+
+Truth lives on disk (rundir.py), so a restarted service follows its jobs again:
+each replica runs under a small wrapper (wrapper.py) that leads its own process
+group, copies the output to a log file and records the exit status in a file.
+
+Threads: submit() and cancel() run on request threads, poll() on the reconciler
+thread and a watcher thread reaps processes and stops clusters quickly. One lock
+guards all of it; none of it touches the database (the reconciler applies the
+Observations that poll() returns)."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from service.backends.base import JobHandle, LogPage, Observation, SubmitResult, TransientBackendError
+from service.backends.local import logfiles, processes, progress
+from service.backends.local.rundir import RunDir
+from service.errors import Invalid, Problem
+from service.jobs.states import JobState
+from service.jobspec import CompiledJob, Replica
+from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
+
+log = logging.getLogger("trainjobs.backends.local")
+
+WRAPPER = str(Path(__file__).with_name("wrapper.py"))
+WATCH_INTERVAL = 0.1           # seconds between the watcher's passes
+SUBMIT_SETTLE_SECONDS = 5.0    # a job launched by submit() is the request's to record first
+UNCLAIMED_SECONDS = 60.0       # an adopted run no active job claims is stopped after this
+LOG_TAIL_LINES = 20
+_STRIPPED_ENV = ("TF_CONFIG", "CLUSTER_SPEC")
+S = JobState
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(ts: str | None) -> datetime | None:
+    return datetime.fromisoformat(ts) if ts else None
+
+
+def free_ports(n: int, avoid: set[int] = frozenset()) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1, none in `avoid` (ports given to
+    runs whose TensorFlow servers may not have bound them yet)."""
+    socks = []
+    try:
+        for _ in range(100 * n + 100):
+            if len(socks) == n:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            if s.getsockname()[1] in avoid:
+                s.close()
+                continue
+            socks.append(s)
+        if len(socks) < n:
+            raise OSError(f"could not find {n} free ports on 127.0.0.1")
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _timeout_seconds(compiled: CompiledJob) -> float | None:
+    raw = ((compiled.custom_job_dict.get("jobSpec") or {}).get("scheduling") or {}).get("timeout")
+    try:
+        return float(raw.rstrip("s")) if raw else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class ReplicaProc:
+    task: str
+    pool: int
+    index: int
+    tf_role: str | None
+    pid: int | None = None
+    created: float | None = None          # psutil create_time, to tell our pid from a reused one
+    popen: subprocess.Popen | None = None  # None after a restart: we are not its parent any more
+    exit: dict | None = None               # the wrapper's exit record, or {"lost": True, ...}
+    exited_unwatched: bool = False         # it ended while the service was not running
+    started: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.exit is not None and (bool(self.exit.get("lost")) or self.exit.get("exit_code") != 0)
+
+    @property
+    def label(self) -> str:
+        return f"{self.task} ({self.tf_role} {self.index})"
+
+
+@dataclass
+class Run:
+    job_id: uuid.UUID
+    dir: RunDir
+    state: dict                           # what state.json holds
+    replicas: dict[str, ReplicaProc]
+    launched_at: datetime
+    timeout: float | None
+    adopted: bool = False
+    adopted_mono: float = 0.0
+    adopted_polls: int = 0                # polls seen before it was adopted
+    submitted_mono: float | None = None   # launched by submit(): when
+    claimed: bool = False                 # a poll has seen its job
+    outcome: dict | None = None
+    stop_deadline: float | None = None    # monotonic; SIGKILL after it
+    killed: bool = False
+    gone: bool = False                    # no process of it is left
+    reported: bool = False
+    orphan: bool = False
+    progress: dict | None = None
+    progress_dirty: bool = False
+    progress_offsets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return str(self.dir.path)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_deadline is not None
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.work_dir = Path(settings.local_work_dir).expanduser().resolve()
+        self.max_running = max(1, int(settings.local_max_running_jobs))
+        self.grace = float(settings.local_cancel_grace_seconds)
+        self.python = settings.local_python or sys.executable
+        self.max_replicas = int(getattr(settings, "local_max_replicas_per_job", 32))
+        self._lock = threading.RLock()
+        self._runs: dict[uuid.UUID, Run] = {}
+        self._waiting: dict[uuid.UUID, tuple[datetime, float]] = {}
+        self._cancelled_early: set[uuid.UUID] = set()
+        self._polls = 0
+        self._started_mono = time.monotonic()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        python = shutil.which(self.python) if os.sep not in self.python else self.python
+        if not python or not os.access(python, os.X_OK):
+            raise ValueError(f"TRAINJOBS_LOCAL_PYTHON={self.python!r} is not an executable Python")
+        self.python = python
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._started_mono = time.monotonic()
+        with self._lock:
+            self._adopt_all()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, name="local-backend-watcher", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        # Replicas keep running: the next start follows them again (docs/local.md).
+        self._stop.set()
+        if self._thread:
+            self._thread.join(5)
+            self._thread = None
+
+    # -- protocol --------------------------------------------------------------------
+
+    def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
+        problems = []
+        if any(r.tf_role is None for r in compiled.replicas):
+            problems.append(Problem(
+                "reduction_server", "Reduction Server pools cannot run on the local backend "
+                "(Google's reducer image needs Vertex AI and GPU workers using NCCL)",
+                'remove it for this job with "overrides": {"reduction_server": null}, '
+                'or launch with "backend": "vertex"'))
+        if len(compiled.replicas) > self.max_replicas:
+            problems.append(Problem(
+                "workers.replica_count", f"{len(compiled.replicas)} replicas; the local backend runs "
+                f"at most {self.max_replicas} processes per job",
+                "use fewer workers, or raise TRAINJOBS_LOCAL_MAX_REPLICAS_PER_JOB"))
+        return problems
+
+    def submit(self, job: JobHandle) -> SubmitResult:
+        with self._lock:
+            run = self._runs.get(job.id)
+            if run is None:
+                self._expire_waiting()
+                older = any(created < job.created_at for jid, (created, _) in self._waiting.items()
+                            if jid != job.id)
+                if older or self._occupied() >= self.max_running:
+                    self._waiting[job.id] = (job.created_at, time.monotonic())
+                    return SubmitResult(reason="queued")
+                try:
+                    run = self._launch(job)
+                except OSError as e:  # no run folder or no ports: poll() tries again
+                    raise TransientBackendError(f"could not prepare the local run: {e}") from e
+                run.submitted_mono = time.monotonic()
+            return SubmitResult(backend_ref=run.ref, state=S.PENDING,
+                                reason=f"starting {len(run.replicas)} replica processes in {run.ref}")
+
+    def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
+        out: list[Observation] = []
+        with self._lock:
+            self._polls += 1
+            blocked = False
+            for job in jobs:
+                run = self._runs.get(job.id)
+                if run is None and job.state != S.QUEUED:
+                    run = self._load(job.id)
+                if run is None:
+                    if job.state == S.QUEUED:
+                        if job.id in self._cancelled_early:
+                            continue
+                        if blocked or self._occupied() >= self.max_running:
+                            blocked = True  # keep the order: nobody younger jumps the queue
+                            self._waiting[job.id] = (job.created_at, time.monotonic())
+                            continue
+                        try:
+                            run = self._launch(job)
+                        except OSError:
+                            log.exception("job %s: could not prepare its local run; will retry", job.id)
+                            blocked = True
+                            continue
+                    elif job.state == S.CANCELLING:
+                        out.append(Observation(job.id, state=S.CANCELLED, reason="cancelled before it started"))
+                        continue
+                    else:
+                        out.append(self._missing(job))
+                        continue
+                self._waiting.pop(job.id, None)
+                run.claimed = True
+                try:
+                    self._tick(run)
+                    out += self._observe(run, job)
+                except Exception:
+                    log.exception("job %s: could not follow its local run %s", job.id, run.ref)
+        return out
+
+    def cancel(self, job: JobHandle) -> JobState | None:
+        with self._lock:
+            run = self._runs.get(job.id) or self._load(job.id)
+            if run is None:
+                self._waiting.pop(job.id, None)
+                self._cancelled_early.add(job.id)
+                return S.CANCELLED
+            self._tick(run)
+            if run.outcome is None and not run.state.get("cancel_requested_at"):
+                self._request_cancel(run)
+            return None
+
+    def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
+        tasks = [r.task_name for r in job.compiled.replicas if r.tf_role is not None]
+        if replica is not None:
+            if replica not in tasks:
+                raise Invalid.of([Problem("replica", f"this job has no replica {replica!r}",
+                                          f"use one of: {', '.join(tasks)}")])
+            tasks = [replica]
+        rd = RunDir.of(self.work_dir, job.id)
+        return logfiles.read_page({t: rd.log(t) for t in tasks}, since, limit)
+
+    # -- launching ---------------------------------------------------------------------
+
+    def command_of(self, replica: Replica) -> list[str]:
+        """The template's command and args; the trainer image's entrypoint when there
+        is no command. `python` is this environment's interpreter."""
+        command = list(replica.command) or list(DEFAULT_TRAINER_COMMAND)
+        if command[0] in ("python", "python3"):
+            command[0] = self.python
+        return command + list(replica.args)
+
+    def env_of(self, job_id: uuid.UUID, compiled: CompiledJob, replica: Replica,
+               addresses: dict[str, str], output_dir: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not (k.startswith("TRAINJOBS_") or k.startswith("AIP_") or k in _STRIPPED_ENV)}
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PATH"] = os.path.dirname(self.python) + os.pathsep + env.get("PATH", "")
+        env.update(compiled.env(replica, addresses, output_dir))
+        env[processes.MARKER] = processes.marker_value(job_id, replica.task_name)
+        return env
+
+    def _launch(self, job: JobHandle) -> Run:
+        compiled = job.compiled
+        rd = RunDir.of(self.work_dir, job.id)
+        existing = rd.read_state()
+        if existing is not None:  # launched before a crash that the database never heard of
+            return self._adopt(rd, existing)
+        rd.create()
+        in_use = {int(r["address"].rsplit(":", 1)[1]) for run in self._runs.values() if not run.gone
+                  for r in run.state["replicas"].values()}
+        ports = free_ports(len(compiled.replicas), in_use)
+        addresses = {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports)}
+        output_dir = str(rd.output) if compiled.base_output_directory else None
+        launched = _now()
+        state = {
+            "job_id": str(job.id), "phase": "launching", "launched_at": _iso(launched),
+            "output_dir": output_dir, "base_output_directory": compiled.base_output_directory,
+            "timeout_seconds": _timeout_seconds(compiled),
+            "replicas": {r.task_name: {"pool": r.pool, "index": r.index, "tf_role": r.tf_role,
+                                       "address": addresses[r.task_name], "pid": None, "create_time": None,
+                                       "argv": self.command_of(r)}
+                         for r in compiled.replicas},
+            "cancel_requested_at": None, "outcome": None, "gone": False,
+        }
+        rd.write_state(state)
+        run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"])
+        for r in compiled.replicas:
+            run.replicas[r.task_name] = ReplicaProc(r.task_name, r.pool, r.index, r.tf_role)
+        self._runs[job.id] = run
+        for r in compiled.replicas:
+            rep = run.replicas[r.task_name]
+            try:
+                popen = self._spawn(rd, r.task_name, state["replicas"][r.task_name]["argv"],
+                                    self.env_of(job.id, compiled, r, addresses, output_dir))
+            except OSError as e:
+                log.error("job %s: cannot start replica %s: %s", job.id, r.task_name, e)
+                self._set_outcome(run, S.FAILED, f"could not start replica {r.task_name}: {e}",
+                                  {"code": None, "message": f"could not start replica {r.task_name}: {e}",
+                                   "replica": r.task_name})
+                break
+            rep.popen, rep.pid = popen, popen.pid
+            rep.created = processes.start_time(popen.pid)
+            state["replicas"][r.task_name].update(pid=rep.pid, create_time=rep.created)
+            rd.write_state(state)
+        state["phase"] = "running"
+        rd.write_state(state)
+        log.info("job %s: started %d replicas in %s", job.id, len(run.replicas), run.ref)
+        return run
+
+    def _spawn(self, rd: RunDir, task: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+        with open(rd.wrapper_log(task), "ab") as wrapper_log:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", WRAPPER, "--log", str(rd.log(task)),
+                 "--started", str(rd.started_file(task)), "--exit", str(rd.exit_file(task)), "--", *argv],
+                env=env, cwd=rd.path, stdin=subprocess.DEVNULL, stdout=wrapper_log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True)
+
+    # -- following ---------------------------------------------------------------------
+
+    def _occupied(self) -> int:
+        return sum(1 for r in self._runs.values() if not r.gone and not r.orphan)
+
+    def _expire_waiting(self) -> None:
+        # A waiting job the reconciler stopped reporting is no longer waiting.
+        limit = time.monotonic() - max(30.0, 10 * self.settings.reconcile_interval_seconds)
+        for jid in [j for j, (_, seen) in self._waiting.items() if seen < limit]:
+            del self._waiting[jid]
+
+    def _tick(self, run: Run) -> None:
+        """Reap, notice exits, decide the outcome, stop what must stop."""
+        self._refresh(run)
+        now = time.monotonic()
+        if run.outcome is None:
+            self._decide(run)
+        if run.stopping and not run.gone:
+            if now >= run.stop_deadline:
+                self._signal(run, signal.SIGKILL)
+                run.killed = True
+            if all(r.exit is not None or r.pid is None for r in run.replicas.values()) and not any(
+                    processes.group_members(r.pid, self._marker(run, r)) for r in run.replicas.values()
+                    if r.pid is not None):
+                run.gone = True
+                if run.outcome is None:  # a cancel ends when the last process is gone
+                    self._set_outcome(run, S.CANCELLED, self._cancel_reason(run),
+                                      {"code": 1, "message": "CANCELLED: the job was cancelled by request"})
+                run.state["gone"] = True
+                run.dir.write_state(run.state)
+
+    def _refresh(self, run: Run) -> None:
+        for rep in run.replicas.values():
+            if not rep.started and rep.pid is not None:
+                rep.started = run.dir.started_file(rep.task).exists()
+            if rep.exit is not None or rep.pid is None:
+                continue
+            if rep.popen is not None:
+                if rep.popen.poll() is None:
+                    continue
+            elif processes.is_alive(rep.pid, rep.created):
+                continue
+            info = run.dir.read_exit(rep.task)
+            if info is None:  # the wrapper itself was killed: the command's status is unknown
+                info = {"lost": True, "exit_code": None, "ended_at": _iso(_now()),
+                        "wrapper_status": rep.popen.returncode if rep.popen else None}
+            rep.exit = info
+            rep.started = run.dir.started_file(rep.task).exists()
+
+    def _decide(self, run: Run) -> None:
+        if run.state.get("cancel_requested_at"):
+            return  # _tick ends it as CANCELLED once every process is gone
+        failed = [r for r in run.replicas.values() if r.failed]
+        if failed:
+            first = min(failed, key=lambda r: (r.exit.get("ended_at") or "~", r.pool, r.index))
+            reason, error = self._failure(run, first)
+            self._set_outcome(run, S.FAILED, reason, error, ended=_parse(first.exit.get("ended_at")))
+            self._begin_stop(run)
+            return
+        trainers = [r for r in run.replicas.values() if r.tf_role != "ps"]
+        if all(r.exit is not None for r in trainers):
+            ps = [r for r in run.replicas.values() if r.tf_role == "ps"]
+            reason = "every replica exited 0" if not ps else \
+                "the chief, workers and evaluator exited 0; the parameter servers were stopped"
+            if all(r.exited_unwatched for r in trainers):
+                reason += " (while the service was not running)"
+            self._set_outcome(run, S.SUCCEEDED, reason, None)
+            self._begin_stop(run)
+            return
+        if run.timeout and (_now() - run.launched_at).total_seconds() > run.timeout:
+            message = f"the job ran longer than its scheduling timeout of {run.timeout:g} s and was stopped"
+            self._set_outcome(run, S.FAILED, message, {"code": 4, "message": message})
+            self._begin_stop(run)
+            return
+        if run.adopted and not run.claimed and self._polls - run.adopted_polls >= 3 and \
+                time.monotonic() - run.adopted_mono > UNCLAIMED_SECONDS:
+            log.warning("local run %s: no active job claims it; stopping its processes", run.ref)
+            run.orphan = True
+            self._set_outcome(run, S.FAILED, "no active job in the database claims this run", None)
+            self._begin_stop(run)
+
+    def _failure(self, run: Run, rep: ReplicaProc) -> tuple[str, dict]:
+        when = " while the service was not running" if rep.exited_unwatched else ""
+        tail = [line[:500] for line in logfiles.tail(run.dir.log(rep.task), LOG_TAIL_LINES)]
+        if rep.exit.get("lost"):
+            what = (f"replica {rep.label}, pid {rep.pid}, is gone without an exit status: "
+                    f"it was killed (SIGKILL or the OOM killer){when}")
+            code = None
+        else:
+            code = rep.exit.get("exit_code")
+            sig = rep.exit.get("signal")
+            what = f"replica {rep.label} exited with code {code}" + (f" (killed by {sig})" if sig else "") + when
+        others = [r for r in run.replicas.values() if r is not rep and r.exit is None]
+        reason = what + ("; the other replicas were stopped" if others else "")
+        message = f"The replica {rep.task} " + (
+            f"exited with a non-zero status of {code}." if code is not None else
+            "disappeared without an exit status (killed).")
+        if tail:
+            message += " Last lines of its log:\n" + "\n".join(tail)
+        return reason, {"code": code, "message": message, "replica": rep.task, "exit_code": code,
+                        "signal": None if rep.exit.get("lost") else rep.exit.get("signal"), "log_tail": tail}
+
+    def _cancel_reason(self, run: Run) -> str:
+        how = (f"SIGTERM, then SIGKILL after the {self.grace:g} s grace period" if run.killed
+               else "SIGTERM")
+        return f"cancelled: every replica was stopped ({how})"
+
+    def _set_outcome(self, run: Run, state: JobState, reason: str, error: dict | None,
+                     ended: datetime | None = None) -> None:
+        run.outcome = {"state": state.value, "reason": reason[:2000], "error": error,
+                       "ended_at": _iso(ended or _now())}
+        run.state["outcome"] = run.outcome
+        run.dir.write_state(run.state)  # before anyone hears of it: a restart says the same
+        log.info("job %s: %s: %s", run.job_id, state.value, reason)
+
+    def _request_cancel(self, run: Run) -> None:
+        run.state["cancel_requested_at"] = _iso(_now())
+        run.dir.write_state(run.state)
+        self._begin_stop(run)
+
+    def _begin_stop(self, run: Run) -> None:
+        if run.stop_deadline is None:
+            run.stop_deadline = time.monotonic() + self.grace
+        self._signal(run, signal.SIGTERM)
+
+    def _marker(self, run: Run, rep: ReplicaProc) -> str:
+        return processes.marker_value(run.job_id, rep.task)
+
+    def _signal(self, run: Run, sig: signal.Signals) -> None:
+        for rep in run.replicas.values():
+            if rep.pid is None:
+                continue
+            if rep.exit is None:
+                # Our wrapper is alive, so the group number is still ours.
+                processes.signal_group(rep.pid, sig)
+            else:
+                # The leader is gone; signal only what still carries our marker.
+                processes.signal_pids(processes.group_members(rep.pid, self._marker(run, rep)), sig)
+
+    def _observe(self, run: Run, job: JobHandle) -> list[Observation]:
+        if (job.state == S.QUEUED and run.submitted_mono is not None
+                and time.monotonic() - run.submitted_mono < SUBMIT_SETTLE_SECONDS):
+            return []  # the submitting request records PENDING itself; do not race it
+        self._read_progress(run)
+        prog = run.progress if run.progress_dirty else None
+        run.progress_dirty = False
+        out = []
+        all_started = all(r.started for r in run.replicas.values())
+        if job.state in (S.QUEUED, S.PENDING) and all_started and \
+                (run.outcome is None or run.outcome["state"] != S.CANCELLED.value):
+            reason = f"all {len(run.replicas)} replicas running"
+            if run.adopted:
+                reason += " (followed again after a service restart)"
+            out.append(Observation(job.id, state=S.RUNNING, reason=reason, backend_ref=run.ref,
+                                   started_at=run.launched_at))
+        elif job.state == S.QUEUED and run.outcome is None:
+            out.append(Observation(job.id, state=S.PENDING, backend_ref=run.ref,
+                                   reason=f"starting {len(run.replicas)} replica processes in {run.ref}"))
+        if run.outcome is not None:
+            run.reported = True
+            o = run.outcome
+            out.append(Observation(job.id, state=S(o["state"]), reason=o["reason"], error=o["error"],
+                                   backend_ref=run.ref, ended_at=_parse(o["ended_at"]), progress=prog))
+            return out
+        if job.state == S.CANCELLING and not run.state.get("cancel_requested_at"):
+            self._request_cancel(run)  # the service stopped between recording the cancel and sending it
+        if out or prog is not None or job.backend_ref != run.ref:
+            if out:
+                out[-1] = dataclasses.replace(out[-1], progress=prog)
+            else:
+                out.append(Observation(job.id, backend_ref=run.ref, progress=prog))
+        return out
+
+    def _read_progress(self, run: Run) -> None:
+        for rep in run.replicas.values():
+            if rep.tf_role not in ("chief", "evaluator"):
+                continue
+            path = run.dir.log(rep.task)
+            offset = run.progress_offsets.get(rep.task, 0)
+            for ts, _stream, message, end in logfiles._read_records(path, offset, logfiles.READ_CHUNK):
+                offset = end
+                new = progress.update(run.progress, message, ts, rep.tf_role)
+                if new is not None:
+                    run.progress, run.progress_dirty = new, True
+            run.progress_offsets[rep.task] = offset
+
+    def _missing(self, job: JobHandle) -> Observation:
+        rd = RunDir.of(self.work_dir, job.id)
+        reason = (f"the local run folder {rd.path} is gone, so the job's processes cannot be followed "
+                  "(was TRAINJOBS_LOCAL_WORK_DIR changed, or the folder deleted?)")
+        return Observation(job.id, state=S.FAILED, reason=reason, error={"code": None, "message": reason})
+
+    # -- restart -------------------------------------------------------------------------
+
+    def _adopt_all(self) -> None:
+        for path in sorted(self.work_dir.iterdir()):
+            try:
+                job_id = uuid.UUID(path.name)
+            except ValueError:
+                continue
+            rd = RunDir(path)
+            state = rd.read_state()
+            if state is None or state.get("gone") or job_id in self._runs:
+                continue
+            try:
+                self._adopt(rd, state)
+            except Exception:
+                log.exception("local run %s: could not be followed again", path)
+
+    def _load(self, job_id: uuid.UUID) -> Run | None:
+        rd = RunDir.of(self.work_dir, job_id)
+        state = rd.read_state()
+        return self._adopt(rd, state) if state is not None else None
+
+    def _adopt(self, rd: RunDir, state: dict) -> Run:
+        job_id = uuid.UUID(state["job_id"])
+        run = Run(job_id, rd, state, {}, _parse(state["launched_at"]), state.get("timeout_seconds"),
+                  adopted=True, adopted_mono=time.monotonic(), adopted_polls=self._polls)
+        for task, r in state["replicas"].items():
+            run.replicas[task] = ReplicaProc(task, r["pool"], r["index"], r["tf_role"], pid=r["pid"],
+                                             created=r["create_time"])
+        run.outcome = state.get("outcome")
+        run.gone = bool(state.get("gone"))
+        self._runs[job_id] = run
+        self._refresh(run)
+        for rep in run.replicas.values():
+            rep.exited_unwatched = rep.exit is not None
+        if run.gone:
+            return run
+        if state.get("phase") == "launching" and run.outcome is None:
+            # The service died while starting the replicas: some may run without a recorded pid.
+            for rep in run.replicas.values():
+                if rep.pid is None:
+                    processes.signal_pids(processes.find_marked(self._marker(run, rep)), signal.SIGKILL)
+            reason = "the service stopped while starting this job's replicas; the ones started were stopped"
+            self._set_outcome(run, S.FAILED, reason, {"code": None, "message": reason})
+        if run.outcome is not None or state.get("cancel_requested_at"):
+            self._begin_stop(run)  # finish what the previous service had begun
+        alive = [r.task for r in run.replicas.values() if r.exit is None and r.pid is not None]
+        log.info("local run %s: followed again after a restart (alive: %s)", rd.path, ", ".join(alive) or "none")
+        return run
+
+    # -- watcher ---------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL):
+            with self._lock:
+                for job_id, run in list(self._runs.items()):
+                    try:
+                        self._tick(run)
+                    except Exception:
+                        log.exception("local run %s: watcher pass failed", run.ref)
+                        continue
+                    if run.gone and run.outcome is not None and (run.reported or run.orphan):
+                        del self._runs[job_id]

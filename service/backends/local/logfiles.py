@@ -1,0 +1,118 @@
+"""Reading the replica log files the wrapper writes (format in wrapper.py).
+
+Cursor: the byte offset reached in each replica's file, as base64url JSON
+({"workerpool0-0": 1234, "workerpool1-0": 99}), so one `since` resumes every
+replica at once. It is opaque to clients; a replica missing from it starts at 0."""
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from service.backends.base import LogLine, LogPage
+from service.errors import Invalid, Problem
+
+READ_CHUNK = 1 << 20          # bytes read from one file per call, at most
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+
+
+def encode_cursor(offsets: dict[str, int]) -> str:
+    raw = json.dumps(offsets, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str | None) -> dict[str, int]:
+    if not cursor:
+        return {}
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in data.items()):
+        raise Invalid.of([Problem("since", "not a log cursor this service handed out",
+                                  "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
+    return data
+
+
+def parse_record(raw: bytes) -> tuple[str, str, str]:
+    """(timestamp, stream, message) from one record without its newline."""
+    text = raw.decode("utf-8", "replace")
+    ts, _, rest = text.partition(" ")
+    stream, _, message = rest.partition(" ")
+    if len(ts) != 27 or not ts.endswith("Z") or stream not in ("stdout", "stderr"):
+        return "", "stdout", text  # not written by the wrapper: keep it, undated
+    return ts, stream, message
+
+
+def _timestamp(ts: str) -> datetime:
+    return datetime.fromisoformat(ts) if ts else _EPOCH
+
+
+def _read_records(path: Path, offset: int, max_bytes: int) -> list[tuple[str, str, str, int]]:
+    """Whole records after `offset`: (timestamp, stream, message, offset after it)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(max_bytes)
+    except FileNotFoundError:
+        return []
+    out = []
+    pos = 0
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # a partial record (still being written, or cut by max_bytes): later
+        ts, stream, message = parse_record(data[pos:nl])
+        pos = nl + 1
+        out.append((ts, stream, message, offset + pos))
+    if not out and len(data) == max_bytes:
+        # One record longer than a whole chunk (the wrapper caps lines at 64 KiB,
+        # so only a foreign file gets here): hand it out cut rather than stall.
+        ts, stream, message = parse_record(data)
+        out.append((ts, stream, message, offset + len(data)))
+    return out
+
+
+def _tagged(task: str, records: list) -> Iterable:
+    return ((ts, task, stream, message, end) for ts, stream, message, end in records)
+
+
+def read_page(files: dict[str, Path], since: str | None, limit: int) -> LogPage:
+    """Up to `limit` lines after `since` from the replicas in `files`, merged
+    by timestamp (each replica's own lines stay in file order)."""
+    offsets = decode_cursor(since)
+    current = {task: offsets.get(task, 0) for task in files}
+    per_file_bytes = max(64 * 1024, min(READ_CHUNK, limit * 512))
+    streams: list[Iterable] = [_tagged(task, _read_records(path, current[task], per_file_bytes))
+                               for task, path in files.items()]
+    lines: list[LogLine] = []
+    for ts, task, stream, message, end in heapq.merge(*streams, key=lambda r: r[0]):
+        if len(lines) >= limit:
+            break
+        current[task] = end
+        lines.append(LogLine(cursor=encode_cursor(current), replica=task, stream=stream,
+                             timestamp=_timestamp(ts), message=message))
+    return LogPage(lines=lines, cursor=encode_cursor(current))
+
+
+def tail(path: Path, n: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last `n` messages of one replica's log (both streams)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    records = data.split(b"\n")
+    if size > max_bytes:
+        records = records[1:]  # the first one is probably cut
+    return [parse_record(r)[2] for r in records if r][-n:]

@@ -1,0 +1,45 @@
+"""The trainer's structured progress lines (trainer/progress.py) -> job.progress.
+
+The chief's `epoch_end` lines give the latest epoch, steps and metrics (with
+MultiWorkerMirroredStrategy every worker reports the same numbers, so the
+chief speaks for the job); the evaluator's `evaluation` lines are kept beside
+them; `train_start` and `train_end` mark the phase."""
+from __future__ import annotations
+
+import json
+
+_KEEP_EPOCH = ("epoch", "epochs", "steps", "metrics", "examples_per_sec", "seconds", "task")
+
+
+def update(progress: dict | None, message: str, timestamp: str, tf_role: str | None) -> dict | None:
+    """The progress after one log message, or None if the message says nothing new."""
+    if not message.startswith("{") or '"event"' not in message:
+        return None
+    try:
+        event = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    kind = event.get("event")
+    out = dict(progress or {})
+    if tf_role == "evaluator":
+        if kind != "evaluation":
+            return None
+        out["evaluation"] = {k: v for k, v in event.items() if k != "event"}
+        out["evaluation"]["at"] = timestamp
+    elif kind == "train_start":
+        out.setdefault("phase", "training")
+        if "epochs" in event:
+            out.setdefault("epochs", event["epochs"])
+    elif kind == "epoch_end":
+        out.update({k: event[k] for k in _KEEP_EPOCH if k in event})
+        out["phase"] = "training"
+    elif kind == "train_end":
+        out["phase"] = "finished"
+        if "model_dir" in event:
+            out["model_dir"] = event["model_dir"]
+    else:
+        return None
+    out["updated_at"] = timestamp
+    return out

@@ -1,0 +1,87 @@
+"""A local run folder: the backend's truth on disk, so a restarted service can
+find its jobs' processes again.
+
+    <local_work_dir>/<job id>/
+        state.json                  pids, process start times, ports, output dir, outcome
+        logs/<task>.log             the replica's stdout and stderr (format: wrapper.py)
+        replicas/<task>.started     written by the wrapper once the command runs
+        replicas/<task>.exit        written by the wrapper when the command ends
+        replicas/<task>.wrapper     the wrapper's own stderr (empty unless it broke)
+        output/                     the job's base output directory (AIP_MODEL_DIR=output/model/ ...)
+"""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def of(cls, work_dir: Path, job_id: uuid.UUID) -> "RunDir":
+        return cls(work_dir / str(job_id))
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def replicas(self) -> Path:
+        return self.path / "replicas"
+
+    @property
+    def output(self) -> Path:
+        return self.path / "output"
+
+    def log(self, task: str) -> Path:
+        return self.logs / f"{task}.log"
+
+    def started_file(self, task: str) -> Path:
+        return self.replicas / f"{task}.started"
+
+    def exit_file(self, task: str) -> Path:
+        return self.replicas / f"{task}.exit"
+
+    def wrapper_log(self, task: str) -> Path:
+        return self.replicas / f"{task}.wrapper"
+
+    def create(self) -> None:
+        for d in (self.logs, self.replicas, self.output):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def read_state(self) -> dict | None:
+        try:
+            data = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        return data if data.get("version") == STATE_VERSION else None
+
+    def write_state(self, state: dict) -> None:
+        state["version"] = STATE_VERSION
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+        os.replace(tmp, self.state_file)  # a crash leaves the old or the new file, never half
+
+    def read_started(self, task: str) -> dict | None:
+        return _read_json(self.started_file(task))
+
+    def read_exit(self, task: str) -> dict | None:
+        return _read_json(self.exit_file(task))
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

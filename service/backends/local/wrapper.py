@@ -1,0 +1,129 @@
+"""Runs one replica's command and keeps a record that outlives the service.
+
+    python -I -S wrapper.py --log L --started S --exit E -- command args...
+
+Started by the local backend, one per replica, as the leader of a new process
+group (the command runs in that group, so one killpg reaches it and its
+children). It copies the command's stdout and stderr line by line into the
+replica's log file, each line prefixed with the time it was read, writes a
+"started" file once the command runs and an "exit" file with its exit status
+when it ends, then exits with the same status. The exit file is how a
+restarted service learns how a replica ended: after a restart the service is
+no longer the replica's parent and cannot waitpid() it.
+
+Standard library only, and run by path with -I -S: it must start in
+milliseconds and must never import the service (or TensorFlow).
+
+Log record format (read by service.backends.local.logfiles), one per line:
+    2026-01-31T12:00:00.123456Z stdout the line as the program wrote it
+Timestamps are taken here, as each line is read from the pipe, so they stay
+true when the logs are read later (after a restart, or by a slow client).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+
+MAX_LINE = 64 * 1024  # longer lines are split into several records
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)  # readers never see half a file
+
+
+class LogWriter:
+    def __init__(self, path: str):
+        # Unbuffered append: each record is one write(), so a reader sees whole
+        # records (it also ignores a trailing partial line).
+        self._f = open(path, "ab", buffering=0)
+        self._lock = threading.Lock()
+
+    def record(self, stream: str, text: bytes) -> None:
+        data = b"%s %s %s\n" % (_now().encode(), stream.encode(), text)
+        with self._lock:
+            self._f.write(data)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _pump(pipe, stream: str, log: LogWriter) -> None:
+    with pipe:
+        while True:
+            line = pipe.readline(MAX_LINE)
+            if not line:
+                return
+            log.record(stream, line.rstrip(b"\r\n").replace(b"\n", b" "))
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--log", required=True)
+    p.add_argument("--started", required=True)
+    p.add_argument("--exit", required=True)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+
+    # The backend stops a replica with killpg(SIGTERM): the command gets it too.
+    # The wrapper outlives the command so it can record how it ended; a Python
+    # handler (not SIG_IGN) is reset on exec, so the command keeps the default.
+    terminated: list[int] = []
+
+    def _note(signum, _frame):
+        terminated.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _note)
+
+    log = LogWriter(args.log)
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, close_fds=True)
+    except OSError as e:
+        log.record("stderr", f"trainjobs: cannot start {command!r}: {e}".encode())
+        log.close()
+        _write_json(args.exit, {"exit_code": 127, "signal": None, "ended_at": _now(),
+                                "error": f"cannot start: {e}"})
+        return 127
+    _write_json(args.started, {"pid": child.pid, "started_at": _now()})
+
+    pumps = [threading.Thread(target=_pump, args=(child.stdout, "stdout", log), daemon=True),
+             threading.Thread(target=_pump, args=(child.stderr, "stderr", log), daemon=True)]
+    for t in pumps:
+        t.start()
+    while True:
+        try:
+            code = child.wait()
+            break
+        except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
+            continue
+    ended = _now()
+    # A grandchild may still hold the pipes open; do not wait for it forever.
+    deadline = time.monotonic() + 5
+    for t in pumps:
+        t.join(max(0.0, deadline - time.monotonic()))
+    log.close()
+    sig = -code if code < 0 else None
+    _write_json(args.exit, {"exit_code": code, "signal": signal.Signals(sig).name if sig else None,
+                            "ended_at": ended,
+                            "terminated_by": signal.Signals(terminated[0]).name if terminated else None})
+    return code if code >= 0 else 128 + (sig or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

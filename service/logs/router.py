@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from service.auth.deps import Viewer
+from service.db import SessionDep
+from service.logs import service
+from service.logs.schemas import LogLineOut, LogPageOut
+from service.problems import PROBLEM_RESPONSES
+
+router = APIRouter(prefix="/v1/jobs", tags=["logs"], responses=PROBLEM_RESPONSES)
+
+SSE_DOC = """Server-Sent Events (with `follow=true` or `Accept: text/event-stream`):
+`event: log` per line (`id:` is its cursor, `data:` the line as JSON), comments as heartbeats,
+and a last `event: end` whose data holds the job's final state and error. Reconnect with
+`Last-Event-ID` (browsers' EventSource do it themselves) to resume after the last line seen."""
+
+
+@router.get("/{job_id}/logs", response_model=LogPageOut,
+            summary="A job's replica logs: a page, or a live stream (SSE)", description=SSE_DOC,
+            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+async def job_logs(
+        job_id: uuid.UUID, request: Request, actor: Viewer, session: SessionDep,
+        replica: Annotated[str | None, Query(max_length=64, description="Only this replica, e.g. workerpool1-0")] = None,
+        since: Annotated[str | None, Query(max_length=8192,
+                                           description="A cursor from an earlier line or page")] = None,
+        limit: Annotated[int, Query(ge=1, le=5000, description="Most lines per page (per SSE read)")] = 1000,
+        follow: Annotated[bool, Query(description="Stream as Server-Sent Events until the job ends")] = False,
+        accept: Annotated[str | None, Header(include_in_schema=False)] = None,
+        last_event_id: Annotated[str | None, Header(max_length=8192, description="SSE resume point")] = None):
+    state = request.app.state
+    view = await anyio.to_thread.run_sync(service.view_of, session, actor.team_id, job_id)
+    # The request's session would otherwise stay checked out for the whole stream.
+    await anyio.to_thread.run_sync(session.close)
+    backend = service.backend_of(state.backends, view)
+    stream = follow or "text/event-stream" in (accept or "")
+    cursor = (last_event_id or since) if stream else since
+    # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
+    page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)
+    if stream:
+        s = state.settings
+        cfg = service.FollowSettings(interval=s.logs_follow_interval_seconds, heartbeat=s.logs_heartbeat_seconds)
+        body = service.follow(state.session_factory, actor.team_id, backend, view, replica, page, cursor, limit, cfg,
+                              request.is_disconnected)
+        return StreamingResponse(body, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return LogPageOut(job_id=job_id, state=view.handle.state, cursor=page.cursor,
+                      done=view.final and len(page.lines) < limit,
+                      lines=[LogLineOut(replica=ln.replica, stream=ln.stream, timestamp=ln.timestamp,
+                                        message=ln.message, cursor=ln.cursor) for ln in page.lines])

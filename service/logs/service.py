@@ -1,0 +1,131 @@
+"""Reading a job's logs through its backend, and following them as Server-Sent
+Events. Blocking work (database, files, Cloud Logging) runs in worker threads;
+no database session stays open between polls."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import AsyncIterator, Mapping
+
+import anyio
+from sqlalchemy.orm import Session
+
+from service.backends.base import Backend, JobHandle, LogLine, LogPage, TransientBackendError
+from service.errors import Conflict, Unavailable
+from service.jobs import service as jobs
+from service.jobs.states import TERMINAL
+
+log = logging.getLogger("trainjobs.logs")
+
+
+@dataclass(frozen=True)
+class JobView:
+    handle: JobHandle
+    backend: str
+    error: dict | None
+
+    @property
+    def final(self) -> bool:
+        return self.handle.state in TERMINAL
+
+
+def view_of(session: Session, team_id: uuid.UUID, job_id: uuid.UUID) -> JobView:
+    """Raises NotFound (also for another team's job)."""
+    job = jobs.get_job(session, team_id, job_id)
+    return JobView(jobs.handle_of(job), job.backend, job.error)
+
+
+def load_job(session_factory, team_id: uuid.UUID, job_id: uuid.UUID) -> JobView:
+    """A short session of its own: the caller may be a long stream."""
+    with session_factory() as session:
+        return view_of(session, team_id, job_id)
+
+
+def backend_of(backends: Mapping[str, Backend], view: JobView) -> Backend:
+    backend = backends.get(view.backend)
+    if backend is None:
+        raise Conflict(f"job {view.handle.id} ran on backend {view.backend!r}, which is not enabled on "
+                       "this service, so its logs cannot be read here")
+    return backend
+
+
+def read(backend: Backend, handle: JobHandle, replica: str | None, since: str | None, limit: int) -> LogPage:
+    try:
+        return backend.read_logs(handle, replica=replica, since=since, limit=limit)
+    except TransientBackendError as e:
+        raise Unavailable(f"the {backend.name} backend could not read the logs now: {e}; retry shortly") from None
+
+
+def line_json(line: LogLine) -> dict:
+    return {"replica": line.replica, "stream": line.stream, "timestamp": line.timestamp.isoformat(),
+            "message": line.message, "cursor": line.cursor}
+
+
+def _event(kind: str, data: dict, event_id: str | None) -> str:
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def log_event(line: LogLine) -> str:
+    return _event("log", line_json(line), line.cursor)
+
+
+def end_event(view: JobView, cursor: str | None) -> str:
+    return _event("end", {"state": view.handle.state.value, "error": view.error, "cursor": cursor}, cursor)
+
+
+@dataclass(frozen=True)
+class FollowSettings:
+    interval: float = 0.1       # seconds between reads while nothing is new
+    heartbeat: float = 15.0     # an SSE comment after this long without an event
+    state_every: float = 0.5    # how often the job's state is checked while idle
+
+
+async def follow(session_factory, team_id: uuid.UUID, backend: Backend, view: JobView, replica: str | None,
+                 first: LogPage, since: str | None, limit: int, cfg: FollowSettings,
+                 is_disconnected=None) -> AsyncIterator[str]:
+    """SSE: `log` events (id = cursor), then one `end` event once the job is
+    final and every line has been sent. Heartbeat comments keep proxies open."""
+    yield f"retry: 1000\n: following job {view.handle.id}\n\n"
+    page, cursor = first, since
+    last_out = last_state = time.monotonic()
+    final = view.final
+    while True:
+        if page.lines:
+            yield "".join(log_event(line) for line in page.lines)
+            last_out = time.monotonic()
+        cursor = page.cursor or cursor
+        if len(page.lines) < limit:  # caught up
+            if final:
+                yield end_event(view, cursor)
+                return
+            now = time.monotonic()
+            if now - last_state >= cfg.state_every:
+                last_state = now
+                try:
+                    view = await anyio.to_thread.run_sync(load_job, session_factory, team_id, view.handle.id)
+                except Exception:  # database down for a moment: keep streaming what we have
+                    log.warning("job %s: could not refresh its state while following logs", view.handle.id,
+                                exc_info=True)
+                if view.final:
+                    final = True  # read once more: the lines written before the end
+                    page = await _read(backend, view, replica, cursor, limit)
+                    continue
+            if now - last_out >= cfg.heartbeat:
+                yield ": keep-alive\n\n"
+                last_out = now
+            if is_disconnected is not None and await is_disconnected():
+                return
+            await anyio.sleep(cfg.interval)
+        page = await _read(backend, view, replica, cursor, limit)
+
+
+async def _read(backend: Backend, view: JobView, replica: str | None, cursor: str | None, limit: int) -> LogPage:
+    try:
+        return await anyio.to_thread.run_sync(read, backend, view.handle, replica, cursor, limit)
+    except Exception:
+        log.warning("job %s: reading logs failed; retrying", view.handle.id, exc_info=True)
+        return LogPage(lines=[], cursor=cursor)

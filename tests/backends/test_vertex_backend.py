@@ -1,0 +1,301 @@
+"""The vertex backend end to end: POST /v1/jobs on the real app, the real
+JobServiceClient over REST, the fake JobService on 127.0.0.1, the reconciler
+driven by hand."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.backends.vertex import VertexConfigError
+from tests.fakes.harness import (LOCATION, PROJECT, fake_logging, fake_vertex, harness,  # noqa: F401 - fixtures
+                                 make_harness, vertex_settings)
+
+CONSOLE = re.compile(rf"^https://console\.cloud\.google\.com/vertex-ai/locations/{LOCATION}/training/"
+                     rf"(\d+)/cpu\?project={PROJECT}$")
+
+
+def only_custom_job(fake, job_id) -> dict:
+    jobs = fake.find(job_id)
+    assert len(jobs) == 1, f"expected exactly one CustomJob for {job_id}, found {len(jobs)}"
+    return jobs[0]
+
+
+def test_submitted_job_runs_to_success(harness):
+    job = harness.submit()
+    cj = only_custom_job(harness.fake, job["id"])
+    assert job["backend"] == "vertex" and job["state"] == "QUEUED"
+    assert job["backend_ref"] == cj["name"]
+    m = CONSOLE.match(job["console_url"])
+    assert m and m.group(1) == cj["name"].rsplit("/", 1)[1]
+    # What reached Google is the compiled CustomJob: chief + one worker, our label.
+    assert cj["labels"]["trainjobs-job-id"] == job["id"]
+    assert cj["labels"]["app"] == "trainjobs-demo"
+    pools = cj["jobSpec"]["workerPoolSpecs"]
+    assert [p["replicaCount"] for p in pools] == ["1", "1"]
+    assert pools[0]["containerSpec"]["imageUri"] == "trainjobs-trainer:latest"
+    assert harness.fake.alt_params == {"json;enum-encoding=int"}
+
+    harness.reconcile()
+    assert harness.job(job["id"])["state"] == "PENDING"
+    harness.fake.set_state(job["id"], "JOB_STATE_RUNNING")
+    harness.reconcile()
+    running = harness.job(job["id"])
+    assert running["state"] == "RUNNING"
+    assert running["started_at"].startswith(harness.fake.get(job["id"])["startTime"][:19])
+    harness.fake.set_state(job["id"], "JOB_STATE_SUCCEEDED")
+    harness.reconcile()
+    done = harness.job(job["id"])
+    assert done["state"] == "SUCCEEDED" and done["error"] is None
+    assert done["ended_at"].startswith(harness.fake.get(job["id"])["endTime"][:19])
+    assert [(e["from_state"], e["to_state"]) for e in harness.events(job["id"])] == [
+        (None, "QUEUED"), ("QUEUED", "PENDING"), ("PENDING", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+    # Followed by lists only: never one get per job.
+    assert harness.fake.calls["get"] == 0
+
+
+def test_scripted_job_runs_then_fails_with_googles_message(harness):
+    job = harness.submit()
+    message = "The replica workerpool1-0 exited with a non-zero status of 1. Termination reason: Error."
+    harness.fake.script(job["id"], ["JOB_STATE_RUNNING", ("JOB_STATE_FAILED", (3, message))])
+    harness.fake.advance()
+    harness.reconcile()
+    assert harness.job(job["id"])["state"] == "RUNNING"
+    harness.fake.advance()
+    harness.reconcile()
+    failed = harness.job(job["id"])
+    assert failed["state"] == "FAILED"
+    assert failed["error"]["code"] == 3 and failed["error"]["status"] == "INVALID_ARGUMENT"
+    assert failed["error"]["message"] == message
+    assert message in harness.events(job["id"])[-1]["reason"]
+
+
+def test_cancel_goes_cancelling_then_cancelled_when_vertex_says_so(harness):
+    job = harness.submit()
+    harness.fake.set_state(job["id"], "JOB_STATE_RUNNING")
+    harness.reconcile()
+    r = harness.client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert r.status_code == 202, r.text
+    assert r.json()["state"] == "CANCELLING"
+    assert harness.fake.calls["cancel"] == 1
+    assert harness.fake.get(job["id"])["state"] == "JOB_STATE_CANCELLING"
+    harness.reconcile()
+    assert harness.job(job["id"])["state"] == "CANCELLING"
+    assert harness.fake.calls["cancel"] == 1  # Vertex is on it: not sent again
+    harness.fake.complete_cancels()
+    harness.reconcile()
+    cancelled = harness.job(job["id"])
+    assert cancelled["state"] == "CANCELLED"
+    assert cancelled["error"]["code"] == 1 and cancelled["error"]["message"] == "CANCELED"
+
+
+def test_cancel_that_failed_transiently_is_sent_again_by_poll(harness):
+    job = harness.submit()
+    harness.fake.set_state(job["id"], "JOB_STATE_RUNNING")
+    harness.fake.fail("cancel", 503, times=1000)
+    r = harness.client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert r.status_code == 202 and r.json()["state"] == "CANCELLING"
+    assert harness.fake.get(job["id"])["state"] == "JOB_STATE_RUNNING"
+    harness.fake.clear_faults()
+    harness.reconcile()
+    assert harness.fake.get(job["id"])["state"] == "JOB_STATE_CANCELLING"
+    assert harness.job(job["id"])["state"] == "CANCELLING"
+
+
+class ProcessDied(Exception):
+    """Stands for the API process dying inside backend.submit."""
+
+
+def test_crash_after_create_is_adopted_not_duplicated(make_harness, fake_vertex, monkeypatch):
+    with make_harness() as first:
+        backend = first.backend
+
+        def create_then_die(handle):
+            backend._lookup_or_create(handle)  # Google creates the CustomJob...
+            raise ProcessDied()                # ...and we never hear back
+
+        monkeypatch.setattr(backend, "submit", create_then_die)
+        with pytest.raises(ProcessDied):
+            first.client.post("/v1/jobs", json={"template": "mwms-demo"})
+        [row] = first.client.get("/v1/jobs").json()["items"]
+        assert row["state"] == "QUEUED"
+        assert first.job(row["id"])["backend_ref"] is None
+        cj = only_custom_job(fake_vertex, row["id"])
+
+    with make_harness() as second:  # a fresh process: no memory of the submit
+        second.reconcile()
+        adopted = second.job(row["id"])
+        assert adopted["backend_ref"] == cj["name"]
+        assert adopted["state"] == "PENDING"
+        assert CONSOLE.match(adopted["console_url"])
+        second.reconcile()
+        second.reconcile()
+        only_custom_job(fake_vertex, row["id"])
+        assert fake_vertex.calls["create"] == 1
+
+
+def test_crash_before_create_is_submitted_once_after_the_grace(make_harness, fake_vertex, monkeypatch):
+    with make_harness() as first:
+        monkeypatch.setattr(first.backend, "submit", lambda handle: (_ for _ in ()).throw(ProcessDied()))
+        with pytest.raises(ProcessDied):
+            first.client.post("/v1/jobs", json={"template": "mwms-demo"})
+        [row] = first.client.get("/v1/jobs").json()["items"]
+
+    with make_harness() as young:  # default grace: a submit might still be in flight
+        young.reconcile()
+        assert fake_vertex.find(row["id"]) == []
+        assert young.job(row["id"])["backend_ref"] is None
+
+    with make_harness(vertex_submit_grace_seconds=0) as later:
+        later.reconcile()
+        cj = only_custom_job(fake_vertex, row["id"])
+        assert later.job(row["id"])["backend_ref"] == cj["name"]
+        later.reconcile()
+        later.reconcile()
+        only_custom_job(fake_vertex, row["id"])
+        assert fake_vertex.calls["create"] == 1
+
+
+def test_crash_then_job_ended_on_vertex_is_adopted_in_its_final_state(make_harness, fake_vertex, monkeypatch):
+    with make_harness() as first:
+        backend = first.backend
+        monkeypatch.setattr(backend, "submit",
+                            lambda handle: (backend._lookup_or_create(handle), (_ for _ in ()).throw(ProcessDied())))
+        with pytest.raises(ProcessDied):
+            first.client.post("/v1/jobs", json={"template": "mwms-demo"})
+        [row] = first.client.get("/v1/jobs").json()["items"]
+    fake_vertex.set_state(row["id"], "JOB_STATE_RUNNING")
+    fake_vertex.set_state(row["id"], "JOB_STATE_SUCCEEDED")
+    with make_harness() as second:
+        second.reconcile()
+        job = second.job(row["id"])
+        assert job["state"] == "SUCCEEDED"
+        assert job["backend_ref"] == only_custom_job(fake_vertex, row["id"])["name"]
+
+
+def test_lost_create_answer_is_adopted_by_the_retry(harness):
+    harness.fake.fail("create", 503, apply=True)  # created, but the answer is a 503
+    job = harness.submit()
+    cj = only_custom_job(harness.fake, job["id"])
+    assert job["backend_ref"] == cj["name"]
+    assert harness.fake.calls["create"] == 1
+
+
+def test_429_is_retried_with_backoff(harness):
+    harness.fake.fail("create", 429, "Quota exceeded for quota metric 'Job service requests' and limit "
+                                     "'Job service requests per minute per region'", times=2)
+    job = harness.submit()
+    assert harness.fake.calls["create"] == 3
+    assert job["backend_ref"] == only_custom_job(harness.fake, job["id"])["name"]
+    assert job["state"] == "QUEUED" and job["error"] is None
+
+
+def test_transient_errors_past_the_deadline_leave_the_job_queued(make_harness, fake_vertex):
+    with make_harness(vertex_retry_deadline_seconds=0.2, vertex_submit_grace_seconds=0) as h:
+        fake_vertex.fail("create", 500, times=1000)
+        job = h.submit()
+        assert job["state"] == "QUEUED" and job["backend_ref"] is None and job["error"] is None
+        assert fake_vertex.find(job["id"]) == []
+        h.reconcile()  # still failing: never a reason to fail the job
+        assert h.job(job["id"])["state"] == "QUEUED"
+        fake_vertex.clear_faults()
+        h.reconcile()
+        cj = only_custom_job(fake_vertex, job["id"])
+        assert h.job(job["id"])["backend_ref"] == cj["name"]
+
+
+def test_permission_denied_fails_the_submit_with_googles_message(harness):
+    harness.fake.fail("create", 403)
+    r = harness.client.post("/v1/jobs", json={"template": "mwms-demo"})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    problem = r.json()
+    google = "Permission 'aiplatform.customJobs.create' denied on resource"
+    assert google in problem["detail"]
+    assert problem["backend_code"] == 403
+    job = harness.job(problem["job_id"])
+    assert job["state"] == "FAILED"
+    assert job["error"]["code"] == 403 and job["error"]["message"].startswith(google)
+    assert harness.fake.calls["create"] == 1  # a 403 is not retried
+    assert harness.fake.find(problem["job_id"]) == []
+
+
+def test_exhausted_resource_quota_is_permanent(harness):
+    harness.fake.fail_quota("create", "custom_model_training_nvidia_t4_gpus")
+    r = harness.client.post("/v1/jobs", json={"template": "mwms-demo"})
+    assert r.status_code == 422, r.text
+    assert "custom_model_training_nvidia_t4_gpus" in r.json()["detail"]
+    assert harness.fake.calls["create"] == 1
+
+
+def test_poll_reads_lists_not_one_get_per_job(make_harness, fake_vertex):
+    with make_harness(reconcile_batch_size=10, vertex_list_page_size=8) as h:
+        jobs = [h.submit() for _ in range(25)]
+        fake_vertex.reset_calls()
+        for j in jobs[::2]:
+            fake_vertex.set_state(j["id"], "JOB_STATE_RUNNING")
+        h.reconcile()
+        assert fake_vertex.calls["get"] == 0 and fake_vertex.calls["create"] == 0
+        states = {j["id"]: h.job(j["id"])["state"] for j in jobs}
+        assert all(states[j["id"]] == "RUNNING" for j in jobs[::2])
+        assert all(states[j["id"]] == "PENDING" for j in jobs[1::2])
+        # Every list is bounded by label, state and create time.
+        for f in fake_vertex.list_filters():
+            assert "labels.trainjobs-job-id:*" in f and "create_time>=" in f and "state!=" in f
+        # Three batches; each lists our running jobs since its oldest one (pages of 8).
+        assert fake_vertex.calls["list"] <= 4 + 3 + 1
+        # A job that ended leaves the running list; one list of ended jobs finds it.
+        fake_vertex.reset_calls()
+        fake_vertex.set_state(jobs[0]["id"], "JOB_STATE_SUCCEEDED")
+        h.reconcile()
+        assert h.job(jobs[0]["id"])["state"] == "SUCCEEDED"
+        assert fake_vertex.calls["get"] == 0
+
+
+def test_job_deleted_on_vertex_fails_with_a_clear_error(harness):
+    job = harness.submit()
+    harness.fake.set_state(job["id"], "JOB_STATE_FAILED", error=(13, "Internal error"))
+    name = harness.fake.get(job["id"])["name"]
+    harness.backend.client.delete_custom_job(name=name).result()
+    harness.reconcile()
+    gone = harness.job(job["id"])
+    assert gone["state"] == "FAILED"
+    assert gone["error"]["status"] == "NOT_FOUND" and name in gone["error"]["message"]
+
+
+def test_default_output_directory_and_service_account(make_harness, fake_vertex):
+    sa = "trainer@test-project.iam.gserviceaccount.com"
+    with make_harness(vertex_base_output_directory="gs://bucket/runs/", vertex_service_account=sa) as h:
+        job = h.submit(overrides={"base_output_directory": None})
+        spec = only_custom_job(fake_vertex, job["id"])["jobSpec"]
+        assert spec["baseOutputDirectory"]["outputUriPrefix"] == f"gs://bucket/runs/{job['id']}"
+        assert spec["serviceAccount"] == sa
+        kept = h.submit()  # the template's own directory wins
+        assert only_custom_job(fake_vertex, kept["id"])["jobSpec"]["baseOutputDirectory"] == {
+            "outputUriPrefix": "gs://trainjobs-demo/mwms-demo"}
+
+
+def test_local_output_directory_is_refused_before_anything_is_stored(harness):
+    r = harness.client.post("/v1/jobs", json={"template": "mwms-demo",
+                                              "overrides": {"base_output_directory": "/tmp/out"}})
+    assert r.status_code == 422, r.text
+    assert "base_output_directory" in [e["field"] for e in r.json()["errors"]]
+    assert harness.fake.calls["create"] == 0
+    assert harness.client.get("/v1/jobs").json()["items"] == []
+
+
+@pytest.mark.parametrize("over, needle", [
+    ({"vertex_project": None}, "TRAINJOBS_VERTEX_PROJECT"),
+    ({"vertex_location": "moon"}, "TRAINJOBS_VERTEX_LOCATION"),
+    ({"vertex_api_endpoint": "ftp://127.0.0.1:1"}, "TRAINJOBS_VERTEX_API_ENDPOINT"),
+    ({"vertex_base_output_directory": "/data/out"}, "TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY"),
+    ({"vertex_submit_grace_seconds": 1}, "TRAINJOBS_VERTEX_SUBMIT_GRACE_SECONDS"),
+])
+def test_misconfiguration_fails_at_start_up(db_url, fake_vertex, fake_logging, over, needle):
+    settings = vertex_settings(db_url, fake_vertex, fake_logging, **over)
+    with pytest.raises(VertexConfigError, match=needle):
+        with TestClient(create_app(settings)):
+            pass
+    assert fake_vertex.total_calls == 0
