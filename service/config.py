@@ -31,14 +31,28 @@ class Settings(BaseSettings):
     local_max_running_jobs: int = 2
     local_cancel_grace_seconds: float = 10.0
     local_python: str | None = Field(None, description="Python that runs `python ...` commands; default: this one")
+    local_max_replicas_per_job: int = Field(32, ge=1, description="Jobs with more replicas are refused locally")
+
+    # Logs API
+    logs_follow_interval_seconds: float = Field(0.1, gt=0, description="How often a followed log is read")
+    logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
 
     # Vertex backend
     vertex_project: str | None = None
     vertex_location: str = "us-central1"
     vertex_api_endpoint: str | None = Field(None, description="Default: {location}-aiplatform.googleapis.com")
     logging_api_endpoint: str | None = Field(None, description="Default: logging.googleapis.com")
-    vertex_base_output_directory: str | None = None
-    vertex_service_account: str | None = None
+    vertex_base_output_directory: str | None = Field(
+        None, description="gs:// prefix for jobs whose template sets none; each job writes under <it>/<job id>")
+    vertex_service_account: str | None = Field(None, description="Service account for jobs whose template sets none")
+    vertex_request_timeout_seconds: float = Field(5.0, gt=0, description="One HTTP call to Vertex AI or Cloud Logging")
+    vertex_retry_deadline_seconds: float = Field(
+        10.0, gt=0, description="All retries of one operation (429, 5xx, timeouts) together")
+    vertex_retry_initial_seconds: float = Field(0.25, gt=0, description="First backoff; doubles up to 4 s")
+    vertex_submit_grace_seconds: float = Field(
+        60.0, ge=0, description="How old a QUEUED job with no CustomJob must be before the reconciler "
+                                "submits it itself; longer than any submit still in flight")
+    vertex_list_page_size: int = Field(500, ge=1, le=1000, description="pageSize of customJobs.list")
 
 
 @lru_cache

@@ -244,8 +244,9 @@ def test_poll_reads_lists_not_one_get_per_job(make_harness, fake_vertex):
         # Every list is bounded by label, state and create time.
         for f in fake_vertex.list_filters():
             assert "labels.trainjobs-job-id:*" in f and "create_time>=" in f and "state!=" in f
-        # Three batches; each lists our running jobs since its oldest one (pages of 8).
-        assert fake_vertex.calls["list"] <= 4 + 3 + 1
+        # Three batches; each lists our running jobs created since its oldest one (less
+        # ten minutes of slack: here all 25), in pages of 8: at most 3 x 4 calls, not 25 gets.
+        assert fake_vertex.calls["list"] <= 3 * 4
         # A job that ended leaves the running list; one list of ended jobs finds it.
         fake_vertex.reset_calls()
         fake_vertex.set_state(jobs[0]["id"], "JOB_STATE_SUCCEEDED")

@@ -1,0 +1,359 @@
+"""The vertex backend: jobs run as Vertex AI CustomJobs, through the official
+clients (aiplatform_v1.JobServiceClient over REST, google-cloud-logging).
+
+Creating a CustomJob is not idempotent at Google, so our job id travels in the
+`trainjobs-job-id` label and every create is preceded by a lookup of that label.
+A job whose submit never came back (timeout, crash) is found by that label by
+the reconciler and adopted; only a job that is nowhere on Vertex is created, and
+only once no submit of it can still be in flight (`vertex_submit_grace_seconds`).
+
+Polling costs a few list calls per batch, not one call per job: one paged list
+of our unfinished CustomJobs created since the batch's oldest job, and, only when
+some jobs of the batch were not in it, one paged list of our ended CustomJobs
+created since the oldest of those."""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+from google.api_core.client_options import ClientOptions
+from google.api_core import exceptions as gexc
+from google.auth.transport.requests import AuthorizedSession
+from google.cloud import aiplatform_v1 as v1
+from google.cloud import logging as cloud_logging
+from google.protobuf import field_mask_pb2
+
+from service.backends.base import (JobHandle, LogPage, Observation, PermanentBackendError, SubmitResult,
+                                   TransientBackendError)
+from service.backends.vertex import config as vconfig
+from service.backends.vertex import errors, logs, mapping
+from service.config import Settings
+from service.errors import Problem
+from service.jobs.states import JobState
+from service.jobspec import CompiledJob
+
+log = logging.getLogger("trainjobs.vertex")
+
+MAX_SUBMITS_PER_POLL = 20      # creations the reconciler makes in one batch; the rest wait a tick
+CANCEL_RESEND_SECONDS = 30.0   # a CANCELLING job Vertex still runs gets its cancel again after this
+
+
+class _TimeoutSession(AuthorizedSession):
+    """google-cloud-logging's HTTP calls default to a 60 s timeout; cap it."""
+
+    def __init__(self, credentials, timeout: float):
+        super().__init__(credentials)
+        self._cap = timeout
+
+    def request(self, method, url, data=None, headers=None, max_allowed_time=None, timeout=None, **kwargs):
+        if timeout is None or isinstance(timeout, tuple) or timeout > self._cap:
+            timeout = self._cap
+        return super().request(method, url, data=data, headers=headers, max_allowed_time=max_allowed_time,
+                               timeout=timeout, **kwargs)
+
+
+class VertexBackend:
+    name = "vertex"
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.config: vconfig.VertexConfig | None = None
+        self._jobs: v1.JobServiceClient | None = None
+        self._logging: cloud_logging.Client | None = None
+        self._lock = threading.Lock()
+        self._inflight: set[str] = set()            # job ids whose create this process is making
+        self._last_create: dict[str, float] = {}    # job id -> monotonic time of the last create attempt
+        self._cancel_sent: dict[str, float] = {}    # job id -> monotonic time of the last cancel sent
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        config, jobs_creds, logging_creds = vconfig.load(self.settings)
+        self.config = config
+        self._jobs = v1.JobServiceClient(transport="rest", credentials=jobs_creds,
+                                         client_options=ClientOptions(api_endpoint=config.api_endpoint))
+        self._logging = cloud_logging.Client(
+            project=config.project, credentials=logging_creds, _use_grpc=False,
+            _http=_TimeoutSession(logging_creds, config.request_timeout),
+            client_options={"api_endpoint": config.logging_endpoint})
+        log.info("vertex backend: project %s, %s, endpoint %s", config.project, config.location,
+                 config.api_endpoint)
+
+    def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.transport.close()
+            self._jobs = None
+        if self._logging is not None:
+            self._logging.close()
+            self._logging = None
+
+    @property
+    def client(self) -> v1.JobServiceClient:
+        if self._jobs is None:
+            raise RuntimeError("vertex backend not started")
+        return self._jobs
+
+    @property
+    def cfg(self) -> vconfig.VertexConfig:
+        if self.config is None:
+            raise RuntimeError("vertex backend not started")
+        return self.config
+
+    # what the service asks ---------------------------------------------------------------------
+    def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
+        out = compiled.base_output_directory
+        if out and not out.startswith("gs://"):
+            return [Problem("base_output_directory",
+                            f"Vertex AI writes model, checkpoints and TensorBoard logs to Cloud Storage, not {out!r}",
+                            "use a gs://bucket/prefix URI (or leave it out to use the service's default)")]
+        return []
+
+    def submit(self, job: JobHandle) -> SubmitResult:
+        """Look the label up, create if absent; retried with backoff within the retry deadline.
+        A retry after a lost answer finds the job by its label instead of creating a second."""
+        jid = str(job.id)
+        with self._lock:
+            self._inflight.add(jid)
+        try:
+            deadline = time.monotonic() + self.cfg.retry_deadline
+            delay = self.cfg.retry_initial
+            while True:
+                try:
+                    return self._lookup_or_create(job)
+                except PermanentBackendError:
+                    raise
+                except TransientBackendError as e:
+                    if time.monotonic() + delay >= deadline:
+                        raise
+                    log.info("job %s: submit will be retried in %.2fs: %s", jid, delay, e)
+                    time.sleep(delay * random.uniform(0.5, 1.0))
+                    delay = min(delay * 2, 4.0)
+        finally:
+            with self._lock:
+                self._inflight.discard(jid)
+                self._last_create[jid] = time.monotonic()
+
+    def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
+        if not jobs:
+            return []
+        wanted = {str(j.id): j for j in jobs}
+        found: dict[str, v1.CustomJob] = {}
+        self._scan(mapping.running_filter(min(j.created_at for j in jobs)), wanted, found)
+        missing = [j for j in jobs if str(j.id) not in found]
+        ended_known = True
+        if missing:
+            try:
+                self._scan(mapping.ended_filter(min(j.created_at for j in missing)),
+                           {str(j.id): j for j in missing}, found, stop_when_all=True)
+            except TransientBackendError as e:
+                log.warning("vertex: listing ended jobs failed, will retry next tick: %s", e)
+                ended_known = False
+        out: list[Observation] = []
+        submits = 0
+        for job in jobs:
+            jid = str(job.id)
+            cj = found.get(jid)
+            if cj is not None:
+                obs = mapping.observe(job, cj, self.cfg.console_url(cj.name),
+                                      adopted_reason=f"adopted CustomJob {cj.name}, found by its "
+                                                     f"{mapping.JOB_ID_LABEL} label")
+                self._maybe_resend_cancel(job, cj)
+            elif not ended_known:
+                continue
+            else:
+                if job.backend_ref is None and job.state == JobState.QUEUED and self._may_create(job):
+                    if submits >= MAX_SUBMITS_PER_POLL:
+                        continue
+                    submits += 1
+                obs = self._settle_missing(job)
+            if obs is not None:
+                out.append(obs)
+        return out
+
+    def cancel(self, job: JobHandle) -> JobState | None:
+        names = [job.backend_ref] if job.backend_ref else []
+        if not names:
+            try:
+                names = [cj.name for cj in self._find_by_label(str(job.id), retry=True)]
+            except Exception as e:  # noqa: BLE001 - sorted by translate
+                raise self._translated(e, "looking up the job to cancel") from e
+            if not names:
+                if self._may_create(job):
+                    return JobState.CANCELLED  # never reached Vertex, and no create can land any more
+                return None                    # a submit may still be creating it: poll settles it
+        for name in names:
+            self._cancel(job, name)
+        return None
+
+    def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
+        if self._logging is None:
+            raise RuntimeError("vertex backend not started")
+        policy = errors.retry_policy(self.cfg.retry_initial, self.cfg.retry_deadline)
+        try:
+            return policy(logs.read_page)(self._logging, self.cfg.project, job, replica=replica, since=since,
+                                          limit=max(1, min(limit, logs.MAX_PAGE)))
+        except Exception as e:  # noqa: BLE001
+            if errors.is_google_error(e):
+                raise self._translated(e, "reading logs from Cloud Logging") from e
+            raise
+
+    # submit -------------------------------------------------------------------------------------
+    def _lookup_or_create(self, job: JobHandle) -> SubmitResult:
+        jid = str(job.id)
+        try:
+            existing = self._find_by_label(jid, retry=False)
+            if existing:
+                cj = existing[0]
+                log.warning("job %s: CustomJob %s already exists with our label; adopting it", jid, cj.name)
+                return SubmitResult(backend_ref=cj.name, console_url=self.cfg.console_url(cj.name),
+                                    reason=f"adopted CustomJob {cj.name}, found by its label")
+            # No client-side retry for create: a retry after a lost answer must look the label up first.
+            created = self.client.create_custom_job(parent=self.cfg.parent, custom_job=self._custom_job(job),
+                                                    retry=None, timeout=self.cfg.request_timeout)
+        except Exception as e:  # noqa: BLE001
+            raise self._translated(e, "creating the CustomJob") from e
+        log.info("job %s: created CustomJob %s", jid, created.name)
+        return SubmitResult(backend_ref=created.name, console_url=self.cfg.console_url(created.name),
+                            reason=f"created CustomJob {created.name}")
+
+    def _custom_job(self, job: JobHandle) -> v1.CustomJob:
+        cj = job.compiled.custom_job()
+        cj.labels[mapping.JOB_ID_LABEL] = str(job.id)
+        spec = cj.job_spec
+        if self.cfg.base_output_directory and not spec.base_output_directory.output_uri_prefix:
+            spec.base_output_directory = v1.GcsDestination(
+                output_uri_prefix=f"{self.cfg.base_output_directory}/{job.id}")
+        if self.cfg.service_account and not spec.service_account:
+            spec.service_account = self.cfg.service_account
+        return cj
+
+    def _may_create(self, job: JobHandle) -> bool:
+        """True once no create of this job can still be in flight: none in this
+        process now or within the grace period, and the job is older than it."""
+        grace = self.cfg.submit_grace
+        jid = str(job.id)
+        with self._lock:
+            if jid in self._inflight:
+                return False
+            last = self._last_create.get(jid)
+        if last is not None and time.monotonic() - last < grace:
+            return False
+        return (datetime.now(timezone.utc) - job.created_at).total_seconds() >= grace
+
+    def _settle_missing(self, job: JobHandle) -> Observation | None:
+        """A job of the batch that neither list showed."""
+        jid = str(job.id)
+        if job.backend_ref:
+            # We created it, yet no list shows it: ask for it by name (rare; e.g. deleted on Vertex).
+            try:
+                cj = self.client.get_custom_job(name=job.backend_ref, retry=self._retry(),
+                                                timeout=self.cfg.request_timeout)
+            except gexc.NotFound:
+                ended = JobState.CANCELLED if job.state == JobState.CANCELLING else JobState.FAILED
+                message = f"CustomJob {job.backend_ref} no longer exists on Vertex AI (deleted outside trainjobs)"
+                return Observation(job_id=job.id, state=ended, reason=message,
+                                   error={"code": 5, "status": "NOT_FOUND", "message": message, "source": "vertex"})
+            except Exception as e:  # noqa: BLE001
+                log.warning("job %s: get %s failed: %s", jid, job.backend_ref, e)
+                return None
+            return mapping.observe(job, cj, self.cfg.console_url(cj.name))
+        if not self._may_create(job):
+            return None
+        if job.state == JobState.CANCELLING:
+            return Observation(job_id=job.id, state=JobState.CANCELLED,
+                               reason="cancelled before it reached Vertex AI")
+        if job.state != JobState.QUEUED:
+            return None
+        with self._lock:
+            self._inflight.add(jid)
+        try:
+            result = self._lookup_or_create(job)
+        except TransientBackendError as e:
+            log.warning("job %s: submit from the reconciler deferred: %s", jid, e)
+            return None
+        except PermanentBackendError as e:
+            return Observation(job_id=job.id, state=JobState.FAILED,
+                               reason=f"Vertex AI refused the job: {e.message}",
+                               error={"code": e.code, "status": getattr(e, "status", None), "message": e.message,
+                                      "source": "vertex"})
+        finally:
+            with self._lock:
+                self._inflight.discard(jid)
+                self._last_create[jid] = time.monotonic()
+        return Observation(job_id=job.id, backend_ref=result.backend_ref, console_url=result.console_url,
+                           reason=result.reason)
+
+    # cancel -------------------------------------------------------------------------------------
+    def _cancel(self, job: JobHandle, name: str) -> None:
+        try:
+            self.client.cancel_custom_job(name=name, retry=self._retry(), timeout=self.cfg.request_timeout)
+        except (gexc.FailedPrecondition, gexc.NotFound, gexc.BadRequest) as e:
+            # Already ended (or gone): poll reports how it ended.
+            log.info("job %s: cancel of %s refused (%s); poll will report its end", job.id, name, e)
+        except Exception as e:  # noqa: BLE001
+            raise self._translated(e, "cancelling the CustomJob") from e
+        with self._lock:
+            self._cancel_sent[str(job.id)] = time.monotonic()
+
+    def _maybe_resend_cancel(self, job: JobHandle, cj: v1.CustomJob) -> None:
+        if job.state != JobState.CANCELLING or mapping.our_state(cj) not in (
+                JobState.QUEUED, JobState.PENDING, JobState.RUNNING, JobState.PAUSED, JobState.UPDATING):
+            return
+        with self._lock:
+            sent = self._cancel_sent.get(str(job.id))
+        if sent is not None and time.monotonic() - sent < CANCEL_RESEND_SECONDS:
+            return
+        try:
+            self._cancel(job, cj.name)
+        except TransientBackendError as e:
+            log.warning("job %s: cancel still not through: %s", job.id, e)
+
+    # reading Vertex -----------------------------------------------------------------------------
+    def _retry(self):
+        return errors.retry_policy(self.cfg.retry_initial, self.cfg.retry_deadline)
+
+    def _list(self, filter_: str, *, page_size: int | None = None, retry: bool = True,
+              fields: list[str] | None = None) -> Iterable[v1.CustomJob]:
+        request = v1.ListCustomJobsRequest(parent=self.cfg.parent, filter=filter_,
+                                           page_size=page_size or self.cfg.page_size)
+        if fields:
+            request.read_mask = field_mask_pb2.FieldMask(paths=fields)
+        pager = self.client.list_custom_jobs(request=request, retry=self._retry() if retry else None,
+                                             timeout=self.cfg.request_timeout)
+        return pager
+
+    def _find_by_label(self, jid: str, *, retry: bool) -> list[v1.CustomJob]:
+        """Every CustomJob carrying this job id, oldest first."""
+        jobs = list(self._list(mapping.label_filter(jid), page_size=10, retry=retry,
+                               fields=mapping.POLL_FIELDS))
+        return sorted(jobs, key=lambda cj: (cj.create_time, cj.name))
+
+    def _scan(self, filter_: str, wanted: dict[str, JobHandle], found: dict[str, v1.CustomJob], *,
+              stop_when_all: bool = False) -> None:
+        """Page through a list, keeping the CustomJobs of `wanted` jobs (oldest wins on duplicates)."""
+        try:
+            for cj in self._list(filter_, fields=mapping.POLL_FIELDS):
+                jid = cj.labels.get(mapping.JOB_ID_LABEL)
+                if jid not in wanted:
+                    continue
+                seen = found.get(jid)
+                if seen is None or (cj.create_time, cj.name) < (seen.create_time, seen.name):
+                    if seen is not None:
+                        log.warning("job %s: two CustomJobs carry its label (%s, %s); following the older",
+                                    jid, seen.name, cj.name)
+                    found[jid] = cj
+                if stop_when_all and all(k in found for k in wanted):
+                    return
+        except Exception as e:  # noqa: BLE001
+            raise self._translated(e, "listing CustomJobs") from e
+
+    @staticmethod
+    def _translated(exc: BaseException, what: str) -> TransientBackendError | PermanentBackendError:
+        if isinstance(exc, (TransientBackendError, PermanentBackendError)):
+            return exc
+        if not errors.is_google_error(exc):
+            raise exc
+        return errors.translate(exc, what)

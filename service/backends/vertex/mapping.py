@@ -1,0 +1,104 @@
+"""Vertex AI's view of a job -> ours: states, errors, times, and the list filters
+that find our jobs by label."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from google.cloud import aiplatform_v1 as v1
+from google.rpc import code_pb2
+
+from service.backends.base import JobHandle, Observation
+from service.jobs.service import JOB_ID_LABEL  # set by jobs.service on every compiled CustomJob
+from service.jobs.states import TERMINAL, JobState
+
+VS = v1.JobState
+STATES: dict[int, JobState] = {
+    VS.JOB_STATE_QUEUED: JobState.QUEUED,
+    VS.JOB_STATE_PENDING: JobState.PENDING,
+    VS.JOB_STATE_RUNNING: JobState.RUNNING,
+    VS.JOB_STATE_SUCCEEDED: JobState.SUCCEEDED,
+    VS.JOB_STATE_FAILED: JobState.FAILED,
+    VS.JOB_STATE_CANCELLING: JobState.CANCELLING,
+    VS.JOB_STATE_CANCELLED: JobState.CANCELLED,
+    VS.JOB_STATE_PAUSED: JobState.PAUSED,
+    VS.JOB_STATE_EXPIRED: JobState.EXPIRED,
+    VS.JOB_STATE_UPDATING: JobState.UPDATING,
+    VS.JOB_STATE_PARTIALLY_SUCCEEDED: JobState.PARTIALLY_SUCCEEDED,
+}
+ENDED = [s for s, ours in STATES.items() if ours in TERMINAL]
+RUNNING_ON_VERTEX = [s for s, ours in STATES.items() if ours not in TERMINAL]  # incl. CANCELLING
+
+# Our created_at is stamped before the CustomJob exists, so Vertex's create_time
+# is later; the slack absorbs clock skew between this host and Google.
+CREATE_TIME_SLACK = timedelta(minutes=10)
+
+# What poll needs of each CustomJob: not its (large) jobSpec.
+POLL_FIELDS = ["name", "labels", "state", "create_time", "start_time", "end_time", "update_time", "error"]
+
+
+def rfc3339(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _labelled() -> str:
+    return f"labels.{JOB_ID_LABEL}:*"
+
+
+def running_filter(since: datetime) -> str:
+    """Our CustomJobs created since `since` that have not ended (CANCELLING included)."""
+    ended = " AND ".join(f'state!="{VS(s).name}"' for s in ENDED)
+    return f'{_labelled()} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}" AND {ended}'
+
+
+def ended_filter(since: datetime) -> str:
+    """Our CustomJobs created since `since` that have ended."""
+    running = " AND ".join(f'state!="{VS(s).name}"' for s in [*RUNNING_ON_VERTEX, VS.JOB_STATE_UNSPECIFIED])
+    return f'{_labelled()} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}" AND {running}'
+
+
+def label_filter(job_id: str) -> str:
+    return f'labels.{JOB_ID_LABEL}="{job_id}"'
+
+
+def our_state(cj: v1.CustomJob) -> JobState | None:
+    return STATES.get(cj.state)
+
+
+def error_of(cj: v1.CustomJob) -> dict | None:
+    """Google's code and message for a job that did not succeed."""
+    if not cj.error.code and not cj.error.message:
+        return None
+    try:
+        status = code_pb2.Code.Name(cj.error.code)
+    except ValueError:
+        status = None
+    return {"code": cj.error.code, "status": status, "message": cj.error.message, "source": "vertex"}
+
+
+def _aware(ts) -> datetime | None:
+    if ts is None:
+        return None
+    dt = datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=timezone.utc)
+    return None if dt.year <= 1970 else dt
+
+
+def observe(job: JobHandle, cj: v1.CustomJob, console_url: str, *, adopted_reason: str = "") -> Observation | None:
+    """What changed, as an Observation; None when Vertex says nothing new."""
+    vertex = our_state(cj)
+    state = vertex if vertex is not None and vertex != job.state else None
+    if state is not None and job.state == JobState.CANCELLING and state not in TERMINAL:
+        state = None  # the cancel has not reached it yet; poll re-sends it
+    new_ref = job.backend_ref != cj.name
+    if state is None and not new_ref:
+        return None
+    error = error_of(cj) if state in (JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED,
+                                       JobState.PARTIALLY_SUCCEEDED) else None
+    if state is not None:
+        reason = f"Vertex AI: {VS(cj.state).name}"
+        if error and error["message"]:
+            reason += f": {error['message']}"
+    else:
+        reason = adopted_reason
+    return Observation(job_id=job.id, state=state, reason=reason, error=error, backend_ref=cj.name,
+                       console_url=console_url, started_at=_aware(cj.start_time),
+                       ended_at=_aware(cj.end_time) if state in TERMINAL else None)
