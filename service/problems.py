@@ -34,10 +34,11 @@ class ProblemDetails(BaseModel):
 
 
 PROBLEM_RESPONSES = {
-    code: {"model": ProblemDetails, "content": {MEDIA_TYPE: {}}, "description": desc}
-    for code, desc in ((404, "Not found"), (409, "Conflict with the current state"),
-                       (401, "Missing, unknown or revoked bearer token"),
+    code: {"model": ProblemDetails, "description": desc,
+           "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}}}
+    for code, desc in ((401, "Missing, unknown or revoked bearer token"),
                        (403, "The token's role does not allow this"),
+                       (404, "Not found"), (409, "Conflict with the current state"),
                        (413, "Request body too large"),
                        (422, "Invalid input: `errors` names each field and how to fix it"),
                        (503, "Database unavailable; retry"))
@@ -88,7 +89,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         resp = problem(exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), request)
         for k, v in (exc.headers or {}).items():
             resp.headers[k] = v

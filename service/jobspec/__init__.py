@@ -18,6 +18,27 @@ __all__ = ["CompiledJob", "Replica", "JobSpec", "Parameter", "build", "check_tem
            "merge_patch", "pydantic_problems"]
 
 
+MAX_OVERRIDE_DEPTH = 16
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, without recursion (hostile input may be thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, d = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, d)
+        if deepest > MAX_OVERRIDE_DEPTH:
+            return deepest
+        stack.extend((child, d + 1) for child in items)
+    return deepest
+
+
 def pydantic_problems(err: ValidationError, prefix: str) -> list[Problem]:
     out = []
     for e in err.errors(include_url=False):
@@ -102,6 +123,9 @@ def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] |
           reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
     """Apply overrides (JSON merge patch) and parameter values, validate, compile."""
     problems: list[Problem] = []
+    if _depth(overrides) > MAX_OVERRIDE_DEPTH:
+        raise Invalid.of([Problem("overrides", f"nested deeper than {MAX_OVERRIDE_DEPTH} levels",
+                                  "a template spec is a few levels deep; send only the keys you change")])
     if overrides is not None and not isinstance(overrides, dict):
         raise Invalid.of([Problem("overrides", "a merge patch over the template spec must be a JSON object",
                                   'send e.g. {"workers": {"replica_count": 4}}; null removes a key')])

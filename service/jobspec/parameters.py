@@ -74,10 +74,11 @@ def _coerce(p: Parameter, value: Any) -> tuple[Value | None, Problem | None]:
                              f"pass a JSON {'number' if p.type in ('int', 'float') else p.type}")
     if p.type == "float":
         value = float(value)
-    if p.minimum is not None and value < p.minimum:
+    numeric = p.type in ("int", "float")  # bounds on other types are refused in check_declarations
+    if numeric and p.minimum is not None and value < p.minimum:
         return None, Problem("", f"{value} is below the minimum {_num(p.minimum)}",
                              f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
-    if p.maximum is not None and value > p.maximum:
+    if numeric and p.maximum is not None and value > p.maximum:
         return None, Problem("", f"{value} is above the maximum {_num(p.maximum)}",
                              f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
     if p.choices is not None and value not in p.choices:

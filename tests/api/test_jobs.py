@@ -141,3 +141,22 @@ def test_unknown_routes_and_methods_are_problems(client):
 def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json()["database"] == "ok"
+
+
+def test_hostile_bodies_get_4xx(client, demo):
+    deep = b'{"template":"mwms-demo","overrides":' + b"[" * 100000 + b"]" * 100000 + b"}"
+    r = client.post("/v1/jobs", content=deep, headers={"content-type": "application/json"})
+    assert_problem(r, 400)
+    nested = {"a": 1}
+    for _ in range(200):
+        nested = {"a": nested}
+    body = assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "overrides": nested}),
+                          422, "overrides")
+    assert "deeper than 16" in body["errors"][0]["message"]
+    many = {f"k{i}": "v" for i in range(65)}
+    assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "labels": many}), 422, "labels")
+    long_arg = {"container": {"args": ["x" * 5000]}}
+    assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "overrides": long_arg}),
+                   422, "spec.container.args.0")
+    assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "parameters": {"epochs": "x" * 5000}}),
+                   422, "parameters.epochs")
