@@ -1,0 +1,82 @@
+"""Database down: 503 with a clear message, and recovery by itself when it is back."""
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.config import Settings
+from tests.api.conftest import DEMO, assert_problem
+from tests.conftest import bearer, make_token
+from tests.faults.tcp_proxy import TcpProxy
+
+
+@pytest.fixture
+def proxied(pg_database, tmp_path):
+    from sqlalchemy import text
+
+    from service.db import make_engine
+    from service.models import Base
+    engine = make_engine(pg_database)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in Base.metadata.sorted_tables)} CASCADE"))
+    engine.dispose()
+    proxy = TcpProxy("127.0.0.1", 5432)
+    url = pg_database.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    assert url != pg_database
+    yield proxy, url
+    proxy.close()
+
+
+def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
+    proxy, url = proxied
+    token = make_token(url, "alpha", "admin")
+    settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
+    with TestClient(create_app(settings), headers=bearer(token)) as client:
+        assert client.post("/v1/templates", json=DEMO).status_code == 201
+        assert client.get("/v1/jobs").status_code == 200
+
+        proxy.cut()  # the pooled connection dies under the next request
+        body = assert_problem(client.get("/v1/jobs"), 503)
+        assert "database did not answer" in body["detail"]
+        r = client.post("/v1/jobs", json={"template": "mwms-demo"})
+        assert_problem(r, 503)
+        assert r.headers["retry-after"] == "5"
+        assert client.get("/readyz").status_code == 503
+        assert client.get("/healthz").status_code == 200
+
+        proxy.restore()
+        deadline = time.monotonic() + 20
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "did not recover"
+            time.sleep(0.2)
+        assert client.get("/v1/jobs").status_code == 200
+        job = client.post("/v1/jobs", json={"template": "mwms-demo"})
+        assert job.status_code == 201
+        # The submit refused during the outage left nothing behind.
+        assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [job.json()["id"]]
+
+
+def test_reconciler_keeps_going_through_an_outage(proxied, tmp_path):
+    proxy, url = proxied
+    settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False)
+    with TestClient(create_app(settings)) as client:
+        reconciler = client.app.state.reconciler
+        deadline = time.monotonic() + 20
+        while reconciler.ticks < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proxy.cut()
+        errors_before = reconciler.errors
+        while reconciler.errors < errors_before + 3:
+            assert time.monotonic() < deadline + 20, "reconciler did not report the outage"
+            time.sleep(0.05)
+        assert reconciler._thread.is_alive()
+        proxy.restore()
+        ticks = reconciler.ticks
+        while reconciler.ticks < ticks + 3:
+            assert time.monotonic() < deadline + 40, "reconciler did not resume"
+            time.sleep(0.05)
+        assert "trainjobs_reconcile_errors_total" in client.get("/metrics").text
