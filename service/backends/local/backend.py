@@ -148,7 +148,8 @@ class LocalBackend:
     def __init__(self, settings):
         self.settings = settings
         self.work_dir = Path(settings.local_work_dir).expanduser().resolve()
-        self.max_running = max(1, int(settings.local_max_running_jobs))
+        # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
+        self.max_running = max(0, int(settings.local_max_running_jobs))
         self.grace = float(settings.local_cancel_grace_seconds)
         self.python = settings.local_python or sys.executable
         self.max_replicas = int(getattr(settings, "local_max_replicas_per_job", 32))
