@@ -32,7 +32,7 @@ from service.backends.base import (JobHandle, LogPage, Observation, PermanentBac
 from service.backends.vertex import config as vconfig
 from service.backends.vertex import errors, logs, mapping
 from service.config import Settings
-from service.errors import Problem
+from service.errors import DomainError, Problem
 from service.jobs.states import JobState
 from service.jobspec import CompiledJob
 
@@ -40,6 +40,12 @@ log = logging.getLogger("trainjobs.vertex")
 
 MAX_SUBMITS_PER_POLL = 20      # creations the reconciler makes in one batch; the rest wait a tick
 CANCEL_RESEND_SECONDS = 30.0   # a CANCELLING job Vertex still runs gets its cancel again after this
+
+
+class LogsRefused(DomainError):
+    """Cloud Logging said no for good (permission, bad filter): a problem answer, not a 500."""
+
+    status, title, slug = 502, "Cloud Logging refused the request", "logs-refused"
 
 
 class _TimeoutSession(AuthorizedSession):
@@ -196,9 +202,13 @@ class VertexBackend:
             return policy(logs.read_page)(self._logging, self.cfg.project, job, replica=replica, since=since,
                                           limit=max(1, min(limit, logs.MAX_PAGE)))
         except Exception as e:  # noqa: BLE001
-            if errors.is_google_error(e):
-                raise self._translated(e, "reading logs from Cloud Logging") from e
-            raise
+            if not errors.is_google_error(e):
+                raise
+            err = self._translated(e, "reading logs from Cloud Logging")
+            if isinstance(err, TransientBackendError):
+                raise err from e
+            raise LogsRefused(f"Cloud Logging refused to read this job's logs: {err.message}",
+                              backend_code=err.code) from e
 
     # submit -------------------------------------------------------------------------------------
     def _lookup_or_create(self, job: JobHandle) -> SubmitResult:
