@@ -300,3 +300,27 @@ def test_misconfiguration_fails_at_start_up(db_url, fake_vertex, fake_logging, o
         with TestClient(create_app(settings)):
             pass
     assert fake_vertex.total_calls == 0
+
+
+def test_cancel_of_a_job_that_just_ended_on_vertex_reports_how_it_ended(harness):
+    job = harness.submit()
+    harness.fake.set_state(job["id"], "JOB_STATE_RUNNING")
+    harness.reconcile()
+    harness.fake.set_state(job["id"], "JOB_STATE_SUCCEEDED")  # ends before our cancel arrives
+    r = harness.client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert r.status_code == 202 and r.json()["state"] == "CANCELLING"
+    harness.reconcile()
+    assert harness.job(job["id"])["state"] == "SUCCEEDED"
+
+
+def test_cancel_of_a_job_that_never_reached_vertex_is_immediate_and_final(make_harness, fake_vertex):
+    with make_harness(vertex_retry_deadline_seconds=0.05, vertex_submit_grace_seconds=0) as h:
+        fake_vertex.fail("create", 503, times=1000)
+        job = h.submit()
+        assert job["backend_ref"] is None
+        fake_vertex.clear_faults()
+        r = h.client.post(f"/v1/jobs/{job['id']}/cancel")
+        assert r.status_code == 202 and r.json()["state"] == "CANCELLED"
+        h.reconcile()
+        assert fake_vertex.find(job["id"]) == [] and fake_vertex.calls["create"] >= 1
+        assert h.job(job["id"])["state"] == "CANCELLED"
