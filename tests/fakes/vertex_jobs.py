@@ -422,7 +422,7 @@ class FakeJobService:
         state = job.data["state"]
         if state in TERMINAL:
             raise GoogleError(400, f"Cannot cancel CustomJob {name} in state {state}.",
-                              status_name="FAILED_PRECONDITION")
+                              status="FAILED_PRECONDITION")
         if state != "JOB_STATE_CANCELLING":
             self.set_state(name, "JOB_STATE_CANCELLING")
         if self.cancel_immediately:
@@ -433,7 +433,7 @@ class FakeJobService:
         job = self._lookup_name(name)
         if job.data["state"] not in TERMINAL:
             raise GoogleError(400, f"CustomJob {name} is {job.data['state']}; cancel it before deleting it.",
-                              status_name="FAILED_PRECONDITION")
+                              status="FAILED_PRECONDITION")
         del self.jobs[name]
         self._scripts.pop(name, None)
         op_name = f"{name}/operations/{next(self._op_ids)}"
