@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import DomainError
@@ -104,6 +104,11 @@ def install(app: FastAPI) -> None:
     async def database_error(request: Request, exc: DBAPIError):
         if exc.connection_invalidated:
             return _db503(request)
+        if isinstance(exc, DataError):
+            # A value the database cannot store slipped past validation: still the input's fault.
+            log.warning("database refused a value: %s", exc.orig.__class__.__name__)
+            return problem(422, "Invalid request", "a value cannot be stored (e.g. a NUL character); "
+                           "remove control characters and retry", "invalid-request", request)
         log.exception("database error")
         return problem(500, "Internal error", "an unexpected database error; it has been logged",
                        "internal", request)

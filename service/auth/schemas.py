@@ -4,12 +4,12 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
+
+from service.schema_base import RequestBody
 
 
-class TokenCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TokenCreate(RequestBody):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")] = Field(
         description="Who or what uses it, e.g. alice or ci-pipeline")
     role: Literal["viewer", "member", "admin"] = Field(

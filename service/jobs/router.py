@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import StringConstraints
 
 from service.db import SessionDep
 from service.errors import Invalid, Problem
@@ -16,6 +17,9 @@ from service.jobs.states import JobState
 from service.jobspec import CompiledJob
 from service.models import Job
 from service.problems import PROBLEM_RESPONSES
+from service.templates.schemas import TEMPLATE_NAME_PATTERN
+
+LabelFilter = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$")]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
@@ -63,9 +67,9 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
 def list_jobs(session: SessionDep, actor: Viewer,
               state: Annotated[list[JobState], Query(description="Repeat for several states")] = [],
-              template: Annotated[str | None, Query(max_length=63)] = None,
-              label: Annotated[list[Annotated[str, Query(max_length=129)]],
-                               Query(description="key=value, or key alone for any value; repeat to AND")] = [],
+              template: Annotated[str | None, Query(pattern=TEMPLATE_NAME_PATTERN)] = None,
+              label: Annotated[list[LabelFilter], Query(
+                  description="key=value, or key alone for any value; repeat to AND")] = [],
               created_after: datetime | None = None,
               created_before: datetime | None = None,
               limit: Annotated[int, Query(ge=1, le=200)] = 50,

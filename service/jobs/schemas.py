@@ -7,13 +7,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.jobs.states import JobState
+from service.schema_base import RequestBody
 from service.templates.schemas import TemplateName
 
 LabelKey = Annotated[str, StringConstraints(max_length=64)]
 LabelValue = Annotated[str, StringConstraints(max_length=64)]
 
 
-class JobCreate(BaseModel):
+class JobCreate(RequestBody):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "template": "mwms-demo", "parameters": {"epochs": 2}, "backend": "local"}]})
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
+
+from service.schema_base import RequestBody
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_TRAINER_COMMAND = ["python", "-m", "trainer.task"]
@@ -15,8 +17,8 @@ ShortStr = Annotated[str, StringConstraints(max_length=4096)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Strict(RequestBody):
+    pass
 
 
 class Disk(Strict):

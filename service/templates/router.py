@@ -2,15 +2,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from service.db import SessionDep
 from service.auth.deps import Admin, Viewer
 from service.models import TemplateVersion
 from service.problems import PROBLEM_RESPONSES
 from service.templates import service
-from service.templates.schemas import (TemplateBody, TemplateCreate, TemplateOut, TemplatePage,
+from service.templates.schemas import (TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut, TemplatePage,
                                        TemplateSummary, VersionSummary)
+
+NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
 
 router = APIRouter(prefix="/v1/templates", tags=["templates"], responses=PROBLEM_RESPONSES)
 
@@ -44,28 +46,28 @@ def list_templates(session: SessionDep, actor: Viewer,
 
 
 @router.get("/{name}", response_model=TemplateOut, summary="Get a template (latest version or ?version=N)")
-def get_template(name: str, session: SessionDep, actor: Viewer,
+def get_template(name: NameParam, session: SessionDep, actor: Viewer,
                  version: Annotated[int | None, Query(ge=1)] = None):
     return _out(service.get_version(session, actor.team_id, name, version))
 
 
 @router.get("/{name}/versions", response_model=list[VersionSummary], summary="List a template's versions")
-def list_versions(name: str, session: SessionDep, actor: Viewer):
+def list_versions(name: NameParam, session: SessionDep, actor: Viewer):
     return [VersionSummary(version=v.version, description=v.description, created_at=v.created_at,
                            created_by=v.created_by) for v in service.list_versions(session, actor.team_id, name)]
 
 
 @router.put("/{name}", response_model=TemplateOut, summary="Update a template (writes a new version)")
-def update_template(name: str, body: TemplateBody, session: SessionDep, actor: Admin):
+def update_template(name: NameParam, body: TemplateBody, session: SessionDep, actor: Admin):
     return _out(service.update(session, actor.team_id, name, body, actor.name))
 
 
 @router.post("/{name}/archive", response_model=TemplateOut,
              summary="Archive a template: no new jobs from it; existing jobs are kept")
-def archive_template(name: str, session: SessionDep, actor: Admin):
+def archive_template(name: NameParam, session: SessionDep, actor: Admin):
     return _out(service.set_archived(session, actor.team_id, name, True))
 
 
 @router.post("/{name}/unarchive", response_model=TemplateOut, summary="Make an archived template usable again")
-def unarchive_template(name: str, session: SessionDep, actor: Admin):
+def unarchive_template(name: NameParam, session: SessionDep, actor: Admin):
     return _out(service.set_archived(session, actor.team_id, name, False))

@@ -6,13 +6,13 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.jobspec.spec import JobSpec, Parameter
+from service.schema_base import RequestBody
 
-TemplateName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
+TEMPLATE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
+TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]
 
 
-class TemplateBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TemplateBody(RequestBody):
     description: Annotated[str, StringConstraints(max_length=4096)] = ""
     spec: JobSpec
     parameters: list[Parameter] = Field(default_factory=list, max_length=100)

@@ -160,3 +160,13 @@ def test_hostile_bodies_get_4xx(client, demo):
                    422, "spec.container.args.0")
     assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "parameters": {"epochs": "x" * 5000}}),
                    422, "parameters.epochs")
+
+
+def test_text_the_database_cannot_store_is_refused(client, demo):
+    body = assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "display_name": "a\x00b"}), 422)
+    assert "display_name" in body["detail"] and "NUL" in body["detail"]
+    raw = b'{"template": "mwms-demo", "labels": {"team": "\\udb47"}}'
+    assert_problem(client.post("/v1/jobs", content=raw, headers={"content-type": "application/json"}), 422)
+    assert_problem(client.get("/v1/templates/a%00b"), 422)
+    assert_problem(client.get("/v1/jobs", params={"label": "team=a\x00"}), 422)
+    assert client.get("/v1/jobs").json()["items"] == []
