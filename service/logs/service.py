@@ -89,18 +89,20 @@ async def follow(session_factory, team_id: uuid.UUID, backend: Backend, view: Jo
                  is_disconnected=None) -> AsyncIterator[str]:
     """SSE: `log` events (id = cursor), then one `end` event once the job is
     final and every line has been sent. Heartbeat comments keep proxies open."""
-    yield f"retry: 1000\n: following job {view.handle.id}\n\n"
+    yield f": following job {view.handle.id}\n\n"  # a comment: headers go out at once
+    retry = "retry: 1000\n"  # sent with the first event: a block of its own would be an empty event
     page, cursor = first, since
     last_out = last_state = time.monotonic()
     final = view.final
     while True:
         if page.lines:
-            yield "".join(log_event(line) for line in page.lines)
+            yield retry + "".join(log_event(line) for line in page.lines)
+            retry = ""
             last_out = time.monotonic()
         cursor = page.cursor or cursor
         if len(page.lines) < limit:  # caught up
             if final:
-                yield end_event(view, cursor)
+                yield retry + end_event(view, cursor)
                 return
             now = time.monotonic()
             if now - last_state >= cfg.state_every:

@@ -68,9 +68,15 @@ class Api:
     def __init__(self, client):
         self.c = client
 
-    def template(self, name: str, spec_: dict) -> None:
-        r = self.c.post("/v1/templates", json={"name": name, "spec": spec_})
+    def template(self, name: str, spec_: dict, **body) -> None:
+        r = self.c.post("/v1/templates", json={"name": name, "spec": spec_, **body})
         assert r.status_code == 201, r.text
+        self.wait_template(name)
+
+    def wait_template(self, name: str) -> None:
+        # SessionDep commits after the response is sent (a request-scoped yield
+        # dependency), so over a real server a quick next request may not see it yet.
+        wait_for(lambda: self.c.get(f"/v1/templates/{name}").status_code == 200, f"template {name}", 10)
 
     def submit(self, template: str, **body) -> dict:
         r = self.c.post("/v1/jobs", json={"template": template, "backend": "local", **body})
@@ -104,8 +110,8 @@ class Api:
         assert r.status_code == 200, r.text
         return r.json()
 
-    def all_logs(self, job_id: str, **params) -> list[dict]:
-        lines, since = [], None
+    def all_logs(self, job_id: str, since: str | None = None, **params) -> list[dict]:
+        lines = []
         while True:
             page = self.logs(job_id, **params, **({"since": since} if since else {}))
             lines += page["lines"]

@@ -17,10 +17,8 @@ GATED = {"name": "gate", "type": "string", "description": "the replicas wait for
 
 
 def gated_template(api, name: str, **roles) -> None:
-    body = {"name": name, "parameters": [GATED],
-            "spec": spec(["--wait-file", "${gate}"], workers=["--wait-file", "${gate}"], **roles)}
-    r = api.c.post("/v1/templates", json=body)
-    assert r.status_code == 201, r.text
+    api.template(name, spec(["--wait-file", "${gate}"], workers=["--wait-file", "${gate}"], **roles),
+                 parameters=[GATED])
 
 
 def test_two_replicas_succeed(make_client, work_dir):

@@ -30,9 +30,8 @@ def test_kill_9_then_restart_follows_survivors_and_ends_the_rest(db_url, work_di
     try:
         first.wait_ready()
         api = Api(httpx.Client(base_url=first.url, headers=bearer(token), timeout=30))
-        r = api.c.post("/v1/templates", json={"name": "gated", "parameters": [GATED], "spec": spec(
-            ["--wait-file", "${gate}"], workers=["--wait-file", "${gate}"])})
-        assert r.status_code == 201, r.text
+        api.template("gated", spec(["--wait-file", "${gate}"], workers=["--wait-file", "${gate}"]),
+                     parameters=[GATED])
         gates = {name: tmp_path / f"gate-{name}" for name in ("alive", "killed", "finished")}
         jobs = {name: api.submit("gated", parameters={"gate": str(g)})["id"] for name, g in gates.items()}
         for job_id in jobs.values():

@@ -27,6 +27,7 @@ def main() -> int:
     p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<task>.json")
     p.add_argument("--started-dir", help="write DIR/<task>.started with time.time() at start")
     p.add_argument("--wait-file", help="wait until this file exists")
+    p.add_argument("--lines-after", type=int, default=0, help="numbered lines printed after the wait")
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--ignore-sigterm", action="store_true")
     p.add_argument("--spawn-child", action="store_true", help="leave a sleeping grandchild behind")
@@ -62,6 +63,8 @@ def main() -> int:
     if a.wait_file:
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
+    for i in range(a.lines_after):
+        print(f"{task} after {i}", flush=True)
     deadline = time.time() + a.sleep
     while time.time() < deadline:
         time.sleep(min(0.05, max(0.0, deadline - time.time())))
