@@ -152,7 +152,7 @@ class LocalBackend:
         self.max_running = max(0, int(settings.local_max_running_jobs))
         self.grace = float(settings.local_cancel_grace_seconds)
         self.python = settings.local_python or sys.executable
-        self.max_replicas = int(getattr(settings, "local_max_replicas_per_job", 32))
+        self.max_replicas = int(settings.local_max_replicas_per_job)
         self._lock = threading.RLock()
         self._runs: dict[uuid.UUID, Run] = {}
         self._waiting: dict[uuid.UUID, tuple[datetime, float]] = {}
