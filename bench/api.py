@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 from service import migrate  # noqa: E402
 from service.demo import demo_template  # noqa: E402
 from service import jobspec  # noqa: E402
+from service.auth.service import create_token, get_or_create_team  # noqa: E402
+from service.db import make_engine, make_session_factory  # noqa: E402
 from service.pagination import encode_cursor  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -52,8 +54,9 @@ def seed(url_psycopg: str, n: int) -> list[tuple[datetime, uuid.UUID]]:
     now = datetime.now(timezone.utc)
     keys = []
     with psycopg.connect(url_psycopg) as conn:
-        conn.execute("INSERT INTO templates (id, name, latest_version, created_at, updated_at) "
-                     "VALUES (%s, %s, 1, %s, %s)", (template_id, demo.name, now, now))
+        team_id = conn.execute("SELECT id FROM teams WHERE name = 'bench'").fetchone()[0]
+        conn.execute("INSERT INTO templates (id, team_id, name, latest_version, created_at, updated_at) "
+                     "VALUES (%s, %s, %s, 1, %s, %s)", (template_id, team_id, demo.name, now, now))
         conn.execute("INSERT INTO template_versions (id, template_id, version, description, spec, parameters, "
                      "created_at, created_by) VALUES (%s, %s, 1, '', %s, %s, %s, 'bench')",
                      (uuid.uuid4(), template_id, json.dumps(spec), json.dumps(params), now))
@@ -72,7 +75,7 @@ def seed(url_psycopg: str, n: int) -> list[tuple[datetime, uuid.UUID]]:
             compiled["custom_job"] = {**compiled["custom_job"], "displayName": f"bench-{i}",
                                       "labels": {"team": teams[i % 4], "trainjobs-job-id": str(jid)}}
             state = rng.choice(states)
-            row = [str(jid), f"bench-{i}", str(template_id), demo.name, "1", "local", state,
+            row = [str(jid), str(team_id), f"bench-{i}", str(template_id), demo.name, "1", "local", state,
                    json.dumps({"epochs": 1 + i % 20}), "null", json.dumps({"team": teams[i % 4]}),
                    json.dumps(compiled), "\\N", "\\N", "\\N", "\\N", "bench",
                    created.isoformat(), created.isoformat(), created.isoformat(),
@@ -81,7 +84,7 @@ def seed(url_psycopg: str, n: int) -> list[tuple[datetime, uuid.UUID]]:
             labels.write(f"{jid}\tteam\t{teams[i % 4]}\n")
             events.write(f"{jid}\t\\N\tQUEUED\tsubmitted\tbench\t{created.isoformat()}\n")
             keys.append((created, jid))
-        cols = ("id, display_name, template_id, template_name, template_version, backend, state, parameters, "
+        cols = ("id, team_id, display_name, template_id, template_name, template_version, backend, state, parameters, "
                 "overrides, labels, compiled, backend_ref, console_url, error, progress, created_by, created_at, "
                 "updated_at, started_at, ended_at")
         with conn.cursor() as cur:
@@ -100,9 +103,9 @@ def percentile(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def measure_list(base: str, params: dict, n: int) -> list[float]:
+def measure_list(base: str, params: dict, n: int, headers: dict) -> list[float]:
     out = []
-    with httpx.Client(base_url=base, timeout=30) as c:
+    with httpx.Client(base_url=base, timeout=30, headers=headers) as c:
         for _ in range(20):  # warm-up
             c.get("/v1/jobs", params=params).raise_for_status()
         for _ in range(n):
@@ -113,7 +116,8 @@ def measure_list(base: str, params: dict, n: int) -> list[float]:
     return out
 
 
-async def measure_create(base: str, seconds: float, concurrency: int, proc: psutil.Process) -> tuple[float, int, float]:
+async def measure_create(base: str, seconds: float, concurrency: int, proc: psutil.Process,
+                         headers: dict) -> tuple[float, int, float]:
     done = 0
     errors = 0
     peak_rss = 0.0
@@ -122,7 +126,7 @@ async def measure_create(base: str, seconds: float, concurrency: int, proc: psut
 
     async def client():
         nonlocal done, errors
-        async with httpx.AsyncClient(base_url=base, timeout=30) as c:
+        async with httpx.AsyncClient(base_url=base, timeout=30, headers=headers) as c:
             while time.perf_counter() < stop:
                 r = await c.post("/v1/jobs", json=body)
                 if r.status_code == 201:
@@ -155,6 +159,12 @@ def main() -> None:
     base_url = ADMIN.rsplit("/", 1)[0]
     sa_url = base_url.replace("postgresql://", "postgresql+psycopg://") + "/" + DB
     migrate.upgrade(sa_url)
+    engine = make_engine(sa_url)
+    with make_session_factory(engine)() as session:
+        _, secret = create_token(session, get_or_create_team(session, "bench"), "bench", "member", "bench")
+        session.commit()
+    engine.dispose()
+    headers = {"Authorization": f"Bearer {secret}"}
     t0 = time.perf_counter()
     keys = seed(f"{base_url}/{DB}", args.jobs)
     print(f"seeded {args.jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -163,7 +173,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="trainjobs-bench-")
     env = {**os.environ, "TRAINJOBS_DATABASE_URL": sa_url, "TRAINJOBS_BACKENDS": '["local"]',
            "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "0", "TRAINJOBS_LOCAL_WORK_DIR": work,
-           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false"}
+           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", **({"TRAINJOBS_RUN_RECONCILER": "false"} if os.environ.get("NORECON") else {})}
     server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
                                "--log-level", "warning"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
@@ -178,14 +188,15 @@ def main() -> None:
         proc = psutil.Process(server.pid)
         idle_rss = proc.memory_info().rss / 2**20
 
-        first = measure_list(base, {"limit": 50}, args.requests)
+        first = measure_list(base, {"limit": 50}, args.requests, headers)
         keys.sort(reverse=True)
         deep_at = keys[int(len(keys) * 0.9)]
         deep = measure_list(base, {"limit": 50, "cursor": encode_cursor(deep_at[0].isoformat(), deep_at[1])},
-                            args.requests)
-        filtered = measure_list(base, {"limit": 50, "label": "team=vision", "state": "SUCCEEDED"}, args.requests)
-        rate, errors, peak_rss = asyncio.run(measure_create(base, args.seconds, args.concurrency, proc))
-        after = measure_list(base, {"limit": 50}, args.requests // 2)
+                            args.requests, headers)
+        filtered = measure_list(base, {"limit": 50, "label": "team=vision", "state": "SUCCEEDED"}, args.requests,
+                                headers)
+        rate, errors, peak_rss = asyncio.run(measure_create(base, args.seconds, args.concurrency, proc, headers))
+        after = measure_list(base, {"limit": 50}, args.requests // 2, headers)
     finally:
         server.terminate()
         server.wait(30)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from service.backends.base import Backend
 from service.jobs.service import apply_observation, handle_of
@@ -61,10 +61,16 @@ class Reconciler:
         return stats
 
     def _reconcile_backend(self, name: str, backend: Backend, stats: TickStats) -> None:
+        # Optional hook: a backend that lists its jobs in bulk (vertex) lists once per
+        # pass and answers every batch of the pass from that listing.
+        begin_pass = getattr(backend, "begin_pass", None)
+        if begin_pass is not None:
+            begin_pass()
         after = None
         while True:
             with self.session_factory() as session:
-                q = (select(Job).where(Job.backend == name, Job.state.in_([s.value for s in ACTIVE]))
+                q = (select(Job).options(defer(Job.compiled), defer(Job.parameters), defer(Job.overrides))
+                     .where(Job.backend == name, Job.state.in_([s.value for s in ACTIVE]))
                      .order_by(Job.created_at, Job.id).limit(self.batch_size))
                 if after is not None:
                     q = q.where(tuple_(Job.created_at, Job.id) > after)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from service.errors import Problem
 from service.jobs.states import JobState
@@ -28,14 +28,33 @@ class PermanentBackendError(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
 class JobHandle:
-    id: uuid.UUID
-    state: JobState
-    backend_ref: str | None       # the backend's own id: a CustomJob name, a local run folder
-    compiled: CompiledJob
-    created_at: datetime
-    display_name: str = ""
+    """A read-only view of one job for a backend.
+
+    `compiled` may be given as a zero-argument loader: the reconciler hands over
+    every active job each pass, and most (queued, or merely polled) never need
+    their CustomJob parsed, so it is loaded on first use only."""
+
+    __slots__ = ("id", "state", "backend_ref", "created_at", "display_name", "_compiled")
+
+    def __init__(self, id: uuid.UUID, state: JobState, backend_ref: str | None,
+                 compiled: CompiledJob | Callable[[], CompiledJob], created_at: datetime,
+                 display_name: str = "") -> None:
+        self.id = id
+        self.state = state
+        self.backend_ref = backend_ref   # the backend's own id: a CustomJob name, a local run folder
+        self.created_at = created_at
+        self.display_name = display_name
+        self._compiled = compiled
+
+    @property
+    def compiled(self) -> CompiledJob:
+        if not isinstance(self._compiled, CompiledJob):
+            self._compiled = self._compiled()
+        return self._compiled
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id}, {self.state.value}, {self.backend_ref!r})"
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ JOB_ID_LABEL = "trainjobs-job-id"
 
 
 def handle_of(job: Job) -> JobHandle:
+    # Lazy: a deferred `compiled` column is only fetched if the backend asks for it.
     return JobHandle(id=job.id, state=JobState(job.state), backend_ref=job.backend_ref,
-                     compiled=jobspec.CompiledJob.from_json(job.compiled), created_at=job.created_at,
+                     compiled=lambda: jobspec.CompiledJob.from_json(job.compiled), created_at=job.created_at,
                      display_name=job.display_name)
 
 

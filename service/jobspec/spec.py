@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.schema_base import RequestBody
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_TRAINER_COMMAND = ["python", "-m", "trainer.task"]
@@ -17,8 +16,9 @@ ShortStr = Annotated[str, StringConstraints(max_length=4096)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
 
-class Strict(RequestBody):
-    pass
+class Strict(BaseModel):
+    # Nested in the request bodies (service.schema_base.RequestBody checks their text once).
+    model_config = ConfigDict(extra="forbid")
 
 
 class Disk(Strict):

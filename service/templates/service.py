@@ -5,7 +5,7 @@ import uuid
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
 from service.errors import Conflict, NotFound
@@ -49,14 +49,15 @@ def get_template(session: Session, team_id: uuid.UUID, name: str, *, for_update:
 
 
 def get_version(session: Session, team_id: uuid.UUID, name: str, version: int | None = None) -> TemplateVersion:
-    template = get_template(session, team_id, name)
-    number = version or template.latest_version
-    tv = session.scalar(select(TemplateVersion).where(TemplateVersion.template_id == template.id,
-                                                      TemplateVersion.version == number))
-    if tv is None:
-        raise NotFound(f"template {name!r} has no version {number}; "
-                       f"versions are 1 to {template.latest_version}")
-    return tv
+    # One round trip on the submit path: the version row joined to its template.
+    wanted = TemplateVersion.version == (version if version else Template.latest_version)
+    tv = session.scalar(select(TemplateVersion).join(Template)
+                        .where(Template.team_id == team_id, Template.name == name, wanted)
+                        .options(contains_eager(TemplateVersion.template)))
+    if tv is not None:
+        return tv
+    template = get_template(session, team_id, name)  # 404 if the template itself is missing
+    raise NotFound(f"template {name!r} has no version {version}; versions are 1 to {template.latest_version}")
 
 
 def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:
