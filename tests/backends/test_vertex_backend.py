@@ -244,15 +244,28 @@ def test_poll_reads_lists_not_one_get_per_job(make_harness, fake_vertex):
         # Every list is bounded by label, state and create time.
         for f in fake_vertex.list_filters():
             assert "labels.trainjobs-job-id:*" in f and "create_time>=" in f and "state!=" in f
-        # Three batches; each lists our running jobs created since its oldest one (less
-        # ten minutes of slack: here all 25), in pages of 8: at most 3 x 4 calls, not 25 gets.
-        assert fake_vertex.calls["list"] <= 3 * 4
+        # Three batches, one listing for the pass: our running jobs created since the
+        # oldest, in pages of 8 (8 + 8 + 8 + 1): 4 calls, not 25 gets.
+        assert fake_vertex.calls["list"] == 4
         # A job that ended leaves the running list; one list of ended jobs finds it.
         fake_vertex.reset_calls()
         fake_vertex.set_state(jobs[0]["id"], "JOB_STATE_SUCCEEDED")
         h.reconcile()
         assert h.job(jobs[0]["id"])["state"] == "SUCCEEDED"
         assert fake_vertex.calls["get"] == 0
+        assert fake_vertex.calls["list"] == 3 + 1  # 24 running in 3 pages, then the ended one
+        assert all(h.job(j["id"])["state"] in ("RUNNING", "PENDING") for j in jobs[1:])
+
+
+def test_without_passes_every_poll_lists_afresh(harness):
+    """Outside a reconcile pass (no begin_pass) no listing is reused: nothing goes stale."""
+    job = harness.submit()
+    handle = harness.backend_handle(job["id"])
+    harness.fake.reset_calls()
+    assert harness.backend.poll([handle])[0].state.value == "PENDING"
+    harness.fake.set_state(job["id"], "JOB_STATE_RUNNING")
+    assert harness.backend.poll([handle])[0].state.value == "RUNNING"
+    assert harness.fake.calls["list"] == 2
 
 
 def test_job_deleted_on_vertex_fails_with_a_clear_error(harness):

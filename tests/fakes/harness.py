@@ -80,6 +80,10 @@ class Harness:
         assert r.status_code == 200, r.text
         return r.json()
 
+    def backend_handle(self, job_id):
+        from service.jobs.service import handle_of
+        return handle_of(self.row(job_id))
+
     def row(self, job_id) -> Job:
         with self.app.state.session_factory() as s:
             return s.get(Job, uuid.UUID(str(job_id)))

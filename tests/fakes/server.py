@@ -58,6 +58,7 @@ class FakeServer:
     def __init__(self, handler: Handler):
         class _RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as the clients expect
+            disable_nagle_algorithm = True  # headers and body go out at once: no 40 ms delayed-ACK stalls
 
             def _serve(self):
                 parts = urlsplit(self.path)

@@ -17,6 +17,7 @@ import logging
 import random
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
@@ -40,6 +41,13 @@ log = logging.getLogger("trainjobs.vertex")
 
 MAX_SUBMITS_PER_POLL = 20      # creations the reconciler makes in one batch; the rest wait a tick
 CANCEL_RESEND_SECONDS = 30.0   # a CANCELLING job Vertex still runs gets its cancel again after this
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    pass_id: int
+    since: datetime
+    jobs: dict  # job id -> CustomJob
 
 
 class LogsRefused(DomainError):
@@ -74,6 +82,8 @@ class VertexBackend:
         self._inflight: set[str] = set()            # job ids whose create this process is making
         self._last_create: dict[str, float] = {}    # job id -> monotonic time of the last create attempt
         self._cancel_sent: dict[str, float] = {}    # job id -> monotonic time of the last cancel sent
+        self._pass = 0                              # reconcile passes begun (begin_pass)
+        self._snapshot: _Snapshot | None = None     # this pass's listing of our running CustomJobs
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -142,12 +152,17 @@ class VertexBackend:
                 self._inflight.discard(jid)
                 self._last_create[jid] = time.monotonic()
 
+    def begin_pass(self) -> None:
+        """The reconciler starts a pass over all our active jobs (oldest first, in batches)."""
+        with self._lock:
+            self._pass += 1
+            self._snapshot = None
+
     def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
         if not jobs:
             return []
-        wanted = {str(j.id): j for j in jobs}
-        found: dict[str, v1.CustomJob] = {}
-        self._scan(mapping.running_filter(min(j.created_at for j in jobs)), wanted, found)
+        running = self._running_since(min(j.created_at for j in jobs))
+        found = {str(j.id): running[str(j.id)] for j in jobs if str(j.id) in running}
         missing = [j for j in jobs if str(j.id) not in found]
         ended_known = True
         if missing:
@@ -336,26 +351,43 @@ class VertexBackend:
         return pager
 
     def _find_by_label(self, jid: str, *, retry: bool) -> list[v1.CustomJob]:
-        """Every CustomJob carrying this job id, oldest first."""
+        """Every CustomJob carrying this job id, the one poll follows first."""
         jobs = list(self._list(mapping.label_filter(jid), page_size=10, retry=retry,
                                fields=mapping.POLL_FIELDS))
-        return sorted(jobs, key=lambda cj: (cj.create_time, cj.name))
+        return sorted(jobs, key=lambda cj: _name_key(cj.name))
 
-    def _scan(self, filter_: str, wanted: dict[str, JobHandle], found: dict[str, v1.CustomJob], *,
+    def _running_since(self, since: datetime) -> dict[str, v1.CustomJob]:
+        """Our unfinished CustomJobs created since `since`, by job id. Within one reconcile
+        pass the first batch's listing (the oldest bound) serves the later batches too; a
+        job created after it was taken is simply missing, and found by the fallbacks."""
+        with self._lock:
+            snap, current = self._snapshot, self._pass
+        if snap is not None and current and snap.pass_id == current and snap.since <= since:
+            return snap.jobs
+        jobs: dict[str, v1.CustomJob] = {}
+        self._scan(mapping.running_filter(since), None, jobs)
+        if current:
+            with self._lock:
+                if self._pass == current:
+                    self._snapshot = _Snapshot(current, since, jobs)
+        return jobs
+
+    def _scan(self, filter_: str, wanted: dict[str, JobHandle] | None, found: dict[str, v1.CustomJob], *,
               stop_when_all: bool = False) -> None:
-        """Page through a list, keeping the CustomJobs of `wanted` jobs (oldest wins on duplicates)."""
+        """Page through a list, keeping the CustomJobs of `wanted` jobs. Should two carry one
+        job's label (never made by us), the lower name wins, the same one every tick."""
         try:
             for cj in self._list(filter_, fields=mapping.POLL_FIELDS):
                 jid = cj.labels.get(mapping.JOB_ID_LABEL)
-                if jid not in wanted:
+                if jid is None or (wanted is not None and jid not in wanted):
                     continue
                 seen = found.get(jid)
-                if seen is None or (cj.create_time, cj.name) < (seen.create_time, seen.name):
+                if seen is None or _name_key(cj.name) < _name_key(seen.name):
                     if seen is not None:
-                        log.warning("job %s: two CustomJobs carry its label (%s, %s); following the older",
-                                    jid, seen.name, cj.name)
+                        log.warning("job %s: two CustomJobs carry its label (%s, %s); following %s",
+                                    jid, seen.name, cj.name, cj.name)
                     found[jid] = cj
-                if stop_when_all and all(k in found for k in wanted):
+                if stop_when_all and wanted is not None and all(k in found for k in wanted):
                     return
         except Exception as e:  # noqa: BLE001
             raise self._translated(e, "listing CustomJobs") from e
@@ -367,3 +399,8 @@ class VertexBackend:
         if not errors.is_google_error(exc):
             raise exc
         return errors.translate(exc, what)
+
+
+def _name_key(name: str) -> tuple[int, str]:
+    numeric = name.rsplit("/", 1)[-1]
+    return (len(numeric), numeric)
