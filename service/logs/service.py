@@ -60,7 +60,8 @@ def read(backend: Backend, handle: JobHandle, replica: str | None, since: str | 
 
 
 def line_json(line: LogLine) -> dict:
-    return {"replica": line.replica, "stream": line.stream, "timestamp": line.timestamp.isoformat(),
+    ts = line.timestamp.isoformat().replace("+00:00", "Z")  # as the JSON pages write it
+    return {"replica": line.replica, "stream": line.stream, "timestamp": ts,
             "message": line.message, "cursor": line.cursor}
 
 

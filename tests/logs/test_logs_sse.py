@@ -73,7 +73,10 @@ def test_follow_resume_with_last_event_id_and_end(live, work_dir, token, tmp_pat
         chief_after = [d["message"] for d in resumed if d["replica"] == "workerpool0-0" and " after " in d["message"]]
         assert chief_after == [f"workerpool0-0 after {i}" for i in range(AFTER)]
         # The stream held everything the page API holds.
-        assert sorted(messages) == sorted(ln["message"] for ln in api.all_logs(job_id))
+        pages = api.all_logs(job_id)
+        assert sorted(messages) == sorted(ln["message"] for ln in pages)
+        assert {(d["message"], d["timestamp"]) for d in seen + resumed} == \
+            {(ln["message"], ln["timestamp"]) for ln in pages}  # the same timestamps, the same format
 
         # 3. A finished job: the whole log, then end, at once; the replica filter applies.
         with connect_sse(client, "GET", f"/v1/jobs/{job_id}/logs", params={"replica": "workerpool1-0"}) as source:
