@@ -51,6 +51,16 @@ def spec(chief: list[str], *, workers: list[str] | None = None, worker_count: in
     return out
 
 
+def handle(job_id, state, chief_args: list[str]):
+    """A JobHandle for driving a LocalBackend directly (no database)."""
+    from service import jobspec
+    from service.backends.base import JobHandle
+    from service.models import utcnow
+
+    _, compiled = jobspec.build(spec(chief_args), [], {}, None, display_name="t", labels={})
+    return JobHandle(id=job_id, state=state, backend_ref=None, compiled=compiled, created_at=utcnow())
+
+
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while True:

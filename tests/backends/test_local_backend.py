@@ -10,8 +10,8 @@ import pytest
 
 from service.backends.local import LocalBackend
 from service.jobspec import Replica
-from tests.backends.localkit import (PROGRAM, assert_no_processes, job_processes, read_json, settings_for,
-                                     spec, wait_for)
+from tests.backends.localkit import (PROGRAM, assert_no_processes, handle, job_processes, read_json,
+                                     settings_for, spec, wait_for)
 
 GATED = {"name": "gate", "type": "string", "description": "the replicas wait for this file"}
 
@@ -253,3 +253,22 @@ def test_the_service_reaps_its_replicas(make_client, work_dir):
         # A child that exited but was not waited for stays a zombie under this process.
         return not [p for p in psutil.Process().children() if p.pid in pids]
     wait_for(reaped, "the wrappers to be reaped, not left as zombies")
+
+
+def test_a_cancel_before_submit_means_it_never_launches(tmp_path):
+    """A cancel can land between the job's commit and the backend's submit()."""
+    import uuid
+
+    from service.jobs.states import JobState
+
+    backend = LocalBackend(settings_for("sqlite://", tmp_path / "runs"))
+    backend.start()
+    try:
+        job = handle(uuid.uuid4(), JobState.QUEUED, ["--exit", "0"])
+        assert backend.cancel(job) == JobState.CANCELLED
+        result = backend.submit(job)
+        assert result.state is None and result.backend_ref is None
+        assert backend.poll([job]) == []
+        assert not (tmp_path / "runs" / str(job.id)).exists()
+    finally:
+        backend.close()

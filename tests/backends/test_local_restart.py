@@ -9,15 +9,13 @@ from pathlib import Path
 
 import httpx
 
-from service import jobspec
 from service.backends.base import JobHandle
 from service.backends.local import LocalBackend
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
 from service.jobs.states import JobState
-from service.models import utcnow
-from tests.backends.localkit import (Api, ServiceProcess, assert_no_processes, job_processes, settings_for,
-                                     spec, wait_for)
+from tests.backends.localkit import (Api, ServiceProcess, assert_no_processes, handle, job_processes,
+                                     settings_for, spec, wait_for)
 from tests.conftest import bearer
 
 GATED = {"name": "gate", "type": "string"}
@@ -78,11 +76,6 @@ def test_kill_9_then_restart_follows_survivors_and_ends_the_rest(db_url, work_di
                 service.stop()
 
 
-def _handle(job_id: uuid.UUID, state: JobState, chief_args: list[str]) -> JobHandle:
-    _, compiled = jobspec.build(spec(chief_args), [], {}, None, display_name="t", labels={})
-    return JobHandle(id=job_id, state=state, backend_ref=None, compiled=compiled, created_at=utcnow())
-
-
 def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
     """The service died between starting a replica and recording its pid: the new
     service finds the process by its marker, stops it and fails the job."""
@@ -105,7 +98,7 @@ def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
         backend = LocalBackend(settings_for("sqlite://", work_dir))
         backend.start()
         try:
-            obs = backend.poll([_handle(job_id, JobState.RUNNING, ["--exit", "0"])])
+            obs = backend.poll([handle(job_id, JobState.RUNNING, ["--exit", "0"])])
             assert [o.state for o in obs] == [JobState.FAILED]
             assert "while starting" in obs[0].reason
             stray.wait(30)  # killed by the new service (and reaped here, its parent)
@@ -123,7 +116,7 @@ def test_a_job_whose_run_folder_is_gone_fails_with_a_reason(tmp_path):
     backend.start()
     try:
         job_id = uuid.uuid4()
-        obs = backend.poll([_handle(job_id, JobState.RUNNING, ["--exit", "0"])])
+        obs = backend.poll([handle(job_id, JobState.RUNNING, ["--exit", "0"])])
         assert [o.state for o in obs] == [JobState.FAILED]
         assert "run folder" in obs[0].reason and str(job_id) in obs[0].reason
     finally:
@@ -137,8 +130,8 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
     job_id = uuid.uuid4()
     first = LocalBackend(settings_for("sqlite://", work_dir))
     first.start()
-    handle = _handle(job_id, JobState.QUEUED, ["--wait-file", str(gate)])
-    result = first.submit(handle)
+    queued = handle(job_id, JobState.QUEUED, ["--wait-file", str(gate)])
+    result = first.submit(queued)
     assert result.state == JobState.PENDING and Path(result.backend_ref).name == str(job_id)
     wait_for(lambda: len(job_processes(work_dir, str(job_id))) == 2, "wrapper and replica")
     first.close()
@@ -148,7 +141,7 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
     second.start()
     try:
         running = JobHandle(id=job_id, state=JobState.RUNNING, backend_ref=result.backend_ref,
-                            compiled=handle.compiled, created_at=handle.created_at)
+                            compiled=queued.compiled, created_at=queued.created_at)
         assert [o.state for o in second.poll([running])] == []  # still running: no news
         gate.touch()
 

@@ -204,6 +204,8 @@ class LocalBackend:
     def submit(self, job: JobHandle) -> SubmitResult:
         with self._lock:
             run = self._runs.get(job.id)
+            if run is None and job.id in self._cancelled_early:
+                return SubmitResult()  # cancelled between its commit and this call: never launch it
             if run is None:
                 self._expire_waiting()
                 older = any(created < job.created_at for jid, (created, _) in self._waiting.items()

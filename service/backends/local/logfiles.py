@@ -1,14 +1,15 @@
 """Reading the replica log files the wrapper writes (format in wrapper.py).
 
-Cursor: the byte offset reached in each replica's file, as base64url JSON
-({"workerpool0-0": 1234, "workerpool1-0": 99}), so one `since` resumes every
-replica at once. It is opaque to clients; a replica missing from it starts at 0."""
+Cursor: the byte offset reached in each replica's file, so one `since` resumes
+every replica at once: "0-0:1234,1-0:99" (workerpool0-0 at byte 1234, ...),
+base64url-encoded to keep it opaque and short (it rides on every line and SSE
+event). A replica missing from it starts at 0."""
 from __future__ import annotations
 
 import base64
 import binascii
 import heapq
-import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -18,27 +19,36 @@ from service.errors import Invalid, Problem
 
 READ_CHUNK = 1 << 20          # bytes read from one file per call, at most
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_POOL_TASK = re.compile(r"^workerpool(\d+-\d+)$")
+_ENTRY = re.compile(r"^([A-Za-z0-9_.-]+):(\d{1,18})$")
+
+
+def _short(task: str) -> str:
+    m = _POOL_TASK.match(task)
+    return m.group(1) if m else task
+
+
+def _long(key: str) -> str:
+    return f"workerpool{key}" if re.match(r"^\d+-\d+$", key) else key
 
 
 def encode_cursor(offsets: dict[str, int]) -> str:
-    raw = json.dumps(offsets, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    raw = ",".join(f"{_short(task)}:{offset}" for task, offset in sorted(offsets.items()))
+    return base64.urlsafe_b64encode(raw.encode()).rstrip(b"=").decode()
 
 
 def decode_cursor(cursor: str | None) -> dict[str, int]:
     if not cursor:
         return {}
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        data = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        data = None
-    if not isinstance(data, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in data.items()):
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        entries = [_ENTRY.match(e) for e in raw.split(",")] if raw else []
+    except (binascii.Error, ValueError):
+        entries = [None]
+    if not all(entries):
         raise Invalid.of([Problem("since", "not a log cursor this service handed out",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
-    return data
+    return {_long(m.group(1)): int(m.group(2)) for m in entries}
 
 
 def parse_record(raw: bytes) -> tuple[str, str, str]:
