@@ -12,6 +12,7 @@ configuration error, 1 for anything else (with TensorFlow's traceback).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,10 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     from trainer.progress import EpochProgress, emit
 
     task = cluster.task_name
+    if (cluster.is_chief or cluster.is_evaluator) and importlib.util.find_spec("tensorboard") is None:
+        # TensorFlow 2.21 no longer depends on it, and without it tf.summary
+        # fails only at the end of the first epoch.
+        raise ConfigError("TensorBoard logging needs the 'tensorboard' package in the trainer's environment")
     if cluster.is_evaluator:
         distribute.set_mixed_precision(cfg.mixed_precision)
         tf.keras.utils.set_random_seed(cfg.seed)

@@ -82,3 +82,11 @@ def test_auto_strategy_choice():
     assert choose_strategy("auto", single, num_gpus=1) == "default"
     assert choose_strategy("auto", only_chief, num_gpus=0) == "default"
     assert choose_strategy("mwms", single, num_gpus=0) == "mwms"
+
+
+@pytest.mark.parametrize("name, mode", [("resnet50", "caffe"), ("densenet121", "torch")])
+def test_application_models_build_with_their_own_normalisation(name, mode):
+    m = models.build_model(name, 5, 32)
+    assert m.get_layer("preprocess").mode == mode
+    assert m.output_shape == (None, 5)
+    assert m.get_layer("probs").dtype == "float32"
