@@ -84,7 +84,12 @@ def _patterns(values: list[str] | None) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m trainer.task", description=__doc__)
+    p = _Parser(
+        prog="python -m trainer.task",
+        description="Train an image classifier with tf.distribute: MultiWorkerMirroredStrategy across the "
+        "replicas TF_CONFIG describes (role from TF_CONFIG). Outputs default to AIP_MODEL_DIR, "
+        "AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR. See docs/trainer.md.",
+    )
     data = p.add_argument_group("data")
     data.add_argument(
         "--dataset", default=None,
