@@ -42,4 +42,6 @@ def get_session(request: Request) -> Iterator[Session]:
         session.close()
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": commit before the response is sent, so a 2xx means it is stored
+# (the default "request" scope runs this cleanup after the response).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]

@@ -73,3 +73,18 @@ def test_list_pages_through_templates(client):
         if not cursor:
             break
     assert seen == ["t0", "t1", "t2", "t3", "t4"]
+
+
+def test_a_2xx_means_it_is_stored(live_server, tokens):
+    """The unit of work commits before the response is sent: a client that got 201
+    can read what it made at once, over a real server."""
+    import httpx
+
+    from tests.conftest import bearer
+    with httpx.Client(base_url=live_server, headers=bearer(tokens["admin"])) as c:
+        for i in range(15):
+            body = {**DEMO, "name": f"quick-{i}"}
+            assert c.post("/v1/templates", json=body).status_code == 201
+            assert c.get(f"/v1/templates/quick-{i}").status_code == 200
+            assert c.post(f"/v1/templates/quick-{i}/archive").json()["archived"] is True
+            assert c.get("/v1/templates", params={"include_archived": False}).json()["items"] == []
