@@ -128,7 +128,7 @@ def main() -> int:
     ratio = median["tfrecord"] / median["cached"]
     print(f"trainer input pipeline, {os.cpu_count()} CPU cores, TensorFlow {tf.__version__}")
     print(f"model resnet50 (random init) at {args.image_size}x{args.image_size}, batch {args.batch_size}, "
-          f"8 TFRecord shards of 512 JPEGs {h}x{w}; {rounds} alternating blocks of {steps} steps per feed")
+          f"512 JPEGs ({h}x{w}) in 8 TFRecord shards; {rounds} alternating blocks of {steps} steps per feed")
     print()
     print(f"{'feed':<12}{'steps/s':>10}{'images/s':>11}   blocks (steps/s)")
     for name in ("tfrecord", "cached"):
