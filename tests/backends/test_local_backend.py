@@ -178,7 +178,9 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     dump = tmp_path / "env"
     dump.mkdir()
     args = ["--dump-env", str(dump)]
-    s = spec(args, workers=args, worker_count=2, ps=args, evaluator=args, base_output="gs://bucket/exp1")
+    # The chief waits for the parameter server's dump: the ps is stopped once the others finish.
+    chief_args = args + ["--wait-file", str(dump / "workerpool2-0.json")]
+    s = spec(chief_args, workers=args, worker_count=2, ps=args, evaluator=args, base_output="gs://bucket/exp1")
     s["container"]["env"] = {"MY_SETTING": "from-template"}
     api.template("full", s)
     job = api.submit("full")
