@@ -70,6 +70,7 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
         distribute.run_server(cluster)  # blocks until the job is torn down
         return 0
     strategy = distribute.create_strategy(strategy_name, cluster)
+    distribute.exit_on_sigterm(task)
     policy = distribute.set_mixed_precision(cfg.mixed_precision)
     tf.keras.utils.set_random_seed(cfg.seed)
 
