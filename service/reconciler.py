@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session, defer, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.backends.base import Backend
-from service.jobs.service import apply_observation, handle_of
+from service.jobs.service import HANDLE_COLUMNS, apply_observation, handle_of_row
 from service.jobs.states import ACTIVE
 from service.models import Job
 
@@ -69,16 +69,18 @@ class Reconciler:
         after = None
         while True:
             with self.session_factory() as session:
-                q = (select(Job).options(defer(Job.compiled), defer(Job.parameters), defer(Job.overrides))
+                # Plain rows, not ORM objects: most active jobs have no news on most
+                # passes, and the CustomJob is fetched only for the few that need it.
+                q = (select(*HANDLE_COLUMNS)
                      .where(Job.backend == name, Job.state.in_([s.value for s in ACTIVE]))
                      .order_by(Job.created_at, Job.id).limit(self.batch_size))
                 if after is not None:
                     q = q.where(tuple_(Job.created_at, Job.id) > after)
-                jobs = session.scalars(q).all()
-                if not jobs:
+                rows = session.execute(q).all()
+                if not rows:
                     return
-                after = (jobs[-1].created_at, jobs[-1].id)
-                handles = [handle_of(j) for j in jobs]
+                after = (rows[-1].created_at, rows[-1].id)
+                handles = [handle_of_row(session, r) for r in rows]
                 stats.polled += len(handles)
                 stats.by_backend[name] = stats.by_backend.get(name, 0) + len(handles)
                 try:
@@ -101,7 +103,7 @@ class Reconciler:
                     log.exception("backend %s: commit failed; will retry next tick", name)
                     stats.errors += 1
                     return
-            if len(jobs) < self.batch_size:
+            if len(rows) < self.batch_size:
                 return
 
     def wake(self) -> None:

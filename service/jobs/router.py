@@ -58,8 +58,6 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
         return result
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    else:
-        state.reconciler_wake()
     response.headers["Location"] = f"/v1/jobs/{result.id}"
     return job_out(result)
 

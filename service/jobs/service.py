@@ -35,6 +35,17 @@ def handle_of(job: Job) -> JobHandle:
                      display_name=job.display_name)
 
 
+HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name)
+
+
+def handle_of_row(session: Session, row) -> JobHandle:
+    """A handle from a HANDLE_COLUMNS row; its CompiledJob is read on first use."""
+    def load() -> jobspec.CompiledJob:
+        return jobspec.CompiledJob.from_json(session.scalar(select(Job.compiled).where(Job.id == row.id)))
+    return JobHandle(id=row.id, state=JobState(row.state), backend_ref=row.backend_ref, compiled=load,
+                     created_at=row.created_at, display_name=row.display_name)
+
+
 def cluster_view(compiled: jobspec.CompiledJob) -> list[ReplicaOut]:
     return [ReplicaOut(task_name=r.task_name, pool=r.pool, index=r.index, tf_role=r.tf_role,
                        image_uri=r.image_uri, command=list(r.command), args=list(r.args),
