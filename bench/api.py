@@ -1,9 +1,12 @@
 """API benchmark: 100,000 jobs in PostgreSQL, a real uvicorn server process.
 
 Measures GET /v1/jobs?limit=50 (first page and a deep page) p50/p99,
-POST /v1/jobs requests/s with 8 concurrent clients (local backend with no room
-to run: jobs are stored and queued, never launched), and the API process's
-resident memory. Run: .venv/bin/python bench/api.py [--jobs 100000]"""
+POST /v1/jobs requests/s with 8 concurrent connections (local backend with no
+room to run: jobs are stored and queued, never launched), and the resident
+memory of the API processes, for `serve --workers 1` and `--workers 2`.
+The POST load comes from wrk when it is installed (apt-get install wrk), else
+from an httpx client in this process, which itself takes much of a core.
+Run: .venv/bin/python bench/api.py [--jobs 100000] [--workers 1 2]"""
 from __future__ import annotations
 
 import argparse
@@ -12,11 +15,14 @@ import io
 import json
 import os
 import random
+import re
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -116,33 +122,104 @@ def measure_list(base: str, params: dict, n: int, headers: dict) -> list[float]:
     return out
 
 
-async def measure_create(base: str, seconds: float, concurrency: int, proc: psutil.Process,
-                         headers: dict) -> tuple[float, int, float]:
-    done = 0
-    errors = 0
-    peak_rss = 0.0
+def measure_create_wrk(base: str, seconds: float, concurrency: int, headers: dict, body: dict) -> tuple[float, int]:
+    """wrk (C) as the load: a Python client would take much of the 2 cores it measures."""
+    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+    script.write(f"wrk.method = 'POST'\nwrk.body = {json.dumps(json.dumps(body))}\n"
+                 f"wrk.headers['Content-Type'] = 'application/json'\n"
+                 f"wrk.headers['Authorization'] = '{headers['Authorization']}'\n")
+    script.close()
+    out = subprocess.run(["wrk", "-t2", f"-c{concurrency}", f"-d{int(seconds)}s", "-s", script.name,
+                          f"{base}/v1/jobs"], capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", out)) else 0
+    return rate, errors
+
+
+async def measure_create_httpx(base: str, seconds: float, concurrency: int, headers: dict,
+                               body: dict) -> tuple[float, int]:
+    done = errors = 0
     stop = time.perf_counter() + seconds
-    body = {"template": "mwms-demo", "parameters": {"epochs": 3}, "labels": {"team": "vision"}}
 
     async def client():
         nonlocal done, errors
         async with httpx.AsyncClient(base_url=base, timeout=30, headers=headers) as c:
             while time.perf_counter() < stop:
                 r = await c.post("/v1/jobs", json=body)
-                if r.status_code == 201:
-                    done += 1
-                else:
-                    errors += 1
-
-    async def sample():
-        nonlocal peak_rss
-        while time.perf_counter() < stop:
-            peak_rss = max(peak_rss, proc.memory_info().rss / 2**20)
-            await asyncio.sleep(0.2)
+                done, errors = (done + 1, errors) if r.status_code == 201 else (done, errors + 1)
 
     t0 = time.perf_counter()
-    await asyncio.gather(sample(), *(client() for _ in range(concurrency)))
-    return done / (time.perf_counter() - t0), errors, peak_rss
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return done / (time.perf_counter() - t0), errors
+
+
+def api_processes(server: psutil.Process, workers: int) -> list[psutil.Process]:
+    """The processes that serve requests: the server itself, or its worker children."""
+    if workers == 1:
+        return [server]
+    return [c for c in server.children() if "multiprocessing" in " ".join(c.cmdline())
+            and "resource_tracker" not in " ".join(c.cmdline())]
+
+
+def sample_rss(procs: list[psutil.Process], stop: threading.Event, peak: list[float]) -> None:
+    while not stop.wait(0.2):
+        try:
+            rss = [p.memory_info().rss / 2**20 for p in procs]
+        except psutil.Error:
+            continue
+        peak[0] = max(peak[0], max(rss))
+        peak[1] = max(peak[1], sum(rss))
+
+
+def run_server(sa_url: str, workers: int, args, headers: dict, keys) -> dict:
+    port = free_port()
+    work = tempfile.mkdtemp(prefix="trainjobs-bench-")
+    env = {**os.environ, "TRAINJOBS_DATABASE_URL": sa_url, "TRAINJOBS_BACKENDS": '["local"]',
+           "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "0", "TRAINJOBS_LOCAL_WORK_DIR": work,
+           "TRAINJOBS_CONTROLLER_LOCK_PATH": os.path.join(work, "controller.lock"),
+           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false"}
+    server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+                               "--workers", str(workers), "--log-level", "warning"], env=env, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    out = {}
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(base + "/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        time.sleep(2)  # every worker up
+        procs = api_processes(psutil.Process(server.pid), workers)
+        out["idle_rss"] = max(p.memory_info().rss for p in procs) / 2**20
+        out["first"] = measure_list(base, {"limit": 50}, args.requests, headers)
+        deep_at = keys[int(len(keys) * 0.9)]
+        out["deep"] = measure_list(base, {"limit": 50, "cursor": encode_cursor(deep_at[0].isoformat(), deep_at[1])},
+                                   args.requests, headers)
+        out["filtered"] = measure_list(base, {"limit": 50, "label": "team=vision", "state": "SUCCEEDED"},
+                                       args.requests, headers)
+        body = {"template": "mwms-demo", "parameters": {"epochs": 3}, "labels": {"team": "vision"}}
+        peak = [0.0, 0.0]
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_rss, args=(procs, stop, peak))
+        sampler.start()
+        if shutil.which("wrk"):
+            out["loadgen"] = "wrk"
+            out["rate"], out["errors"] = measure_create_wrk(base, args.seconds, args.concurrency, headers, body)
+        else:
+            out["loadgen"] = "httpx"
+            out["rate"], out["errors"] = asyncio.run(
+                measure_create_httpx(base, args.seconds, args.concurrency, headers, body))
+        stop.set()
+        sampler.join()
+        out["peak_rss"], out["peak_total"] = peak
+        out["processes"] = len(procs)
+        out["after"] = measure_list(base, {"limit": 50}, args.requests // 2, headers)
+    finally:
+        server.terminate()
+        server.wait(60)
+    return out
 
 
 def main() -> None:
@@ -151,6 +228,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="serve --workers values to measure")
     args = ap.parse_args()
 
     with psycopg.connect(ADMIN, autocommit=True) as conn:
@@ -168,51 +246,27 @@ def main() -> None:
     t0 = time.perf_counter()
     keys = seed(f"{base_url}/{DB}", args.jobs)
     print(f"seeded {args.jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    keys.sort(reverse=True)
+    results = {w: run_server(sa_url, w, args, headers, keys) for w in args.workers}
 
-    port = free_port()
-    work = tempfile.mkdtemp(prefix="trainjobs-bench-")
-    env = {**os.environ, "TRAINJOBS_DATABASE_URL": sa_url, "TRAINJOBS_BACKENDS": '["local"]',
-           "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "0", "TRAINJOBS_LOCAL_WORK_DIR": work,
-           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", **({"TRAINJOBS_RUN_RECONCILER": "false"} if os.environ.get("NORECON") else {})}
-    server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
-                               "--log-level", "warning"], env=env, cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        proc = psutil.Process(server.pid)
-        idle_rss = proc.memory_info().rss / 2**20
+    def pct(v):
+        return f"{percentile(v, 50):.1f} / {percentile(v, 99):.1f} ms"
 
-        first = measure_list(base, {"limit": 50}, args.requests, headers)
-        keys.sort(reverse=True)
-        deep_at = keys[int(len(keys) * 0.9)]
-        deep = measure_list(base, {"limit": 50, "cursor": encode_cursor(deep_at[0].isoformat(), deep_at[1])},
-                            args.requests, headers)
-        filtered = measure_list(base, {"limit": 50, "label": "team=vision", "state": "SUCCEEDED"}, args.requests,
-                                headers)
-        rate, errors, peak_rss = asyncio.run(measure_create(base, args.seconds, args.concurrency, proc, headers))
-        after = measure_list(base, {"limit": 50}, args.requests // 2, headers)
-    finally:
-        server.terminate()
-        server.wait(30)
-
+    print(f"\nbench/api.py: {args.jobs} jobs in PostgreSQL, {os.cpu_count()} cores, "
+          f"POST load from {results[args.workers[0]]['loadgen']} with {args.concurrency} connections\n")
+    print("| measure | " + " | ".join(f"{w} worker{'s' if w > 1 else ''}" for w in args.workers) + " | target |")
+    print("|---|" + "---|" * len(args.workers) + "---|")
     rows = [
-        ("GET /v1/jobs?limit=50 first page p50 / p99", f"{percentile(first, 50):.1f} / {percentile(first, 99):.1f} ms", "p99 <= 30 ms"),
-        ("GET /v1/jobs?limit=50 deep page (90%) p50 / p99", f"{percentile(deep, 50):.1f} / {percentile(deep, 99):.1f} ms", "p99 <= 30 ms"),
-        ("GET /v1/jobs label+state filter p50 / p99", f"{percentile(filtered, 50):.1f} / {percentile(filtered, 99):.1f} ms", ""),
-        ("GET first page after the create run p50 / p99", f"{percentile(after, 50):.1f} / {percentile(after, 99):.1f} ms", ""),
-        (f"POST /v1/jobs, {args.concurrency} concurrent clients", f"{rate:.0f} req/s ({errors} errors)", ">= 200 req/s"),
-        ("API process RSS idle / peak under load", f"{idle_rss:.0f} / {peak_rss:.0f} MB", "<= 250 MB"),
+        ("GET /v1/jobs?limit=50 first page p50 / p99", lambda r: pct(r["first"]), "p99 <= 30 ms"),
+        ("GET /v1/jobs?limit=50 deep page (90% in) p50 / p99", lambda r: pct(r["deep"]), "p99 <= 30 ms"),
+        ("GET /v1/jobs label+state filter p50 / p99", lambda r: pct(r["filtered"]), ""),
+        ("GET first page after the POST run p50 / p99", lambda r: pct(r["after"]), ""),
+        ("POST /v1/jobs req/s (errors)", lambda r: f"{r['rate']:.0f} ({r['errors']})", ">= 200 req/s"),
+        ("RSS per API process, idle / peak", lambda r: f"{r['idle_rss']:.0f} / {r['peak_rss']:.0f} MB", "<= 250 MB"),
+        ("RSS of all API processes, peak", lambda r: f"{r['peak_total']:.0f} MB ({r['processes']})", ""),
     ]
-    print(f"\nbench/api.py: {args.jobs} jobs in PostgreSQL, {os.cpu_count()} cores\n")
-    print("| measure | result | target |\n|---|---|---|")
-    for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    for name, fn, target in rows:
+        print(f"| {name} | " + " | ".join(fn(results[w]) for w in args.workers) + f" | {target} |")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ and the reconciler (Polar's app.py, Prefect's loop services)."""
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
 from typing import Mapping
 
@@ -16,6 +17,7 @@ from service.auth.router import router as tokens_router
 from service.backends import make_backends
 from service.backends.base import Backend
 from service.config import Settings, get_settings
+from service.controller import ControllerLock, Standby
 from service.db import make_engine, make_session_factory
 from service.jobs.router import router as jobs_router
 from service.logs.router import router as logs_router
@@ -41,6 +43,10 @@ Errors are RFC 9457 problem+json: `errors` names each bad field and how to fix i
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
     settings = settings or get_settings()
+    if settings.controller_lock and settings.log_format == "json":
+        # A spawned worker of `serve --workers N` starts with no logging set up.
+        from service.observability import configure_logging
+        configure_logging(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -48,10 +54,15 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         built = dict(backends) if backends is not None else make_backends(settings)
+        # With several workers only the holder of the controller lock runs the
+        # reconciler and launches local replicas; a single process always does.
+        lock = ControllerLock(settings.controller_lock_path) if settings.controller_lock else None
+        controller = lock is None or lock.try_acquire()
         started = []
         try:
             for backend in built.values():
-                backend.start()
+                start_client = getattr(backend, "start_client", None)
+                backend.start() if controller or start_client is None else start_client()
                 started.append(backend)
         except Exception:
             for backend in started:
@@ -64,14 +75,33 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         app.state.reconciler = reconciler
         app.state.reconciler_wake = reconciler.wake
-        if settings.run_reconciler:
-            reconciler.start()
+        app.state.controller = controller
+
+        def promote() -> None:
+            for backend in built.values():
+                if hasattr(backend, "start_client"):
+                    backend.start()
+            app.state.controller = True
+            if settings.run_reconciler:
+                reconciler.start()
+
+        standby = None
+        if controller:
+            if settings.run_reconciler:
+                reconciler.start()
+        else:
+            standby = Standby(lock, promote)
+            standby.start()
         try:
             yield
         finally:
+            if standby:
+                standby.stop()
             reconciler.stop()
             for backend in built.values():
                 backend.close()
+            if lock:
+                lock.release()
             engine.dispose()
 
     metrics = Metrics()
@@ -103,7 +133,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                 conn.execute(text("SELECT 1"))
         except Exception:
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
-        return {"status": "ready", "database": "ok"}
+        return {"status": "ready", "database": "ok", "controller": app.state.controller, "pid": os.getpid()}
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
     def prometheus_metrics():

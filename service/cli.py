@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from pathlib import Path
 
 
-def _serve(args) -> int:
-    import uvicorn
-
+def _prepare(_args=None) -> int:
+    """Migrate, make the first admin token on an empty database, load the demo template."""
     from service import demo, migrate
-    from service.app import create_app
+    from service.auth.service import bootstrap_admin
     from service.config import get_settings
     from service.db import make_engine, make_session_factory
-
-    from service.auth.service import bootstrap_admin
 
     settings = get_settings()
     migrate.upgrade(settings.database_url)
@@ -30,13 +29,40 @@ def _serve(args) -> int:
         if settings.seed_demo_template and demo.seed(session):
             print("trainjobs: created the demo template 'mwms-demo' in team 'default'", file=sys.stderr)
     engine.dispose()
+    return 0
+
+
+def _serve(args) -> int:
+    import uvicorn
+
+    from service.config import get_settings
+
+    settings = get_settings()
+    workers = args.workers or settings.workers
     host = args.host or settings.host
     port = args.port or settings.port
-    print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
     # log_config=None: uvicorn logs through our handlers (JSON with request ids);
     # its access log is off because the request middleware logs every request.
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
-                access_log=False, log_config=None)
+    if workers == 1:
+        from service.app import create_app
+        _prepare()
+        print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
+                    access_log=False, log_config=None)
+        return 0
+    # Several processes: the supervisor stays small (the preparation runs in a child
+    # process), each worker builds its app from the environment, and the one that
+    # takes the controller lock also runs the reconciler and the local replicas.
+    import subprocess
+    subprocess.run([sys.executable, "-m", "service.cli", "prepare"], check=True)
+    os.environ["TRAINJOBS_CONTROLLER_LOCK"] = "true"
+    os.environ["TRAINJOBS_LOG_LEVEL"] = args.log_level.upper()
+    os.environ["TRAINJOBS_CONTROLLER_LOCK_PATH"] = str(Path(settings.controller_lock_path).resolve())
+    os.environ["TRAINJOBS_LOCAL_WORK_DIR"] = str(Path(settings.local_work_dir).resolve())
+    print(f"trainjobs: serving on http://{host}:{port} with {workers} workers "
+          f"(docs: http://{host}:{port}/docs)", file=sys.stderr)
+    uvicorn.run("service.app:create_app", factory=True, workers=workers, host=host, port=port,
+                log_level=args.log_level, access_log=False, log_config=None)
     return 0
 
 
@@ -97,8 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="migrate the database, load the demo template, serve the API")
     s.add_argument("--host")
     s.add_argument("--port", type=int)
+    s.add_argument("--workers", type=int, help="API worker processes (default 1, or TRAINJOBS_WORKERS)")
     s.add_argument("--log-level", default="info", help="debug, info, warning, error")
     s.set_defaults(func=_serve)
+
+    pr = sub.add_parser("prepare", help="what serve does first: migrate, first admin token, demo template")
+    pr.set_defaults(func=_prepare)
 
     d = sub.add_parser("db", help="database migrations")
     dsub = d.add_subparsers(dest="db_command", required=True)

@@ -21,6 +21,10 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: float = 0.5
     reconcile_batch_size: int = 500
     run_reconciler: bool = True
+    workers: int = Field(1, ge=1, le=32, description="API worker processes; one of them is the controller")
+    controller_lock: bool = Field(False, description="Set by `serve --workers N`: elect one controller process")
+    controller_lock_path: Path = Field(Path(".trainjobs/controller.lock"),
+                                       description="The lock file the workers of one service share")
     seed_demo_template: bool = True
     max_body_bytes: int = Field(1_048_576, description="Larger request bodies are refused with 413")
     log_format: str = Field("json", description="json (structured, one object a line) or text")

@@ -23,7 +23,10 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip on every checkout. A connection that died
+    # with the server fails its request with a 503 and invalidates the pool, and the
+    # next requests reconnect (tests/faults cut the connection to check this).
+    return create_engine(url, pool_size=10, max_overflow=20)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

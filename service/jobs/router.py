@@ -32,8 +32,8 @@ def _summary_fields(job: Job) -> dict:
                 created_by=job.created_by)
 
 
-def job_out(job: Job) -> JobOut:
-    compiled = CompiledJob.from_json(job.compiled)
+def job_out(job: Job, compiled: CompiledJob | None = None) -> JobOut:
+    compiled = compiled or CompiledJob.from_json(job.compiled)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   progress=job.progress, custom_job=compiled.custom_job_dict,
@@ -56,10 +56,10 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
     if dry_run:
         response.status_code = 200
         return result
+    headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-    response.headers["Location"] = f"/v1/jobs/{result.id}"
-    return job_out(result)
+        headers["Idempotent-Replayed"] = "true"
+    return _json(job_out(result), 201, headers)
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")
@@ -88,7 +88,12 @@ def _aware(value: datetime | None, field: str) -> datetime | None:
 
 @router.get("/{job_id}", response_model=JobOut, summary="A job: state, error, progress, the rendered CustomJob")
 def get_job(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
-    return job_out(service.get_job(session, actor.team_id, job_id))
+    return _json(job_out(service.get_job(session, actor.team_id, job_id)))
+
+
+def _json(model, status: int = 200, headers: dict | None = None) -> Response:
+    # Already a validated JobOut: serialise it once instead of FastAPI validating it again.
+    return Response(model.model_dump_json(), status_code=status, headers=headers, media_type="application/json")
 
 
 @router.get("/{job_id}/events", response_model=list[JobEventOut], summary="A job's state history")

@@ -9,9 +9,9 @@ import uuid
 from datetime import datetime
 from typing import Mapping
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import insert, select, tuple_
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from service import jobspec
 from service.auth.service import Actor
@@ -81,7 +81,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
                idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool]:
     """Returns (job or preview, replayed): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead."""
-    digest = request_hash(body, dry_run)
+    digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         existing = _replay(session, actor, idempotency_key, digest)
         if existing is not None:
@@ -108,18 +108,23 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
                           custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled)), False
 
     now = utcnow()
-    job = Job(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
-              template_name=ref.name, template_version=ref.version, backend=backend_name,
-              state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
-              labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
-              created_at=now, updated_at=now, idempotency_key=idempotency_key,
-              request_hash=digest if idempotency_key else None)
-    session.add(job)
-    session.add_all(JobLabel(job_id=job_id, key=k, value=v) for k, v in body.labels.items())
-    session.add(JobEvent(job_id=job_id, from_state=None, to_state=JobState.QUEUED.value,
-                         reason="submitted", actor=actor.name, at=now))
-    # Commit before the backend hears of it: a rolled-back request never launches anything.
+    values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
+                  template_name=ref.name, template_version=ref.version, backend=backend_name,
+                  state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
+                  labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
+                  created_at=now, updated_at=now, idempotency_key=idempotency_key,
+                  request_hash=digest if idempotency_key else None, backend_ref=None, console_url=None,
+                  error=None, progress=None, started_at=None, ended_at=None)
+    # Bulk-style inserts: the hot path of the service, and the unit-of-work machinery
+    # costs more than the three statements themselves.
     try:
+        session.execute(insert(Job), [values])
+        if body.labels:
+            session.execute(insert(JobLabel), [{"job_id": job_id, "key": k, "value": v}
+                                               for k, v in body.labels.items()])
+        session.execute(insert(JobEvent), [{"job_id": job_id, "from_state": None, "to_state": JobState.QUEUED.value,
+                                            "reason": "submitted", "actor": actor.name, "at": now}])
+        # Commit before the backend hears of it: a rolled-back request never launches anything.
         session.commit()
     except IntegrityError:
         # Another request with the same Idempotency-Key committed first.
@@ -129,6 +134,10 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
             if existing is not None:
                 return existing, True
         raise
+    # The stored row, attached without a SELECT, so a submit result can update it.
+    job = Job(**values)
+    make_transient_to_detached(job)
+    session.add(job)
     _submit(session, backend, job, actor.name)
     return job, False
 

@@ -161,15 +161,23 @@ class LocalBackend:
         self._started_mono = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Only the controller process launches and follows replicas (service/controller.py).
+        self._controller = False
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> None:
+    def start_client(self) -> None:
+        """An API worker that is not the controller: it stores jobs and reads logs;
+        the controller's reconciler launches, follows and cancels the replicas."""
         python = shutil.which(self.python) if os.sep not in self.python else self.python
         if not python or not os.access(python, os.X_OK):
             raise ValueError(f"TRAINJOBS_LOCAL_PYTHON={self.python!r} is not an executable Python")
         self.python = python
         self.work_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        self.start_client()
+        self._controller = True
         self._started_mono = time.monotonic()
         with self._lock:
             self._adopt_all()
@@ -202,6 +210,8 @@ class LocalBackend:
         return problems
 
     def submit(self, job: JobHandle) -> SubmitResult:
+        if not self._controller:
+            return SubmitResult(reason="queued; the controller process starts it")
         with self._lock:
             run = self._runs.get(job.id)
             if run is None and job.id in self._cancelled_early:
@@ -260,6 +270,8 @@ class LocalBackend:
         return out
 
     def cancel(self, job: JobHandle) -> JobState | None:
+        if not self._controller:
+            return None  # CANCELLING: the controller's next poll stops it (or never starts it)
         with self._lock:
             run = self._runs.get(job.id) or self._load(job.id)
             if run is None:
