@@ -65,6 +65,11 @@ def test_another_teams_objects_are_404_not_403(client, demo, db_url):
     assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo"}, headers=beta), 404)
     assert client.get("/v1/jobs", headers=beta).json()["items"] == []
     assert client.get("/v1/templates", headers=beta).json()["items"] == []
+    assert_problem(client.get("/v1/templates/mwms-demo/versions", headers=beta), 404)
+    assert_problem(client.post("/v1/templates/mwms-demo/archive", headers=beta), 404)
+    assert_problem(client.put("/v1/templates/mwms-demo", headers=beta,
+                              json={k: v for k, v in DEMO.items() if k != "name"}), 404)
+    assert_problem(client.get(f"/v1/jobs/{job['id']}/logs", headers=beta), 404)
     # Names are per team: beta may have its own mwms-demo.
     assert client.post("/v1/templates", json=DEMO, headers=beta).status_code == 201
     assert client.get(f"/v1/jobs/{job['id']}").json()["state"] == "QUEUED"
