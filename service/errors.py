@@ -50,7 +50,7 @@ class Conflict(DomainError):
 class Invalid(DomainError):
     """The request is well-formed JSON but asks for something that cannot run."""
 
-    status, title, slug = 422, "Invalid job specification", "invalid"
+    status, title, slug = 422, "Invalid request", "invalid"
 
     @classmethod
     def of(cls, problems: list[Problem]) -> "Invalid":
