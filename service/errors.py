@@ -73,5 +73,11 @@ class BackendRejected(DomainError):
     status, title, slug = 422, "Backend rejected the job", "backend-rejected"
 
 
+class BackendRefused(DomainError):
+    """The backend refused an operation on a job that exists (e.g. no permission to cancel)."""
+
+    status, title, slug = 502, "Backend refused", "backend-refused"
+
+
 class Unavailable(DomainError):
     status, title, slug = 503, "Service unavailable", "unavailable"

@@ -41,6 +41,7 @@ PROBLEM_RESPONSES = {
                        (404, "Not found"), (409, "Conflict with the current state"),
                        (413, "Request body too large"),
                        (422, "Invalid input: `errors` names each field and how to fix it"),
+                       (502, "The backend (e.g. Vertex AI) refused the operation; its message is in detail"),
                        (503, "Database unavailable; retry"))
 }
 

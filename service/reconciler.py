@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from sqlalchemy import select, tuple_
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.backends.base import Backend
@@ -21,6 +22,7 @@ from service.jobs.states import ACTIVE
 from service.models import Job
 
 log = logging.getLogger("trainjobs.reconciler")
+APPLY_ATTEMPTS = 3
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Reconciler:
                 if after is not None:
                     q = q.where(tuple_(Job.created_at, Job.id) > after)
                 rows = session.execute(q).all()
+                session.rollback()  # hold no transaction (nor SQLite snapshot) while the backend works
                 if not rows:
                     return
                 after = (rows[-1].created_at, rows[-1].id)
@@ -89,22 +92,36 @@ class Reconciler:
                     log.exception("backend %s: poll failed; will retry next tick", name)
                     stats.errors += 1
                     return
+                session.rollback()  # ends the reads the backend made through lazy handles
                 for obs in observations:
-                    try:
-                        with session.begin_nested():
-                            if apply_observation(session, obs):
-                                stats.changed += 1
-                    except Exception:
-                        log.exception("job %s: could not apply %s", obs.job_id, obs)
-                        stats.errors += 1
-                try:
-                    session.commit()
-                except Exception:
-                    log.exception("backend %s: commit failed; will retry next tick", name)
-                    stats.errors += 1
-                    return
+                    self._apply(session, obs, stats)
             if len(rows) < self.batch_size:
                 return
+
+    def _apply(self, session: Session, obs, stats: TickStats) -> None:
+        """One short transaction per observation. On SQLite a write that races another
+        connection's commit fails at once ("database is locked", the busy timeout does
+        not apply to a stale read snapshot): read again and retry."""
+        for attempt in range(APPLY_ATTEMPTS):
+            try:
+                changed = apply_observation(session, obs)
+                session.commit()
+            except OperationalError:
+                session.rollback()
+                if attempt + 1 < APPLY_ATTEMPTS:
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                log.exception("job %s: could not apply %s", obs.job_id, obs)
+                stats.errors += 1
+                return
+            except Exception:
+                session.rollback()
+                log.exception("job %s: could not apply %s", obs.job_id, obs)
+                stats.errors += 1
+                return
+            if changed:
+                stats.changed += 1
+            return
 
     def wake(self) -> None:
         """Run the next pass now (e.g. after a submit or cancel)."""

@@ -17,7 +17,7 @@ from service import jobspec
 from service.auth.service import Actor
 from service.backends.base import (Backend, JobHandle, Observation, PermanentBackendError,
                                    TransientBackendError)
-from service.errors import BackendRejected, Conflict, Invalid, NotFound, Problem
+from service.errors import BackendRefused, BackendRejected, Conflict, Invalid, NotFound, Problem
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobs.states import TERMINAL, JobState, can_transition, transition
 from service.models import Job, JobEvent, JobLabel, utcnow
@@ -150,17 +150,16 @@ def _submit(session: Session, backend: Backend, job: Job, actor: str) -> None:
         log.warning("job %s: submit deferred: %s", job.id, e)
         return
     except PermanentBackendError as e:
-        job.error = {"code": e.code, "message": e.message}
-        transition(session, job, JobState.FAILED, reason=f"backend refused the job: {e.message}", actor="backend")
+        apply_observation(session, Observation(job.id, state=JobState.FAILED, error={"code": e.code, "message": e.message},
+                                               reason=f"backend refused the job: {e.message}"))
         session.commit()
         raise BackendRejected(f"{job.backend} refused the job: {e.message}", job_id=str(job.id),
                               backend_code=e.code) from None
-    if result.backend_ref:
-        job.backend_ref = result.backend_ref
-    if result.console_url:
-        job.console_url = result.console_url
-    if result.state:
-        transition(session, job, result.state, reason=result.reason or "submitted to backend", actor="backend")
+    # Through the same path as the reconciler's observations: the row is read again
+    # (a cancel or a poll may have moved the job on while the backend was called).
+    apply_observation(session, Observation(job.id, state=result.state, backend_ref=result.backend_ref,
+                                           console_url=result.console_url,
+                                           reason=result.reason or "submitted to backend"))
     session.commit()
 
 
@@ -200,6 +199,8 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
         at, jid = decode_cursor(cursor, 2)
         try:
             key = (datetime.fromisoformat(at), uuid.UUID(jid))
+            if key[0].tzinfo is None:
+                raise ValueError("no time zone")
         except ValueError:
             raise Invalid.of([Problem("cursor", "not a cursor this service handed out",
                                       "pass next_cursor unchanged")]) from None
@@ -233,16 +234,21 @@ def cancel_job(session: Session, backends: Mapping[str, Backend], job_id: uuid.U
     except TransientBackendError as e:
         log.warning("job %s: cancel deferred: %s", job_id, e)  # the backend's poll retries it
         return job
+    except PermanentBackendError as e:
+        raise BackendRefused(f"{job.backend} refused the cancel: {e.message}. The job stays CANCELLING "
+                             "and ends however the backend ends it", job_id=str(job_id),
+                             backend_code=e.code) from None
     if reached:
-        transition(session, job, reached, reason="cancelled before it started"
-                   if reached == JobState.CANCELLED else "cancel", actor=actor.name)
+        apply_observation(session, Observation(job.id, state=reached, reason="cancelled before it started"
+                                               if reached == JobState.CANCELLED else "cancel"), actor=actor.name)
         session.commit()
     return job
 
 
-def apply_observation(session: Session, obs: Observation) -> bool:
+def apply_observation(session: Session, obs: Observation, actor: str = "backend") -> bool:
     """Apply what a backend saw. Returns True if the job's state changed."""
-    job = session.get(Job, obs.job_id, with_for_update=session.bind.dialect.name != "sqlite")
+    job = session.get(Job, obs.job_id, with_for_update=session.bind.dialect.name != "sqlite",
+                      populate_existing=True)
     if job is None:
         return False
     if obs.backend_ref and job.backend_ref != obs.backend_ref:
@@ -262,7 +268,7 @@ def apply_observation(session: Session, obs: Observation) -> bool:
             log.info("job %s: ignoring %s after final %s", job.id, obs.state.value, current.value)
         else:
             if can_transition(current, obs.state):
-                changed = transition(session, job, obs.state, reason=obs.reason, actor="backend",
+                changed = transition(session, job, obs.state, reason=obs.reason, actor=actor,
                                      at=obs.ended_at if obs.state in TERMINAL and obs.ended_at else None)
             else:
                 log.warning("job %s: backend reported %s while %s; not allowed, ignored",

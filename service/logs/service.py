@@ -13,8 +13,9 @@ from typing import AsyncIterator, Mapping
 import anyio
 from sqlalchemy.orm import Session
 
-from service.backends.base import Backend, JobHandle, LogLine, LogPage, TransientBackendError
-from service.errors import Conflict, Unavailable
+from service.backends.base import (Backend, JobHandle, LogLine, LogPage, PermanentBackendError,
+                                   TransientBackendError)
+from service.errors import BackendRefused, Conflict, Unavailable
 from service.jobs import service as jobs
 from service.jobs.states import TERMINAL
 
@@ -57,6 +58,8 @@ def read(backend: Backend, handle: JobHandle, replica: str | None, since: str | 
         return backend.read_logs(handle, replica=replica, since=since, limit=limit)
     except TransientBackendError as e:
         raise Unavailable(f"the {backend.name} backend could not read the logs now: {e}; retry shortly") from None
+    except PermanentBackendError as e:
+        raise BackendRefused(f"the {backend.name} backend refused to read the logs: {e.message}") from None
 
 
 def line_json(line: LogLine) -> dict:

@@ -3,6 +3,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
+from service.pagination import encode_cursor
 from tests.api.conftest import DEMO, assert_problem
 
 
@@ -130,6 +131,8 @@ def test_cursor_pagination_visits_every_job_once(client, demo):
             break
     assert seen == list(reversed(made))
     assert_problem(client.get("/v1/jobs", params={"cursor": "garbage!"}), 422, "cursor")
+    naive = encode_cursor("2026-01-01T00:00:00", uuid.uuid4())  # well-formed, but no time zone
+    assert_problem(client.get("/v1/jobs", params={"cursor": naive}), 422, "cursor")
     assert_problem(client.get("/v1/jobs", params={"limit": 0}), 422)
 
 

@@ -101,10 +101,18 @@ def test_a_job_not_yet_on_vertex_has_no_logs(make_harness, fake_vertex, fake_log
 
 
 def test_a_cursor_that_is_not_ours_is_a_422(harness):
+    import base64
+    import json
+
+    def forged(raw) -> str:
+        return "cl1." + base64.urlsafe_b64encode(json.dumps(raw).encode()).decode().rstrip("=")
+
     job = harness.submit()
-    r = harness.client.get(f"/v1/jobs/{job['id']}/logs", params={"since": "not-a-cursor"})
-    assert r.status_code == 422, r.text
-    assert "since" in [e["field"] for e in r.json()["errors"]]
+    for since in ("not-a-cursor", forged({"t": 5, "i": "x"}), forged(["t"]),
+                  forged({"t": "2026-01-01T00:00:00", "i": "x"}), "cl1.//79"):
+        r = harness.client.get(f"/v1/jobs/{job['id']}/logs", params={"since": since})
+        assert r.status_code == 422, (since, r.text)
+        assert "since" in [e["field"] for e in r.json()["errors"]]
 
 
 def test_cloud_logging_503_is_retried(harness):

@@ -356,6 +356,10 @@ class LocalBackend:
             rep.created = processes.start_time(popen.pid)
             state["replicas"][r.task_name].update(pid=rep.pid, create_time=rep.created)
             rd.write_state(state)
+        if run.outcome is not None:
+            # Replicas started before the failure would wait forever for the missing one
+            # and hold a slot of the queue: stop them like any failed cluster.
+            self._begin_stop(run)
         state["phase"] = "running"
         rd.write_state(state)
         log.info("job %s: started %d replicas in %s", job.id, len(run.replicas), run.ref)

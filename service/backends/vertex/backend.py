@@ -202,9 +202,10 @@ class VertexBackend:
             except Exception as e:  # noqa: BLE001 - sorted by translate
                 raise self._translated(e, "looking up the job to cancel") from e
             if not names:
-                if self._may_create(job):
-                    return JobState.CANCELLED  # never reached Vertex, and no create can land any more
-                return None                    # a submit may still be creating it: poll settles it
+                # Not CANCELLED here even when this process has no create in flight: another
+                # worker's reconciler may be creating it right now. The controller's poll settles
+                # it: CANCELLED once nothing can be in flight, or a cancel sent to what landed.
+                return None
         for name in names:
             self._cancel(job, name)
         return None
@@ -335,6 +336,12 @@ class VertexBackend:
             self._cancel(job, cj.name)
         except TransientBackendError as e:
             log.warning("job %s: cancel still not through: %s", job.id, e)
+        except PermanentBackendError as e:
+            # One job's refusal (e.g. no permission to cancel) must not stop the whole poll;
+            # the job stays CANCELLING and ends however Vertex ends it.
+            log.error("job %s: Vertex AI refused the cancel: %s", job.id, e.message)
+            with self._lock:
+                self._cancel_sent[str(job.id)] = time.monotonic()
 
     # reading Vertex -----------------------------------------------------------------------------
     def _retry(self):

@@ -91,7 +91,10 @@ def load(settings: Settings) -> tuple[VertexConfig, Credentials | None, Credenti
         problems.append(f"TRAINJOBS_VERTEX_SERVICE_ACCOUNT={sa!r} is not a service account email "
                         "(name@project.iam.gserviceaccount.com)")
     longest_submit = settings.vertex_retry_deadline_seconds + 2 * settings.vertex_request_timeout_seconds
-    if 0 < settings.vertex_submit_grace_seconds < longest_submit:
+    # 0 turns the grace off (one process, which knows its own submits in flight); with
+    # several workers another process may be creating the job, so the grace must cover it.
+    grace = settings.vertex_submit_grace_seconds
+    if (0 < grace or settings.controller_lock) and grace < longest_submit:
         problems.append(f"TRAINJOBS_VERTEX_SUBMIT_GRACE_SECONDS={settings.vertex_submit_grace_seconds:g} is "
                         f"shorter than the longest submit ({longest_submit:g} s: retry deadline plus two "
                         "request timeouts); the reconciler could create a job a submit is still creating. "

@@ -40,8 +40,13 @@ class Cursor:
                 raise ValueError("prefix")
             body = text[4:]
             raw = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            return cls(datetime.fromisoformat(raw["t"].replace("Z", "+00:00")), str(raw["i"]))
-        except (ValueError, KeyError, TypeError):
+            if not isinstance(raw, dict) or not isinstance(raw.get("t"), str):
+                raise ValueError("shape")
+            at = datetime.fromisoformat(raw["t"].replace("Z", "+00:00"))
+            if at.tzinfo is None:
+                raise ValueError("no time zone")
+            return cls(at, str(raw["i"]))
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             raise Invalid.of([Problem("since", "not a log cursor this service handed out for a Vertex job",
                                       "pass the cursor of the last line (or page) unchanged")]) from None
 
