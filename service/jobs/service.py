@@ -155,6 +155,8 @@ def _submit(session: Session, backend: Backend, job: Job, actor: str) -> None:
         session.commit()
         raise BackendRejected(f"{job.backend} refused the job: {e.message}", job_id=str(job.id),
                               backend_code=e.code) from None
+    if result.state is None and not result.backend_ref and not result.console_url:
+        return  # queued at the backend: nothing to record
     # Through the same path as the reconciler's observations: the row is read again
     # (a cancel or a poll may have moved the job on while the backend was called).
     apply_observation(session, Observation(job.id, state=result.state, backend_ref=result.backend_ref,

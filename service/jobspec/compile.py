@@ -50,6 +50,9 @@ class CompiledJob:
 
     custom_job_json: str
     replicas: tuple[Replica, ...]
+    # TF_CONFIG["job"] form of the spec, rendered once at compile time: rebuilding it
+    # means a protobuf round trip, which every env rendering would otherwise pay.
+    job_spec_json: str | None = None
 
     def custom_job(self) -> v1.CustomJob:
         return v1.CustomJob.from_json(self.custom_job_json)
@@ -60,11 +63,9 @@ class CompiledJob:
 
     @cached_property
     def job_spec_dict(self) -> dict:
-        # TF_CONFIG["job"] carries the CustomJobSpec as a Python dict (proto field names).
-        spec = self.custom_job().job_spec
-        return json.loads(v1.CustomJobSpec.to_json(
-            spec, preserving_proto_field_name=True, use_integers_for_enums=False,
-            always_print_fields_with_no_presence=False, indent=None))
+        if self.job_spec_json is not None:
+            return json.loads(self.job_spec_json)
+        return json.loads(_job_spec_json(self.custom_job().job_spec))
 
     @property
     def base_output_directory(self) -> str | None:
@@ -78,12 +79,15 @@ class CompiledJob:
                                    base_output_directory or self.base_output_directory)
 
     def to_json(self) -> dict:
-        return {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas]}
+        return {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
+                "job_spec": self.job_spec_dict}
 
     @classmethod
     def from_json(cls, data: dict) -> "CompiledJob":
+        spec = data.get("job_spec")
         return cls(json.dumps(data["custom_job"], separators=(",", ":")),
-                   tuple(Replica.from_dict(r) for r in data["replicas"]))
+                   tuple(Replica.from_dict(r) for r in data["replicas"]),
+                   json.dumps(spec, separators=(",", ":")) if spec is not None else None)
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
@@ -110,7 +114,13 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str])
     job = v1.CustomJob(display_name=display_name, job_spec=job_spec, labels=dict(labels))
     as_json = v1.CustomJob.to_json(job, use_integers_for_enums=False,
                                    always_print_fields_with_no_presence=False, indent=None)
-    return CompiledJob(as_json, tuple(r for _, rs in pools for r in rs))
+    return CompiledJob(as_json, tuple(r for _, rs in pools for r in rs), _job_spec_json(job.job_spec))
+
+
+def _job_spec_json(spec: v1.CustomJobSpec) -> str:
+    # TF_CONFIG["job"] carries the CustomJobSpec as a Python dict (proto field names).
+    return v1.CustomJobSpec.to_json(spec, preserving_proto_field_name=True, use_integers_for_enums=False,
+                                    always_print_fields_with_no_presence=False, indent=None)
 
 
 def _empty() -> tuple[v1.WorkerPoolSpec, list[Replica]]:
