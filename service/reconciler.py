@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from sqlalchemy import select, tuple_
@@ -31,7 +31,6 @@ class TickStats:
     changed: int = 0
     errors: int = 0
     seconds: float = 0.0
-    by_backend: dict[str, int] = field(default_factory=dict)
 
 
 class Reconciler:
@@ -44,7 +43,6 @@ class Reconciler:
         self.batch_size = batch_size
         self.ticks = 0
         self.errors = 0
-        self.last = TickStats()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -57,7 +55,6 @@ class Reconciler:
         stats.seconds = time.perf_counter() - t0
         self.ticks += 1
         self.errors += stats.errors
-        self.last = stats
         if self.on_tick:
             self.on_tick(stats)
         return stats
@@ -85,7 +82,6 @@ class Reconciler:
                 after = (rows[-1].created_at, rows[-1].id)
                 handles = [handle_of_row(session, r) for r in rows]
                 stats.polled += len(handles)
-                stats.by_backend[name] = stats.by_backend.get(name, 0) + len(handles)
                 try:
                     observations = backend.poll(handles)
                 except Exception:

@@ -268,13 +268,12 @@ def apply_observation(session: Session, obs: Observation, actor: str = "backend"
         current = JobState(job.state)
         if current in TERMINAL:
             log.info("job %s: ignoring %s after final %s", job.id, obs.state.value, current.value)
+        elif can_transition(current, obs.state):
+            changed = transition(session, job, obs.state, reason=obs.reason, actor=actor,
+                                 at=obs.ended_at if obs.state in TERMINAL and obs.ended_at else None)
         else:
-            if can_transition(current, obs.state):
-                changed = transition(session, job, obs.state, reason=obs.reason, actor=actor,
-                                     at=obs.ended_at if obs.state in TERMINAL and obs.ended_at else None)
-            else:
-                log.warning("job %s: backend reported %s while %s; not allowed, ignored",
-                            job.id, obs.state.value, current.value)
+            log.warning("job %s: backend reported %s while %s; not allowed, ignored",
+                        job.id, obs.state.value, current.value)
     if obs.ended_at and JobState(job.state) in TERMINAL:
         job.ended_at = obs.ended_at
     job.updated_at = utcnow()

@@ -36,12 +36,11 @@ def list_templates(session: SessionDep, actor: Viewer,
                    include_archived: bool = False,
                    limit: Annotated[int, Query(ge=1, le=200)] = 50,
                    cursor: Annotated[str | None, Query(max_length=512)] = None):
-    rows, latest, next_cursor = service.list_templates(session, actor.team_id, include_archived=include_archived,
-                                                       limit=limit, cursor=cursor)
+    rows, next_cursor = service.list_templates(session, actor.team_id, include_archived=include_archived,
+                                               limit=limit, cursor=cursor)
     return TemplatePage(items=[TemplateSummary(name=t.name, latest_version=t.latest_version,
-                                               archived=t.archived_at is not None,
-                                               description=latest[t.id].description if t.id in latest else "",
-                                               updated_at=t.updated_at) for t in rows],
+                                               archived=t.archived_at is not None, description=description,
+                                               updated_at=t.updated_at) for t, description in rows],
                         next_cursor=next_cursor)
 
 

@@ -89,22 +89,19 @@ def set_archived(session: Session, team_id: uuid.UUID, name: str, archived: bool
 
 def list_templates(session: Session, team_id: uuid.UUID, *, include_archived: bool, limit: int,
                    cursor: str | None):
-    q = select(Template).where(Template.team_id == team_id).order_by(Template.name).limit(limit + 1)
+    """(template, its latest version's description) pairs, by name, and the next cursor."""
+    latest = (TemplateVersion.template_id == Template.id) & (TemplateVersion.version == Template.latest_version)
+    q = (select(Template, TemplateVersion.description).join(TemplateVersion, latest)
+         .where(Template.team_id == team_id).order_by(Template.name).limit(limit + 1))
     if not include_archived:
         q = q.where(Template.archived_at.is_(None))
     if cursor:
         (after,) = decode_cursor(cursor, 1)
         q = q.where(Template.name > after)
-    rows = session.scalars(q).all()
+    rows = session.execute(q).all()
     more = len(rows) > limit
     rows = rows[:limit]
-    latest = {}
-    if rows:
-        for tv in session.scalars(select(TemplateVersion).where(
-                TemplateVersion.template_id.in_([t.id for t in rows]))):
-            if tv.version == next(t.latest_version for t in rows if t.id == tv.template_id):
-                latest[tv.template_id] = tv
-    return rows, latest, (encode_cursor(rows[-1].name) if more else None)
+    return rows, (encode_cursor(rows[-1][0].name) if more else None)
 
 
 def list_versions(session: Session, team_id: uuid.UUID, name: str) -> list[TemplateVersion]:
