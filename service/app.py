@@ -1,5 +1,7 @@
 """create_app(): the FastAPI app. The lifespan owns the engine, the backends
-and the reconciler (Polar's app.py, Prefect's loop services)."""
+and the controller election (Polar's app.py, Prefect's loop services): every
+process serves the API; the one process per database that wins the election
+also runs the lifecycle loops (service.lifecycle.controller)."""
 from __future__ import annotations
 
 import logging
@@ -15,16 +17,17 @@ from sqlalchemy import func, select, text
 from service import problems
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
-from service.backends.base import Backend
 from service.config import Settings, get_settings
-from service.controller import ControllerLock, Standby
 from service.db import make_engine, make_session_factory
+from service.lifecycle.controller import Controller
+from service.lifecycle.engine import Engine
+from service.lifecycle.leader import leadership_for, sqlite_path
+from service.lifecycle.protocol import Backend
 from service.jobs.router import router as jobs_router
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware
-from service.reconciler import Reconciler
 from service.templates.router import router as templates_router
 
 log = logging.getLogger("trainjobs")
@@ -43,26 +46,27 @@ Errors are RFC 9457 problem+json: `errors` names each bad field and how to fix i
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
     settings = settings or get_settings()
-    if settings.controller_lock and settings.log_format == "json":
+    if settings.workers > 1 and settings.log_format == "json":
         # A spawned worker of `serve --workers N` starts with no logging set up.
         from service.observability import configure_logging
         configure_logging(settings.log_level)
+    lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        from service import supervision
+        supervision.die_with_supervisor()
         engine = make_engine(settings.database_url)
+        if engine.dialect.name == "sqlite":
+            from service.backends.local.isolation import secure_database_file
+            secure_database_file(sqlite_path(settings.database_url))
         app.state.engine = engine
         app.state.session_factory = make_session_factory(engine)
         built = dict(backends) if backends is not None else make_backends(settings)
-        # With several workers only the holder of the controller lock runs the
-        # reconciler and launches local replicas; a single process always does.
-        lock = ControllerLock(settings.controller_lock_path) if settings.controller_lock else None
-        controller = lock is None or lock.try_acquire()
         started = []
         try:
             for backend in built.values():
-                start_client = getattr(backend, "start_client", None)
-                backend.start() if controller or start_client is None else start_client()
+                backend.start_client()
                 started.append(backend)
         except Exception:
             for backend in started:
@@ -70,38 +74,21 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             engine.dispose()
             raise
         app.state.backends = built
-        reconciler = Reconciler(app.state.session_factory, built, settings.reconcile_interval_seconds,
-                                settings.reconcile_batch_size, on_tick=_record_tick)
+        controller = Controller(leadership_for(settings.database_url, engine), built, app.state.session_factory,
+                                lifecycle, interval=settings.reconcile_interval_seconds,
+                                batch_size=settings.reconcile_batch_size,
+                                election_interval=settings.election_interval_seconds, on_tick=_record_tick)
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
-        app.state.reconciler = reconciler
-        app.state.reconciler_wake = reconciler.wake
         app.state.controller = controller
-
-        def promote() -> None:
-            for backend in built.values():
-                if hasattr(backend, "start_client"):
-                    backend.start()
-            app.state.controller = True
-            if settings.run_reconciler:
-                reconciler.start()
-
-        standby = None
-        if controller:
-            if settings.run_reconciler:
-                reconciler.start()
-        else:
-            standby = Standby(lock, promote)
-            standby.start()
+        app.state.wake_controller = controller.wake
+        if settings.run_reconciler:
+            controller.start()
         try:
             yield
         finally:
-            if standby:
-                standby.stop()
-            reconciler.stop()
+            controller.stop()
             for backend in built.values():
                 backend.close()
-            if lock:
-                lock.release()
             engine.dispose()
 
     metrics = Metrics()
@@ -113,6 +100,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
 
     app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.lifecycle = lifecycle
     app.state.metrics = metrics
     problems.install(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -133,7 +121,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                 conn.execute(text("SELECT 1"))
         except Exception:
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
-        return {"status": "ready", "database": "ok", "controller": app.state.controller, "pid": os.getpid()}
+        return {"status": "ready", "database": "ok", "controller": app.state.controller.active,
+                "pid": os.getpid()}
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
     def prometheus_metrics():

@@ -16,11 +16,19 @@ def _prepare(_args=None) -> int:
     from service.db import make_engine, make_session_factory
 
     settings = get_settings()
+    _refuse_sqlite_in_container(settings)
     migrate.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     with make_session_factory(engine)() as session:
-        secret = bootstrap_admin(session)
-        if secret:
+        secret = bootstrap_admin(session, settings.bootstrap_token)
+        if secret and settings.bootstrap_token:
+            print("trainjobs: first start: the admin token of team 'default' is the one in "
+                  "TRAINJOBS_BOOTSTRAP_TOKEN", file=sys.stderr)
+        elif secret and settings.bootstrap_token_file:
+            _write_secret(Path(settings.bootstrap_token_file), secret)
+            print(f"trainjobs: first start: admin token for team 'default' written to "
+                  f"{settings.bootstrap_token_file} (mode 0600); it is not logged", file=sys.stderr)
+        elif secret:
             print("\n" + "=" * 72 + "\ntrainjobs: first start. Admin token for team 'default' (shown once,"
                   f" store it now):\n\n    {secret}\n\n  export TRAINJOBS_TOKEN={secret}\n"
                   "  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" http://127.0.0.1:8000/v1/templates\n"
@@ -30,6 +38,22 @@ def _prepare(_args=None) -> int:
             print("trainjobs: created the demo template 'mwms-demo' in team 'default'", file=sys.stderr)
     engine.dispose()
     return 0
+
+
+def _refuse_sqlite_in_container(settings) -> None:
+    if settings.in_container and settings.database_url.startswith("sqlite") and not settings.allow_sqlite_in_container:
+        raise SystemExit(
+            "trainjobs: refusing to start on a SQLite file inside a container: it is lost with the container, "
+            "and several replicas cannot share it. Set TRAINJOBS_DATABASE_URL=postgresql+psycopg://... "
+            "(or TRAINJOBS_ALLOW_SQLITE_IN_CONTAINER=true for a throwaway try-out with a mounted volume)")
+
+
+def _write_secret(path: Path, secret: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    os.chmod(path, 0o600)
 
 
 def _serve(args) -> int:
@@ -51,14 +75,16 @@ def _serve(args) -> int:
                     access_log=False, log_config=None)
         return 0
     # Several processes: the supervisor stays small (the preparation runs in a child
-    # process), each worker builds its app from the environment, and the one that
-    # takes the controller lock also runs the reconciler and the local replicas.
+    # process), each worker builds its app from the environment and stands for
+    # election; the one that wins (per database) also runs the lifecycle loops.
     import subprocess
+
+    from service.supervision import SUPERVISOR_ENV
     subprocess.run([sys.executable, "-m", "service.cli", "prepare"], check=True)
-    os.environ["TRAINJOBS_CONTROLLER_LOCK"] = "true"
+    os.environ["TRAINJOBS_WORKERS"] = str(workers)
     os.environ["TRAINJOBS_LOG_LEVEL"] = args.log_level.upper()
-    os.environ["TRAINJOBS_CONTROLLER_LOCK_PATH"] = str(Path(settings.controller_lock_path).resolve())
-    os.environ["TRAINJOBS_LOCAL_WORK_DIR"] = str(Path(settings.local_work_dir).resolve())
+    os.environ["TRAINJOBS_LOCAL_WORK_DIR"] = str(Path(settings.resolved_local_work_dir()).resolve())
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())
     print(f"trainjobs: serving on http://{host}:{port} with {workers} workers "
           f"(docs: http://{host}:{port}/docs)", file=sys.stderr)
     uvicorn.run("service.app:create_app", factory=True, workers=workers, host=host, port=port,

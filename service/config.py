@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from functools import lru_cache
+import hashlib
+import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -21,22 +24,49 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: float = 0.5
     reconcile_batch_size: int = 500
     run_reconciler: bool = True
-    workers: int = Field(1, ge=1, le=32, description="API worker processes; one of them is the controller")
-    controller_lock: bool = Field(False, description="Set by `serve --workers N`: elect one controller process")
-    controller_lock_path: Path = Field(Path(".trainjobs/controller.lock"),
-                                       description="The lock file the workers of one service share")
+    workers: int = Field(1, ge=1, le=32, description="API worker processes of `serve` on this host")
+    election_interval_seconds: float = Field(
+        2.0, gt=0, le=10, description="How often a process that is not the controller tries to become it "
+                                      "(one controller per database; a takeover takes about this long)")
+    progress_max_bytes: int = Field(16_384, ge=1024, le=1_048_576,
+                                    description="A job's stored progress (from replica output) is cut to this")
+    error_max_bytes: int = Field(65_536, ge=1024, le=1_048_576,
+                                 description="A job's stored error (from replicas or Google) is cut to this")
+    allow_sqlite_in_container: bool = Field(
+        False, description="Dockerfile.api sets TRAINJOBS_IN_CONTAINER: a SQLite file inside a container is "
+                           "lost with it, so the service refuses to start on one unless this is true")
+    in_container: bool = Field(False, description="Set by Dockerfile.api")
+    bootstrap_token_file: Path | None = Field(
+        None, description="On an empty database, write the first admin token here (mode 0600) instead of "
+                          "printing it; with TRAINJOBS_BOOTSTRAP_TOKEN the token is taken from there instead")
+    bootstrap_token: str | None = Field(None, description="Use this secret as the first admin token "
+                                                          "(e.g. from a secret manager)")
     seed_demo_template: bool = True
     max_body_bytes: int = Field(1_048_576, description="Larger request bodies are refused with 413")
     log_format: str = Field("json", description="json (structured, one object a line) or text")
     log_level: str = "INFO"
 
     # Local backend
-    local_work_dir: Path = Path(".trainjobs/runs")
+    local_work_dir: Path | None = Field(
+        None, description="Run folders of local jobs. Default: tied to the database, not the working "
+                          "directory: <db file>.runs/ for SQLite, "
+                          "$XDG_DATA_HOME/trainjobs/<host>-<port>-<db>/runs for PostgreSQL")
+    local_isolate_replicas: bool = Field(
+        True, description="When the service runs as root, each local job's replicas run as an unprivileged "
+                          "uid of their own (see docs/local.md)")
+    local_replica_uid_base: int = Field(200_000, ge=1000, le=2**31 - 2, description="First uid for replicas")
+    local_replica_uid_count: int = Field(1000, ge=1, le=100_000,
+                                         description="uids for replicas: at most this many local jobs at once")
+    local_sandbox: Literal["none", "bwrap"] = Field(
+        "none", description="bwrap: also run each replica inside bubblewrap (apt-get install bubblewrap)")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
     local_cancel_grace_seconds: float = 10.0
     local_python: str | None = Field(None, description="Python that runs `python ...` commands; default: this one")
     local_max_replicas_per_job: int = Field(32, ge=1, description="Jobs with more replicas are refused locally")
+
+    def resolved_local_work_dir(self) -> Path:
+        return Path(self.local_work_dir) if self.local_work_dir else default_local_work_dir(self.database_url)
 
     # Logs API
     logs_follow_interval_seconds: float = Field(0.1, gt=0, description="How often a followed log is read")
@@ -55,9 +85,33 @@ class Settings(BaseSettings):
         10.0, gt=0, description="All retries of one operation (429, 5xx, timeouts) together")
     vertex_retry_initial_seconds: float = Field(0.25, gt=0, description="First backoff; doubles up to 4 s")
     vertex_submit_grace_seconds: float = Field(
-        60.0, ge=0, description="How old a QUEUED job with no CustomJob must be before the reconciler "
-                                "submits it itself; longer than any submit still in flight")
+        60.0, ge=0, description="After a create attempt whose outcome is unknown (timeout, crash, a "
+                                "controller that lost its lock), no controller creates that job again for "
+                                "this long; it only looks it up by label (adopting a create that landed late)")
+    vertex_max_running_jobs: int | None = Field(
+        None, ge=0, description="Vertex jobs launched at once by this service; the rest wait in QUEUED, "
+                                "oldest first. Default: no cap of ours (Vertex quotas still apply)")
     vertex_list_page_size: int = Field(500, ge=1, le=1000, description="pageSize of customJobs.list")
+
+
+def default_local_work_dir(database_url: str) -> Path:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        if db and db != ":memory:":
+            path = Path(db).expanduser().resolve()
+            return path.with_name(path.name + ".runs")
+        return Path(os.environ.get("TMPDIR", "/tmp")) / f"trainjobs-memory-{os.getpid()}" / "runs"
+    # root's home is closed to the unprivileged uids replicas run as (docs/local.md).
+    data = Path("/var/lib") if os.geteuid() == 0 else \
+        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    ident = f"{url.host or 'localhost'}-{url.port or 5432}-{url.database or ''}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in ident)[:100]
+    if safe != ident:
+        safe += "-" + hashlib.sha256(ident.encode()).hexdigest()[:8]
+    return data / "trainjobs" / safe / "runs"
 
 
 @lru_cache

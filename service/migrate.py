@@ -18,8 +18,16 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url), revision)
+    """Under the database's migration lock: replicas that start together take turns,
+    and the later ones find nothing left to do."""
+    from service.lifecycle.leader import migration_lock
+
+    with migration_lock(url):
+        command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
-    command.downgrade(alembic_config(url), revision)
+    from service.lifecycle.leader import migration_lock
+
+    with migration_lock(url):
+        command.downgrade(alembic_config(url), revision)

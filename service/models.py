@@ -144,6 +144,8 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Set (and committed) before every submit attempt: see lifecycle.engine.mark_launch_attempt.
+    launch_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     events: Mapped[list["JobEvent"]] = relationship(order_by="JobEvent.id", viewonly=True)
 
@@ -171,3 +173,16 @@ class JobEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     actor: Mapped[str] = mapped_column(String(200), default="system")
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ControllerLease(Base):
+    """One row per database: which process controls it, in which term. The epoch goes
+    up at every takeover; the controller's writes carry theirs (lifecycle.engine), so a
+    deposed controller's late writes change nothing."""
+
+    __tablename__ = "controller_leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), default=0)
+    holder: Mapped[str] = mapped_column(String(300), default="")
+    acquired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -5,6 +5,8 @@ reachable the postgres tests skip, except under CI=true, where they fail."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -25,6 +27,24 @@ def _pg_available() -> str | None:
             return None
     except Exception as e:  # noqa: BLE001 - any failure means "not reachable"
         return f"{type(e).__name__}: {e}"
+
+
+@pytest.fixture
+def tmp_path(request) -> Path:
+    """A fresh folder per test that others may pass through (0711, not listable).
+
+    Local replicas run as unprivileged uids when the tests run as root
+    (service/backends/local/isolation.py), so the folders on the way to a run folder
+    must let them pass. pytest's own tmp_path lives under /tmp/pytest-of-root, which
+    every pytest session resets to 0700 (a concurrent run would break ours)."""
+    base = Path(tempfile.gettempdir()) / "trainjobs-tests"
+    base.mkdir(exist_ok=True)
+    os.chmod(base, 0o711)
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)[:48]
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
+    os.chmod(path, 0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -63,11 +83,18 @@ def db_url(request, tmp_path) -> str:
         dst.write_bytes(src.read_bytes())
         return f"sqlite:///{dst}"
     url = request.getfixturevalue("pg_database")
+    truncate_all(url)
+    return url
+
+
+def truncate_all(url: str) -> None:
+    """Empty every table of a PostgreSQL test database (as migrated: the lease row stays)."""
     engine = make_engine(url)
     with engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {', '.join(t.name for t in Base.metadata.sorted_tables)} CASCADE"))
+        # The migration's one lease row: every database has it.
+        conn.execute(text("INSERT INTO controller_leases (name, epoch, holder) VALUES ('controller', 0, '')"))
     engine.dispose()
-    return url
 
 
 @pytest.fixture

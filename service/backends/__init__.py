@@ -1,7 +1,7 @@
 """Backend registry: the enabled backends, built from settings."""
 from __future__ import annotations
 
-from service.backends.base import Backend
+from service.lifecycle.protocol import Backend
 from service.config import Settings
 
 KNOWN = ("local", "vertex")

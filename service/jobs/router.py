@@ -13,7 +13,7 @@ from service.auth.deps import Member, Viewer
 from service.jobs import service
 from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
                                   TemplateRef)
-from service.jobs.states import JobState
+from service.lifecycle.states import JobState
 from service.jobspec import CompiledJob
 from service.models import Job
 from service.problems import PROBLEM_RESPONSES
@@ -50,12 +50,13 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
                    description="Retry-safe submit: the same key and body return the same job; "
                                "the same key with another body answers 409.")] = None):
     state = request.app.state
-    result, replayed = service.create_job(session, state.backends, body,
+    result, replayed = service.create_job(session, state.backends, state.lifecycle, body,
                                           default_backend=state.settings.default_backend, dry_run=dry_run,
                                           actor=actor, idempotency_key=idempotency_key)
     if dry_run:
         response.status_code = 200
         return result
+    state.wake_controller(result.backend)
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
@@ -102,8 +103,9 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
                         actor=e.actor, at=e.at) for e in service.list_events(session, actor.team_id, job_id)]
 
 
-@router.post("/{job_id}/cancel", status_code=202, response_model=JobOut, summary="Cancel a job")
+@router.post("/{job_id}/cancel", status_code=202, response_model=JobOut,
+             summary="Cancel a job: it is CANCELLING until the controller has stopped it")
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
-    job = service.cancel_job(session, request.app.state.backends, job_id, actor)
-    request.app.state.reconciler_wake()
+    job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
+    request.app.state.wake_controller(job.backend)
     return job_out(job)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.jobs.states import JobState
+from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import TemplateName
 

@@ -1,5 +1,7 @@
-"""Jobs: create (compile, store, then submit), read, list, cancel, and apply
-what backends observe. Raises domain errors only."""
+"""Jobs: create (compile, validate, store QUEUED), read, list, request a cancel.
+Raises domain errors only. Launching, following and ending jobs is the
+controller's (service.lifecycle): a request never calls a backend's submit or
+cancel, so no request races the controller and none waits on Google."""
 from __future__ import annotations
 
 import hashlib
@@ -15,35 +17,18 @@ from sqlalchemy.orm import Session, defer, make_transient_to_detached
 
 from service import jobspec
 from service.auth.service import Actor
-from service.backends.base import (Backend, JobHandle, Observation, PermanentBackendError,
-                                   TransientBackendError)
-from service.errors import BackendRefused, BackendRejected, Conflict, Invalid, NotFound, Problem
+from service.errors import Conflict, Invalid, NotFound, Problem
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
-from service.jobs.states import TERMINAL, JobState, can_transition, transition
+from service.jobspec.reserved import JOB_ID_LABEL
+from service.lifecycle.controller import notify_controller
+from service.lifecycle.engine import Engine
+from service.lifecycle.protocol import Backend
+from service.lifecycle.states import TERMINAL, JobState
 from service.models import Job, JobEvent, JobLabel, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates import service as templates
 
 log = logging.getLogger("trainjobs.jobs")
-JOB_ID_LABEL = "trainjobs-job-id"
-
-
-def handle_of(job: Job) -> JobHandle:
-    # Lazy: a deferred `compiled` column is only fetched if the backend asks for it.
-    return JobHandle(id=job.id, state=JobState(job.state), backend_ref=job.backend_ref,
-                     compiled=lambda: jobspec.CompiledJob.from_json(job.compiled), created_at=job.created_at,
-                     display_name=job.display_name)
-
-
-HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name)
-
-
-def handle_of_row(session: Session, row) -> JobHandle:
-    """A handle from a HANDLE_COLUMNS row; its CompiledJob is read on first use."""
-    def load() -> jobspec.CompiledJob:
-        return jobspec.CompiledJob.from_json(session.scalar(select(Job.compiled).where(Job.id == row.id)))
-    return JobHandle(id=row.id, state=JobState(row.state), backend_ref=row.backend_ref, compiled=load,
-                     created_at=row.created_at, display_name=row.display_name)
 
 
 def cluster_view(compiled: jobspec.CompiledJob) -> list[ReplicaOut]:
@@ -76,7 +61,7 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
     return job
 
 
-def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreate, *,
+def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                default_backend: str, dry_run: bool, actor: Actor,
                idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool]:
     """Returns (job or preview, replayed): replayed is True when the Idempotency-Key
@@ -114,7 +99,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
                   labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
                   created_at=now, updated_at=now, idempotency_key=idempotency_key,
                   request_hash=digest if idempotency_key else None, backend_ref=None, console_url=None,
-                  error=None, progress=None, started_at=None, ended_at=None)
+                  error=None, progress=None, started_at=None, ended_at=None, launch_attempted_at=None)
     # Bulk-style inserts: the hot path of the service, and the unit-of-work machinery
     # costs more than the three statements themselves.
     try:
@@ -122,9 +107,9 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
         if body.labels:
             session.execute(insert(JobLabel), [{"job_id": job_id, "key": k, "value": v}
                                                for k, v in body.labels.items()])
-        session.execute(insert(JobEvent), [{"job_id": job_id, "from_state": None, "to_state": JobState.QUEUED.value,
-                                            "reason": "submitted", "actor": actor.name, "at": now}])
-        # Commit before the backend hears of it: a rolled-back request never launches anything.
+        engine.created(session, job_id, actor.name, now)
+        notify_controller(session, backend_name)
+        # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()
     except IntegrityError:
         # Another request with the same Idempotency-Key committed first.
@@ -134,35 +119,10 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
             if existing is not None:
                 return existing, True
         raise
-    # The stored row, attached without a SELECT, so a submit result can update it.
+    # The stored row, without a SELECT: the response is built from it.
     job = Job(**values)
     make_transient_to_detached(job)
-    session.add(job)
-    _submit(session, backend, job, actor.name)
     return job, False
-
-
-def _submit(session: Session, backend: Backend, job: Job, actor: str) -> None:
-    try:
-        result = backend.submit(handle_of(job))
-    except TransientBackendError as e:
-        # The job stays QUEUED; the backend's poll finishes the submit later.
-        log.warning("job %s: submit deferred: %s", job.id, e)
-        return
-    except PermanentBackendError as e:
-        apply_observation(session, Observation(job.id, state=JobState.FAILED, error={"code": e.code, "message": e.message},
-                                               reason=f"backend refused the job: {e.message}"))
-        session.commit()
-        raise BackendRejected(f"{job.backend} refused the job: {e.message}", job_id=str(job.id),
-                              backend_code=e.code) from None
-    if result.state is None and not result.backend_ref and not result.console_url:
-        return  # queued at the backend: nothing to record
-    # Through the same path as the reconciler's observations: the row is read again
-    # (a cancel or a poll may have moved the job on while the backend was called).
-    apply_observation(session, Observation(job.id, state=result.state, backend_ref=result.backend_ref,
-                                           console_url=result.console_url,
-                                           reason=result.reason or "submitted to backend"))
-    session.commit()
 
 
 def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> Job:
@@ -218,63 +178,21 @@ def list_events(session: Session, team_id: uuid.UUID, job_id: uuid.UUID) -> list
     return list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
 
 
-def cancel_job(session: Session, backends: Mapping[str, Backend], job_id: uuid.UUID, actor: Actor) -> Job:
-    job = get_job(session, actor.team_id, job_id, for_update=True)
+def cancel_job(session: Session, engine: Engine, job_id: uuid.UUID, actor: Actor) -> Job:
+    """Record the request (CANCELLING); the controller stops the job and records how it ended."""
+    job = get_job(session, actor.team_id, job_id)
     state = JobState(job.state)
     if state in TERMINAL:
         raise Conflict(f"job {job_id} has already ended ({state.value}); nothing to cancel",
                        current_state=state.value)
-    if state == JobState.CANCELLING:
-        return job
-    transition(session, job, JobState.CANCELLING, reason="cancel requested", actor=actor.name)
-    session.commit()
-    backend = backends.get(job.backend)
-    if backend is None:  # the backend was disabled since: nothing can stop it from here
-        return job
     try:
-        reached = backend.cancel(handle_of(job))
-    except TransientBackendError as e:
-        log.warning("job %s: cancel deferred: %s", job_id, e)  # the backend's poll retries it
-        return job
-    except PermanentBackendError as e:
-        raise BackendRefused(f"{job.backend} refused the cancel: {e.message}. The job stays CANCELLING "
-                             "and ends however the backend ends it", job_id=str(job_id),
-                             backend_code=e.code) from None
-    if reached:
-        apply_observation(session, Observation(job.id, state=reached, reason="cancelled before it started"
-                                               if reached == JobState.CANCELLED else "cancel"), actor=actor.name)
-        session.commit()
-    return job
-
-
-def apply_observation(session: Session, obs: Observation, actor: str = "backend") -> bool:
-    """Apply what a backend saw. Returns True if the job's state changed."""
-    job = session.get(Job, obs.job_id, with_for_update=session.bind.dialect.name != "sqlite",
-                      populate_existing=True)
-    if job is None:
-        return False
-    if obs.backend_ref and job.backend_ref != obs.backend_ref:
-        job.backend_ref = obs.backend_ref
-    if obs.console_url:
-        job.console_url = obs.console_url
-    if obs.progress is not None:
-        job.progress = obs.progress
-    if obs.started_at and job.started_at is None:
-        job.started_at = obs.started_at
-    if obs.error is not None:
-        job.error = obs.error
-    changed = False
-    if obs.state is not None and obs.state.value != job.state:
-        current = JobState(job.state)
-        if current in TERMINAL:
-            log.info("job %s: ignoring %s after final %s", job.id, obs.state.value, current.value)
-        elif can_transition(current, obs.state):
-            changed = transition(session, job, obs.state, reason=obs.reason, actor=actor,
-                                 at=obs.ended_at if obs.state in TERMINAL and obs.ended_at else None)
-        else:
-            log.warning("job %s: backend reported %s while %s; not allowed, ignored",
-                        job.id, obs.state.value, current.value)
-    if obs.ended_at and JobState(job.state) in TERMINAL:
-        job.ended_at = obs.ended_at
-    job.updated_at = utcnow()
-    return changed
+        engine.move(session, job_id, JobState.CANCELLING, reason="cancel requested", actor=actor.name)
+    except Conflict:
+        # It ended between our read and our write.
+        session.rollback()
+        now = JobState(session.scalar(select(Job.state).where(Job.id == job_id)))
+        raise Conflict(f"job {job_id} has already ended ({now.value}); nothing to cancel",
+                       current_state=now.value) from None
+    notify_controller(session, job.backend)
+    session.commit()
+    return get_job(session, actor.team_id, job_id)

@@ -53,6 +53,8 @@ class CompiledJob:
     # TF_CONFIG["job"] form of the spec, rendered once at compile time: rebuilding it
     # means a protobuf round trip, which every env rendering would otherwise pay.
     job_spec_json: str | None = None
+    # trainjobs' own scheduling, not part of the CustomJob (see Scheduling.stall_timeout_seconds).
+    stall_timeout_seconds: int | None = None
 
     def custom_job(self) -> v1.CustomJob:
         return v1.CustomJob.from_json(self.custom_job_json)
@@ -79,15 +81,19 @@ class CompiledJob:
                                    base_output_directory or self.base_output_directory)
 
     def to_json(self) -> dict:
-        return {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
-                "job_spec": self.job_spec_dict}
+        out = {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
+               "job_spec": self.job_spec_dict}
+        if self.stall_timeout_seconds:
+            out["stall_timeout_seconds"] = self.stall_timeout_seconds
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "CompiledJob":
         spec = data.get("job_spec")
         return cls(json.dumps(data["custom_job"], separators=(",", ":")),
                    tuple(Replica.from_dict(r) for r in data["replicas"]),
-                   json.dumps(spec, separators=(",", ":")) if spec is not None else None)
+                   json.dumps(spec, separators=(",", ":")) if spec is not None else None,
+                   data.get("stall_timeout_seconds"))
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
@@ -114,7 +120,8 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str])
     job = v1.CustomJob(display_name=display_name, job_spec=job_spec, labels=dict(labels))
     as_json = v1.CustomJob.to_json(job, use_integers_for_enums=False,
                                    always_print_fields_with_no_presence=False, indent=None)
-    return CompiledJob(as_json, tuple(r for _, rs in pools for r in rs), _job_spec_json(job.job_spec))
+    return CompiledJob(as_json, tuple(r for _, rs in pools for r in rs), _job_spec_json(job.job_spec),
+                       spec.scheduling.stall_timeout_seconds)
 
 
 def _job_spec_json(spec: v1.CustomJobSpec) -> str:

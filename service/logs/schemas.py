@@ -5,7 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from service.jobs.states import JobState
+from service.lifecycle.states import JobState
 
 
 class LogLineOut(BaseModel):

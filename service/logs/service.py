@@ -13,11 +13,12 @@ from typing import AsyncIterator, Mapping
 import anyio
 from sqlalchemy.orm import Session
 
-from service.backends.base import (Backend, JobHandle, LogLine, LogPage, PermanentBackendError,
+from service.lifecycle.protocol import (Backend, JobHandle, LogLine, LogPage, PermanentBackendError,
                                    TransientBackendError)
 from service.errors import BackendRefused, Conflict, Unavailable
 from service.jobs import service as jobs
-from service.jobs.states import TERMINAL
+from service.lifecycle.handles import handle_of_job
+from service.lifecycle.states import TERMINAL
 
 log = logging.getLogger("trainjobs.logs")
 
@@ -36,7 +37,7 @@ class JobView:
 def view_of(session: Session, team_id: uuid.UUID, job_id: uuid.UUID) -> JobView:
     """Raises NotFound (also for another team's job)."""
     job = jobs.get_job(session, team_id, job_id)
-    return JobView(jobs.handle_of(job), job.backend, job.error)
+    return JobView(handle_of_job(job), job.backend, job.error)
 
 
 def load_job(session_factory, team_id: uuid.UUID, job_id: uuid.UUID) -> JobView:

@@ -54,11 +54,19 @@ def spec(chief: list[str], *, workers: list[str] | None = None, worker_count: in
 def handle(job_id, state, chief_args: list[str]):
     """A JobHandle for driving a LocalBackend directly (no database)."""
     from service import jobspec
-    from service.backends.base import JobHandle
+    from service.lifecycle.protocol import JobHandle
     from service.models import utcnow
 
     _, compiled = jobspec.build(spec(chief_args), [], {}, None, display_name="t", labels={})
     return JobHandle(id=job_id, state=state, backend_ref=None, compiled=compiled, created_at=utcnow())
+
+
+def run_path(job_or_ref) -> Path:
+    """A local job's run folder, from its backend reference (`<host>:<path>`)."""
+    ref = job_or_ref["backend_ref"] if isinstance(job_or_ref, dict) else job_or_ref
+    host, _, path = ref.partition(":")
+    assert host == socket.gethostname(), ref
+    return Path(path)
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT, interval: float = 0.05):

@@ -3,14 +3,13 @@ reconciler thread, on SQLite and PostgreSQL. Replicas are programs/replica.py.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import psutil
 import pytest
 
 from service.backends.local import LocalBackend
 from service.jobspec import Replica
-from tests.backends.localkit import (PROGRAM, assert_no_processes, handle, job_processes, read_json,
+from tests.backends.localkit import (PROGRAM, assert_no_processes, job_processes, read_json, run_path,
                                      settings_for, spec, wait_for)
 
 GATED = {"name": "gate", "type": "string", "description": "the replicas wait for this file"}
@@ -30,7 +29,7 @@ def test_two_replicas_succeed(make_client, work_dir):
     assert done["error"] is None and done["started_at"] and done["ended_at"]
     assert [e["to_state"] for e in api.events(job["id"])] == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
 
-    run = Path(done["backend_ref"])
+    run = run_path(done)
     assert run.parent == work_dir.resolve() and run.name == job["id"]
     for task in ("workerpool0-0", "workerpool1-0"):
         assert read_json(run / "replicas" / f"{task}.exit")["exit_code"] == 0
@@ -80,6 +79,10 @@ def test_cancel_running_job_stops_every_process(make_client, work_dir):
     job = api.submit("long")
     api.wait_state(job["id"], "RUNNING")
     wait_for(lambda: len(job_processes(work_dir, job["id"])) >= 5, "wrappers, replicas and the grandchild")
+    # Ready means: each replica said hello, which it does after installing its SIGTERM
+    # handler (a SIGTERM before that would end the worker at once, not after the grace).
+    wait_for(lambda: {ln["replica"] for ln in api.all_logs(job["id"]) if ln["message"].startswith("hello")}
+             == {"workerpool0-0", "workerpool1-0"}, "both replicas to be ready")
 
     r = api.c.post(f"/v1/jobs/{job['id']}/cancel")
     assert r.status_code == 202, r.text
@@ -124,7 +127,8 @@ def test_cancel_queued_job_never_launches_it(make_client, work_dir, tmp_path):
     queued = api.submit("gated", parameters={"gate": str(tmp_path / "g1")})
     api.wait_state(blocker["id"], "RUNNING")
     r = api.c.post(f"/v1/jobs/{queued['id']}/cancel")
-    assert r.status_code == 202 and r.json()["state"] == "CANCELLED", r.text
+    assert r.status_code == 202 and r.json()["state"] == "CANCELLING", r.text
+    assert api.wait_state(queued["id"], "CANCELLED")["backend_ref"] is None
     (tmp_path / "g0").touch()
     api.wait_state(blocker["id"], "SUCCEEDED")
     assert api.job(queued["id"])["state"] == "CANCELLED"
@@ -177,6 +181,7 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     api = make_client()
     dump = tmp_path / "env"
     dump.mkdir()
+    dump.chmod(0o777)  # the replicas, unprivileged uids when the tests run as root, write here
     args = ["--dump-env", str(dump)]
     # The chief waits for the parameter server's dump: the ps is stopped once the others finish.
     chief_args = args + ["--wait-file", str(dump / "workerpool2-0.json")]
@@ -186,7 +191,7 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     job = api.submit("full")
     done = api.wait_state(job["id"], "SUCCEEDED", "FAILED")
     assert done["state"] == "SUCCEEDED", done["error"]
-    run = done["backend_ref"]
+    run = run_path(done)
 
     roles = {"workerpool0-0": ("chief", 0), "workerpool1-0": ("worker", 0), "workerpool1-1": ("worker", 1),
              "workerpool2-0": ("ps", 0), "workerpool3-0": ("evaluator", 0)}
@@ -220,14 +225,23 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
         assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{run}/output/logs/"
         assert env["MY_SETTING"] == "from-template" and env["PYTHONUNBUFFERED"] == "1"
         assert env["TRAINJOBS_LOCAL_REPLICA"] == f"{job['id']}/{task}"
-        assert not [k for k in env if k.startswith("TRAINJOBS_") and k != "TRAINJOBS_LOCAL_REPLICA"]
+        # Nothing of the service's own environment: a minimal base, Vertex's variables, the template's.
+        vertex = {"TF_CONFIG", "CLUSTER_SPEC", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR"}
+        assert set(env) - vertex - {"MY_SETTING"} == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
+                                                       "PYTHONUNBUFFERED", "TRAINJOBS_LOCAL_REPLICA"}
+        assert env["HOME"] == f"{run}/work/home" and env["TMPDIR"] == f"{run}/work/tmp"
 
     # One replica: no TF_CONFIG (Vertex sets it for distributed jobs only); no base
     # output directory: no AIP_* directories.
-    api.template("single", spec(args, base_output=None))
+    # (A folder of its own: each job's replicas run as a uid of their own, and cannot
+    # overwrite the first job's files.)
+    dump2 = tmp_path / "env2"
+    dump2.mkdir()
+    dump2.chmod(0o777)
+    api.template("single", spec(["--dump-env", str(dump2)], base_output=None))
     single = api.submit("single")
     assert api.wait_state(single["id"], "SUCCEEDED", "FAILED")["state"] == "SUCCEEDED"
-    env = json.loads((dump / "workerpool0-0.json").read_text())
+    env = json.loads((dump2 / "workerpool0-0.json").read_text())
     assert "TF_CONFIG" not in env and not [k for k in env if k.startswith("AIP_")]
     assert json.loads(env["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
     assert_no_processes(work_dir)
@@ -248,7 +262,7 @@ def test_the_service_reaps_its_replicas(make_client, work_dir):
     api.template("two", spec(["--exit", "0"], workers=["--exit", "0"]))
     job = api.submit("two")
     done = api.wait_state(job["id"], "SUCCEEDED")
-    pids = [r["pid"] for r in read_json(Path(done["backend_ref"]) / "state.json")["replicas"].values()]
+    pids = [r["pid"] for r in read_json(run_path(done) / "state.json")["replicas"].values()]
     assert len(pids) == 2 and all(pids)
 
     def reaped():
@@ -257,20 +271,15 @@ def test_the_service_reaps_its_replicas(make_client, work_dir):
     wait_for(reaped, "the wrappers to be reaped, not left as zombies")
 
 
-def test_a_cancel_before_submit_means_it_never_launches(tmp_path):
-    """A cancel can land between the job's commit and the backend's submit()."""
-    import uuid
-
-    from service.jobs.states import JobState
-
-    backend = LocalBackend(settings_for("sqlite://", tmp_path / "runs"))
-    backend.start()
-    try:
-        job = handle(uuid.uuid4(), JobState.QUEUED, ["--exit", "0"])
-        assert backend.cancel(job) == JobState.CANCELLED
-        result = backend.submit(job)
-        assert result.state is None and result.backend_ref is None
-        assert backend.poll([job]) == []
-        assert not (tmp_path / "runs" / str(job.id)).exists()
-    finally:
-        backend.close()
+def test_a_cancel_while_queued_means_it_never_launches(make_client, work_dir):
+    """The cancel lands before the controller admits the job: nothing is ever started."""
+    api = make_client(local_max_running_jobs=0, run_reconciler=False)
+    api.template("never", spec(["--exit", "0"]))
+    job = api.submit("never")
+    api.c.app.state.controller.run_once()
+    assert api.job(job["id"])["state"] == "QUEUED"  # the cap holds it
+    assert api.c.post(f"/v1/jobs/{job['id']}/cancel").json()["state"] == "CANCELLING"
+    api.c.app.state.controller.run_once()
+    done = api.job(job["id"])
+    assert done["state"] == "CANCELLED" and done["backend_ref"] is None
+    assert not (work_dir / job["id"]).exists()

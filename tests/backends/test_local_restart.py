@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import signal
 import uuid
-from pathlib import Path
 
 import httpx
 
-from service.backends.base import JobHandle
+from service.lifecycle.protocol import JobHandle
 from service.backends.local import LocalBackend
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
-from service.jobs.states import JobState
-from tests.backends.localkit import (Api, ServiceProcess, assert_no_processes, handle, job_processes,
+from service.lifecycle.states import JobState
+from tests.backends.localkit import (run_path, Api, ServiceProcess, assert_no_processes, handle, job_processes,
                                      settings_for, spec, wait_for)
 from tests.conftest import bearer
 
@@ -96,7 +95,8 @@ def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
                         "replicas": {"workerpool0-0": {"pool": 0, "index": 0, "tf_role": "chief", "pid": None,
                                                        "create_time": None, "address": "127.0.0.1:1", "argv": []}}})
         backend = LocalBackend(settings_for("sqlite://", work_dir))
-        backend.start()
+        backend.start_client()
+        backend.start_controller()
         try:
             obs = backend.poll([handle(job_id, JobState.RUNNING, ["--exit", "0"])])
             assert [o.state for o in obs] == [JobState.FAILED]
@@ -113,7 +113,8 @@ def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
 
 def test_a_job_whose_run_folder_is_gone_fails_with_a_reason(tmp_path):
     backend = LocalBackend(settings_for("sqlite://", tmp_path / "runs"))
-    backend.start()
+    backend.start_client()
+    backend.start_controller()
     try:
         job_id = uuid.uuid4()
         obs = backend.poll([handle(job_id, JobState.RUNNING, ["--exit", "0"])])
@@ -129,16 +130,18 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
     gate = tmp_path / "gate"
     job_id = uuid.uuid4()
     first = LocalBackend(settings_for("sqlite://", work_dir))
-    first.start()
+    first.start_client()
+    first.start_controller()
     queued = handle(job_id, JobState.QUEUED, ["--wait-file", str(gate)])
     result = first.submit(queued)
-    assert result.state == JobState.PENDING and Path(result.backend_ref).name == str(job_id)
+    assert result.state == JobState.PENDING and run_path(result.backend_ref).name == str(job_id)
     wait_for(lambda: len(job_processes(work_dir, str(job_id))) == 2, "wrapper and replica")
     first.close()
     assert len(job_processes(work_dir, str(job_id))) == 2
 
     second = LocalBackend(settings_for("sqlite://", work_dir))
-    second.start()
+    second.start_client()
+    second.start_controller()
     try:
         running = JobHandle(id=job_id, state=JobState.RUNNING, backend_ref=result.backend_ref,
                             compiled=queued.compiled, created_at=queued.created_at)

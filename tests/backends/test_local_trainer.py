@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.demo import demo_template
-from tests.backends.localkit import Api, assert_no_processes, kill_all, settings_for
+from tests.backends.localkit import Api, assert_no_processes, kill_all, run_path, settings_for
 from tests.conftest import bearer, make_token
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def test_mwms_demo_trains_and_saves_the_model(sqlite_url, tmp_path):
             done = api.wait_state(job["id"], "SUCCEEDED", "FAILED", timeout=600)
             assert done["state"] == "SUCCEEDED", done["error"]
 
-            run = Path(done["backend_ref"])
+            run = run_path(done)
             model = run / "output" / "model"
             assert (model / "saved_model.pb").is_file()
             progress = done["progress"]

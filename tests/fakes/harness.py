@@ -62,13 +62,18 @@ class Harness:
         return self.app.state.backends["vertex"]
 
     def reconcile(self):
-        return self.app.state.reconciler.run_once()
+        return self.app.state.controller.run_once()
 
-    def submit(self, expect: int = 201, **body) -> dict:
+    def submit(self, expect: int = 201, launch: bool = True, **body) -> dict:
+        """POST the job; with `launch`, one controller pass submits it (as the controller's
+        loop would on its own) and the job is returned as it is after that pass."""
         body.setdefault("template", "mwms-demo")
         r = self.client.post("/v1/jobs", json=body)
         assert r.status_code == expect, r.text
-        return r.json()
+        if expect != 201 or not launch:
+            return r.json()
+        self.reconcile()
+        return self.job(r.json()["id"])
 
     def job(self, job_id) -> dict:
         r = self.client.get(f"/v1/jobs/{job_id}")
@@ -81,8 +86,8 @@ class Harness:
         return r.json()
 
     def backend_handle(self, job_id):
-        from service.jobs.service import handle_of
-        return handle_of(self.row(job_id))
+        from service.lifecycle.handles import handle_of_job
+        return handle_of_job(self.row(job_id))
 
     def row(self, job_id) -> Job:
         with self.app.state.session_factory() as s:

@@ -13,14 +13,8 @@ from tests.faults.tcp_proxy import TcpProxy
 
 @pytest.fixture
 def proxied(pg_database, tmp_path):
-    from sqlalchemy import text
-
-    from service.db import make_engine
-    from service.models import Base
-    engine = make_engine(pg_database)
-    with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in Base.metadata.sorted_tables)} CASCADE"))
-    engine.dispose()
+    from tests.conftest import truncate_all
+    truncate_all(pg_database)
     proxy = TcpProxy("127.0.0.1", 5432)
     url = pg_database.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     assert url != pg_database
@@ -58,25 +52,32 @@ def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
         assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [job.json()["id"]]
 
 
-def test_reconciler_keeps_going_through_an_outage(proxied, tmp_path):
+def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path):
     proxy, url = proxied
     settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
-                        local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False)
+                        local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
+                        election_interval_seconds=0.5)
     with TestClient(create_app(settings)) as client:
-        reconciler = client.app.state.reconciler
+        controller = client.app.state.controller
         deadline = time.monotonic() + 20
-        while reconciler.ticks < 3:
-            assert time.monotonic() < deadline
+        while controller.ticks < 3:
+            assert time.monotonic() < deadline, "the controller did not start"
             time.sleep(0.05)
+        first_epoch = controller.epoch
         proxy.cut()
-        errors_before = reconciler.errors
-        while reconciler.errors < errors_before + 3:
-            assert time.monotonic() < deadline + 20, "reconciler did not report the outage"
+        # Its lock lives on a connection through the proxy: losing it means stepping down.
+        while controller.active:
+            assert time.monotonic() < deadline + 20, "the controller did not step down"
             time.sleep(0.05)
-        assert reconciler._thread.is_alive()
+        assert client.get("/healthz").status_code == 200
         proxy.restore()
-        ticks = reconciler.ticks
-        while reconciler.ticks < ticks + 3:
-            assert time.monotonic() < deadline + 40, "reconciler did not resume"
+        while not controller.active:
+            assert time.monotonic() < deadline + 40, "the controller did not come back"
             time.sleep(0.05)
-        assert "trainjobs_reconcile_errors_total" in client.get("/metrics").text
+        assert controller.epoch > first_epoch  # a new term: writes of the old one are fenced off
+        ticks = controller.ticks
+        while controller.ticks < ticks + 3:
+            assert time.monotonic() < deadline + 60, "the loops did not resume"
+            time.sleep(0.05)
+        assert controller._thread.is_alive()
+        assert "trainjobs_reconcile_ticks_total" in client.get("/metrics").text

@@ -5,10 +5,15 @@ Truth lives on disk (rundir.py), so a restarted service follows its jobs again:
 each replica runs under a small wrapper (wrapper.py) that leads its own process
 group, copies the output to a log file and records the exit status in a file.
 
-Threads: submit() and cancel() run on request threads, poll() on the reconciler
-thread and a watcher thread reaps processes and stops clusters quickly. One lock
-guards all of it; none of it touches the database (the reconciler applies the
-Observations that poll() returns)."""
+Only the elected controller runs replicas (service.lifecycle.controller): its
+loop for this backend calls submit(), poll() and cancel(), one at a time; a
+watcher thread reaps processes and stops clusters quickly. One lock guards all
+of it; none of it touches the database or decides a job's state (the lifecycle
+applies the Observations that poll() returns).
+
+Replicas are bound to the controller's host: the backend reference is
+`<host>:<run folder>`, and a controller on another host leaves such jobs alone
+(it reports nothing) rather than calling them gone."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,23 +32,39 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from service.backends.base import JobHandle, LogPage, Observation, SubmitResult, TransientBackendError
-from service.backends.local import logfiles, processes, progress
+from service.backends.local import isolation, logfiles, processes, progress
 from service.backends.local.rundir import RunDir
 from service.errors import Invalid, Problem
-from service.jobs.states import JobState
 from service.jobspec import CompiledJob, Replica
+from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LogPage, Observation, SubmitResult,
+                                        TransientBackendError)
+from service.lifecycle.states import JobState
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
 
 log = logging.getLogger("trainjobs.backends.local")
 
 WRAPPER = str(Path(__file__).with_name("wrapper.py"))
 WATCH_INTERVAL = 0.1           # seconds between the watcher's passes
-SUBMIT_SETTLE_SECONDS = 5.0    # a job launched by submit() is the request's to record first
 UNCLAIMED_SECONDS = 60.0       # an adopted run no active job claims is stopped after this
 LOG_TAIL_LINES = 20
-_STRIPPED_ENV = ("TF_CONFIG", "CLUSTER_SPEC")
 S = JobState
+
+
+def host_id() -> str:
+    return socket.gethostname()
+
+
+def make_ref(path: Path) -> str:
+    return f"{host_id()}:{path}"
+
+
+def parse_ref(ref: str) -> tuple[str | None, Path]:
+    """(host, run folder) of a backend reference; references stored before hosts were
+    recorded are bare paths (host None: taken as this host)."""
+    if ref.startswith("/"):
+        return None, Path(ref)
+    host, _, path = ref.partition(":")
+    return host, Path(path)
 
 
 def _now() -> datetime:
@@ -118,10 +139,11 @@ class Run:
     replicas: dict[str, ReplicaProc]
     launched_at: datetime
     timeout: float | None
+    stall_timeout: float | None = None
+    uid: int | None = None
     adopted: bool = False
     adopted_mono: float = 0.0
     adopted_polls: int = 0                # polls seen before it was adopted
-    submitted_mono: float | None = None   # launched by submit(): when
     claimed: bool = False                 # a poll has seen its job
     outcome: dict | None = None
     stop_deadline: float | None = None    # monotonic; SIGKILL after it
@@ -135,62 +157,80 @@ class Run:
 
     @property
     def ref(self) -> str:
-        return str(self.dir.path)
+        return make_ref(self.dir.path)
 
     @property
     def stopping(self) -> bool:
         return self.stop_deadline is not None
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, settings):
         self.settings = settings
-        self.work_dir = Path(settings.local_work_dir).expanduser().resolve()
+        self.work_dir = Path(settings.resolved_local_work_dir()).expanduser().resolve()
         # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
-        self.max_running = max(0, int(settings.local_max_running_jobs))
+        self.capabilities = Capabilities(host_bound=True, max_running=max(0, int(settings.local_max_running_jobs)))
         self.grace = float(settings.local_cancel_grace_seconds)
         self.python = settings.local_python or sys.executable
         self.max_replicas = int(settings.local_max_replicas_per_job)
+        self.isolate = bool(settings.local_isolate_replicas) and isolation.isolating()
+        self.sandbox = settings.local_sandbox
         self._lock = threading.RLock()
         self._runs: dict[uuid.UUID, Run] = {}
-        self._waiting: dict[uuid.UUID, tuple[datetime, float]] = {}
-        self._cancelled_early: set[uuid.UUID] = set()
         self._polls = 0
-        self._started_mono = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Only the controller process launches and follows replicas (service/controller.py).
-        self._controller = False
 
     # -- lifecycle -----------------------------------------------------------------
 
     def start_client(self) -> None:
-        """An API worker that is not the controller: it stores jobs and reads logs;
-        the controller's reconciler launches, follows and cancels the replicas."""
+        """Every process: it stores jobs and reads logs; the controller's loop
+        launches, follows and cancels the replicas."""
         python = shutil.which(self.python) if os.sep not in self.python else self.python
         if not python or not os.access(python, os.X_OK):
             raise ValueError(f"TRAINJOBS_LOCAL_PYTHON={self.python!r} is not an executable Python")
         self.python = python
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        # Replicas may pass through (to their own folder) but not list other jobs.
+        os.chmod(self.work_dir, 0o711)
+        if self.isolate:
+            blocked = isolation.unreachable_ancestor(self.work_dir)
+            if blocked is not None:
+                raise ValueError(
+                    f"local replicas run as unprivileged uids and cannot reach the run folder "
+                    f"{self.work_dir}: {blocked} is not searchable by others. Use a run folder others "
+                    f"may pass through (chmod o+x {blocked}, or set TRAINJOBS_LOCAL_WORK_DIR), or turn "
+                    "isolation off with TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false (replicas then run as root)")
+            closed = isolation.closed_to_others(self.python)
+            if closed is not None:
+                raise ValueError(
+                    f"local replicas run as unprivileged uids and cannot execute {self.python}: {closed} is "
+                    "closed to others (e.g. a Python under root's home). Install with a system Python "
+                    "(scripts/install.sh does so as root), point TRAINJOBS_LOCAL_PYTHON at one others may "
+                    "run, or turn isolation off with TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false")
+        if self.sandbox == "bwrap":
+            isolation.bwrap_prefix(self.work_dir, [])  # raises if bubblewrap is missing
 
-    def start(self) -> None:
-        self.start_client()
-        self._controller = True
-        self._started_mono = time.monotonic()
+    def start_controller(self) -> None:
         with self._lock:
             self._adopt_all()
         self._stop.clear()
         self._thread = threading.Thread(target=self._watch, name="local-backend-watcher", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
-        # Replicas keep running: the next start follows them again (docs/local.md).
+    def stop_controller(self) -> None:
+        # Replicas keep running: the next controller on this host follows them again (docs/local.md).
         self._stop.set()
         if self._thread:
             self._thread.join(5)
             self._thread = None
+        with self._lock:
+            self._runs.clear()
+
+    def close(self) -> None:
+        self.stop_controller()
 
     # -- protocol --------------------------------------------------------------------
 
@@ -210,57 +250,30 @@ class LocalBackend:
         return problems
 
     def submit(self, job: JobHandle) -> SubmitResult:
-        if not self._controller:
-            return SubmitResult(reason="queued; the controller process starts it")
         with self._lock:
-            run = self._runs.get(job.id)
-            if run is None and job.id in self._cancelled_early:
-                return SubmitResult()  # cancelled between its commit and this call: never launch it
+            run = self._runs.get(job.id) or self._load(job)
             if run is None:
-                self._expire_waiting()
-                older = any(created < job.created_at for jid, (created, _) in self._waiting.items()
-                            if jid != job.id)
-                if older or self._occupied() >= self.max_running:
-                    self._waiting[job.id] = (job.created_at, time.monotonic())
-                    return SubmitResult(reason="queued")
                 try:
                     run = self._launch(job)
-                except OSError as e:  # no run folder or no ports: poll() tries again
+                except OSError as e:  # no run folder, ports or uids: the next pass tries again
                     raise TransientBackendError(f"could not prepare the local run: {e}") from e
-                run.submitted_mono = time.monotonic()
             return SubmitResult(backend_ref=run.ref, state=S.PENDING,
-                                reason=f"starting {len(run.replicas)} replica processes in {run.ref}")
+                                reason=f"starting {len(run.replicas)} replica processes in {run.dir.path}")
 
     def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
         out: list[Observation] = []
         with self._lock:
             self._polls += 1
-            blocked = False
             for job in jobs:
-                run = self._runs.get(job.id)
-                if run is None and job.state != S.QUEUED:
-                    run = self._load(job.id)
+                if self._elsewhere(job):
+                    continue  # its processes live on another host: only a controller there may say
+                run = self._runs.get(job.id) or self._load(job)
                 if run is None:
-                    if job.state == S.QUEUED:
-                        if job.id in self._cancelled_early:
-                            continue
-                        if blocked or self._occupied() >= self.max_running:
-                            blocked = True  # keep the order: nobody younger jumps the queue
-                            self._waiting[job.id] = (job.created_at, time.monotonic())
-                            continue
-                        try:
-                            run = self._launch(job)
-                        except OSError:
-                            log.exception("job %s: could not prepare its local run; will retry", job.id)
-                            blocked = True
-                            continue
-                    elif job.state == S.CANCELLING:
+                    if job.state == S.CANCELLING:
                         out.append(Observation(job.id, state=S.CANCELLED, reason="cancelled before it started"))
-                        continue
                     else:
                         out.append(self._missing(job))
-                        continue
-                self._waiting.pop(job.id, None)
+                    continue
                 run.claimed = True
                 try:
                     self._tick(run)
@@ -270,14 +283,14 @@ class LocalBackend:
         return out
 
     def cancel(self, job: JobHandle) -> JobState | None:
-        if not self._controller:
-            return None  # CANCELLING: the controller's next poll stops it (or never starts it)
+        if self._elsewhere(job):
+            log.warning("job %s: its replicas run on host %s; a controller there stops them", job.id,
+                        parse_ref(job.backend_ref)[0])
+            return None
         with self._lock:
-            run = self._runs.get(job.id) or self._load(job.id)
+            run = self._runs.get(job.id) or self._load(job)
             if run is None:
-                self._waiting.pop(job.id, None)
-                self._cancelled_early.add(job.id)
-                return S.CANCELLED
+                return S.CANCELLED  # never launched here
             self._tick(run)
             if run.outcome is None and not run.state.get("cancel_requested_at"):
                 self._request_cancel(run)
@@ -290,8 +303,19 @@ class LocalBackend:
                 raise Invalid.of([Problem("replica", f"this job has no replica {replica!r}",
                                           f"use one of: {', '.join(tasks)}")])
             tasks = [replica]
-        rd = RunDir.of(self.work_dir, job.id)
+        rd = self._run_dir(job)
         return logfiles.read_page({t: rd.log(t) for t in tasks}, since, limit)
+
+    def _run_dir(self, job: JobHandle) -> RunDir:
+        if job.backend_ref:
+            return RunDir(parse_ref(job.backend_ref)[1])
+        return RunDir.of(self.work_dir, job.id)
+
+    def _elsewhere(self, job: JobHandle) -> bool:
+        if not job.backend_ref:
+            return False
+        host, _ = parse_ref(job.backend_ref)
+        return host is not None and host != host_id()
 
     # -- launching ---------------------------------------------------------------------
 
@@ -304,11 +328,11 @@ class LocalBackend:
         return command + list(replica.args)
 
     def env_of(self, job_id: uuid.UUID, compiled: CompiledJob, replica: Replica,
-               addresses: dict[str, str], output_dir: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not (k.startswith("TRAINJOBS_") or k.startswith("AIP_") or k in _STRIPPED_ENV)}
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PATH"] = os.path.dirname(self.python) + os.pathsep + env.get("PATH", "")
+               addresses: dict[str, str], output_dir: str | None, rd: RunDir | None = None) -> dict[str, str]:
+        """Nothing of the service's own environment: a minimal base, then exactly what
+        Vertex would set (TF_CONFIG, CLUSTER_SPEC, AIP_*) and the template's env."""
+        rd = rd or RunDir.of(self.work_dir, job_id)
+        env = isolation.base_env(self.python, rd.home, rd.tmp)
         env.update(compiled.env(replica, addresses, output_dir))
         env[processes.MARKER] = processes.marker_value(job_id, replica.task_name)
         return env
@@ -319,7 +343,11 @@ class LocalBackend:
         existing = rd.read_state()
         if existing is not None:  # launched before a crash that the database never heard of
             return self._adopt(rd, existing)
-        rd.create()
+        uid = None
+        if self.isolate:
+            uid = isolation.pick_uid(self.settings.local_replica_uid_base, self.settings.local_replica_uid_count,
+                                     {r.uid for r in self._runs.values() if not r.gone and r.uid is not None})
+        rd.create(uid)
         in_use = {int(r["address"].rsplit(":", 1)[1]) for run in self._runs.values() if not run.gone
                   for r in run.state["replicas"].values()}
         ports = free_ports(len(compiled.replicas), in_use)
@@ -329,7 +357,8 @@ class LocalBackend:
         state = {
             "job_id": str(job.id), "phase": "launching", "launched_at": _iso(launched),
             "output_dir": output_dir, "base_output_directory": compiled.base_output_directory,
-            "timeout_seconds": _timeout_seconds(compiled),
+            "timeout_seconds": _timeout_seconds(compiled), "host": host_id(), "uid": uid,
+            "stall_timeout_seconds": compiled.stall_timeout_seconds,
             "replicas": {r.task_name: {"pool": r.pool, "index": r.index, "tf_role": r.tf_role,
                                        "address": addresses[r.task_name], "pid": None, "create_time": None,
                                        "argv": self.command_of(r)}
@@ -337,7 +366,8 @@ class LocalBackend:
             "cancel_requested_at": None, "outcome": None, "gone": False,
         }
         rd.write_state(state)
-        run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"])
+        run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"],
+                  stall_timeout=compiled.stall_timeout_seconds, uid=uid)
         for r in compiled.replicas:
             run.replicas[r.task_name] = ReplicaProc(r.task_name, r.pool, r.index, r.tf_role)
         self._runs[job.id] = run
@@ -345,7 +375,7 @@ class LocalBackend:
             rep = run.replicas[r.task_name]
             try:
                 popen = self._spawn(rd, r.task_name, state["replicas"][r.task_name]["argv"],
-                                    self.env_of(job.id, compiled, r, addresses, output_dir))
+                                    self.env_of(job.id, compiled, r, addresses, output_dir, rd), uid)
             except OSError as e:
                 log.error("job %s: cannot start replica %s: %s", job.id, r.task_name, e)
                 self._set_outcome(run, S.FAILED, f"could not start replica {r.task_name}: {e}",
@@ -365,24 +395,19 @@ class LocalBackend:
         log.info("job %s: started %d replicas in %s", job.id, len(run.replicas), run.ref)
         return run
 
-    def _spawn(self, rd: RunDir, task: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+    def _spawn(self, rd: RunDir, task: str, argv: list[str], env: dict[str, str],
+               uid: int | None) -> subprocess.Popen:
+        if self.sandbox == "bwrap":
+            argv = isolation.bwrap_prefix(rd.path, []) + argv
+        drop = ["--uid", str(uid)] if uid is not None else []
         with open(rd.wrapper_log(task), "ab") as wrapper_log:
             return subprocess.Popen(
                 [sys.executable, "-I", "-S", WRAPPER, "--log", str(rd.log(task)),
-                 "--started", str(rd.started_file(task)), "--exit", str(rd.exit_file(task)), "--", *argv],
-                env=env, cwd=rd.path, stdin=subprocess.DEVNULL, stdout=wrapper_log, stderr=subprocess.STDOUT,
+                 "--started", str(rd.started_file(task)), "--exit", str(rd.exit_file(task)), *drop, "--", *argv],
+                env=env, cwd=rd.work, stdin=subprocess.DEVNULL, stdout=wrapper_log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True)
 
     # -- following ---------------------------------------------------------------------
-
-    def _occupied(self) -> int:
-        return sum(1 for r in self._runs.values() if not r.gone and not r.orphan)
-
-    def _expire_waiting(self) -> None:
-        # A waiting job the reconciler stopped reporting is no longer waiting.
-        limit = time.monotonic() - max(30.0, 10 * self.settings.reconcile_interval_seconds)
-        for jid in [j for j, (_, seen) in self._waiting.items() if seen < limit]:
-            del self._waiting[jid]
 
     def _tick(self, run: Run) -> None:
         """Reap, notice exits, decide the outcome, stop what must stop."""
@@ -447,12 +472,37 @@ class LocalBackend:
             self._set_outcome(run, S.FAILED, message, {"code": 4, "message": message})
             self._begin_stop(run)
             return
+        stalled = self._stalled(run)
+        if stalled is not None:
+            message = (f"replica {stalled.label} wrote no output and reported no progress for "
+                       f"{run.stall_timeout:g} s (its stall_timeout_seconds); the job was stopped")
+            self._set_outcome(run, S.FAILED, message, {"code": 4, "message": message, "replica": stalled.task})
+            self._begin_stop(run)
+            return
         if run.adopted and not run.claimed and self._polls - run.adopted_polls >= 3 and \
                 time.monotonic() - run.adopted_mono > UNCLAIMED_SECONDS:
             log.warning("local run %s: no active job claims it; stopping its processes", run.ref)
             run.orphan = True
             self._set_outcome(run, S.FAILED, "no active job in the database claims this run", None)
             self._begin_stop(run)
+
+    def _stalled(self, run: Run) -> ReplicaProc | None:
+        """The first training replica (chief, worker) silent for longer than the stall
+        timeout. Progress lines are output too, so output covers both. Parameter servers
+        and the evaluator are silent by design while they wait, so they are not judged."""
+        if not run.stall_timeout:
+            return None
+        now = time.time()
+        for rep in run.replicas.values():
+            if rep.exit is not None or rep.pid is None or rep.tf_role not in ("chief", "worker"):
+                continue
+            try:
+                last = os.stat(run.dir.log(rep.task)).st_mtime
+            except FileNotFoundError:
+                last = 0.0
+            if now - max(last, run.launched_at.timestamp()) > run.stall_timeout:
+                return rep
+        return None
 
     def _failure(self, run: Run, rep: ReplicaProc) -> tuple[str, dict]:
         when = " while the service was not running" if rep.exited_unwatched else ""
@@ -513,9 +563,6 @@ class LocalBackend:
                 processes.signal_pids(processes.group_members(rep.pid, self._marker(run, rep)), sig)
 
     def _observe(self, run: Run, job: JobHandle) -> list[Observation]:
-        if (job.state == S.QUEUED and run.submitted_mono is not None
-                and time.monotonic() - run.submitted_mono < SUBMIT_SETTLE_SECONDS):
-            return []  # the submitting request records PENDING itself; do not race it
         self._read_progress(run)
         prog = run.progress if run.progress_dirty else None
         run.progress_dirty = False
@@ -560,7 +607,7 @@ class LocalBackend:
             run.progress_offsets[rep.task] = offset
 
     def _missing(self, job: JobHandle) -> Observation:
-        rd = RunDir.of(self.work_dir, job.id)
+        rd = self._run_dir(job)
         reason = (f"the local run folder {rd.path} is gone, so the job's processes cannot be followed "
                   "(was TRAINJOBS_LOCAL_WORK_DIR changed, or the folder deleted?)")
         return Observation(job.id, state=S.FAILED, reason=reason, error={"code": None, "message": reason})
@@ -582,14 +629,15 @@ class LocalBackend:
             except Exception:
                 log.exception("local run %s: could not be followed again", path)
 
-    def _load(self, job_id: uuid.UUID) -> Run | None:
-        rd = RunDir.of(self.work_dir, job_id)
+    def _load(self, job: JobHandle) -> Run | None:
+        rd = self._run_dir(job)
         state = rd.read_state()
         return self._adopt(rd, state) if state is not None else None
 
     def _adopt(self, rd: RunDir, state: dict) -> Run:
         job_id = uuid.UUID(state["job_id"])
         run = Run(job_id, rd, state, {}, _parse(state["launched_at"]), state.get("timeout_seconds"),
+                  stall_timeout=state.get("stall_timeout_seconds"), uid=state.get("uid"),
                   adopted=True, adopted_mono=time.monotonic(), adopted_polls=self._polls)
         for task, r in state["replicas"].items():
             run.replicas[task] = ReplicaProc(task, r["pool"], r["index"], r["tf_role"], pid=r["pid"],

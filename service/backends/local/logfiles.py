@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from service.backends.base import LogLine, LogPage
+from service.lifecycle.protocol import LogLine, LogPage
 from service.errors import Invalid, Problem
 
 READ_CHUNK = 1 << 20          # bytes read from one file per call, at most

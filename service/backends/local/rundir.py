@@ -8,6 +8,11 @@ find its jobs' processes again.
         replicas/<task>.exit        written by the wrapper when the command ends
         replicas/<task>.wrapper     the wrapper's own stderr (empty unless it broke)
         output/                     the job's base output directory (AIP_MODEL_DIR=output/model/ ...)
+        work/                       the replicas' working directory; HOME is work/home, TMPDIR work/tmp
+
+When replicas run as the job's own uid (the service is root), work/ and output/
+are theirs (0700) and everything else stays the service's: a replica can neither
+read another job's folder nor forge its own log or exit record.
 """
 from __future__ import annotations
 
@@ -44,6 +49,18 @@ class RunDir:
     def output(self) -> Path:
         return self.path / "output"
 
+    @property
+    def work(self) -> Path:
+        return self.path / "work"
+
+    @property
+    def home(self) -> Path:
+        return self.work / "home"
+
+    @property
+    def tmp(self) -> Path:
+        return self.work / "tmp"
+
     def log(self, task: str) -> Path:
         return self.logs / f"{task}.log"
 
@@ -56,9 +73,15 @@ class RunDir:
     def wrapper_log(self, task: str) -> Path:
         return self.replicas / f"{task}.wrapper"
 
-    def create(self) -> None:
-        for d in (self.logs, self.replicas, self.output):
-            d.mkdir(parents=True, exist_ok=True)
+    def create(self, uid: int | None = None) -> None:
+        from service.backends.local.isolation import own_dir
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.path, 0o711)  # the job's uid passes through to work/ and output/, lists nothing
+        for d in (self.logs, self.replicas):
+            own_dir(d, None, 0o700)
+        for d in (self.output, self.work, self.home, self.tmp):
+            own_dir(d, uid, 0o700)
 
     def read_state(self) -> dict | None:
         try:

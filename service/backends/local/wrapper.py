@@ -1,6 +1,6 @@
 """Runs one replica's command and keeps a record that outlives the service.
 
-    python -I -S wrapper.py --log L --started S --exit E -- command args...
+    python -I -S wrapper.py --log L --started S --exit E [--uid U] -- command args...
 
 Started by the local backend, one per replica, as the leader of a new process
 group (the command runs in that group, so one killpg reaches it and its
@@ -75,6 +75,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--log", required=True)
     p.add_argument("--started", required=True)
     p.add_argument("--exit", required=True)
+    # The wrapper stays the service's user (a replica must not forge its own exit record
+    # or log); only the command runs as the job's unprivileged uid.
+    p.add_argument("--uid", type=int)
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -92,8 +95,10 @@ def main(argv: list[str]) -> int:
 
     log = LogWriter(args.log)
     try:
+        drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
+                                            "umask": 0o077}
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, close_fds=True)
+                                 stderr=subprocess.PIPE, close_fds=True, **drop)
     except OSError as e:
         log.record("stderr", f"trainjobs: cannot start {command!r}: {e}".encode())
         log.close()

@@ -3,9 +3,11 @@ clients (aiplatform_v1.JobServiceClient over REST, google-cloud-logging).
 
 Creating a CustomJob is not idempotent at Google, so our job id travels in the
 `trainjobs-job-id` label and every create is preceded by a lookup of that label.
-A job whose submit never came back (timeout, crash) is found by that label by
-the reconciler and adopted; only a job that is nowhere on Vertex is created, and
-only once no submit of it can still be in flight (`vertex_submit_grace_seconds`).
+The lifecycle records (and commits) every launch attempt before submit() is
+called, whichever controller makes it; after an attempt whose outcome is unknown
+(timeout, crash, a deposed controller) submit() only looks the label up, and
+creates again only once that attempt can no longer land
+(`vertex_submit_grace_seconds`).
 
 Polling costs a few list calls per batch, not one call per job: one paged list
 of our unfinished CustomJobs created since the batch's oldest job, and, only when
@@ -14,7 +16,6 @@ created since the oldest of those."""
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from dataclasses import dataclass
@@ -28,18 +29,19 @@ from google.cloud import aiplatform_v1 as v1
 from google.cloud import logging as cloud_logging
 from google.protobuf import field_mask_pb2
 
-from service.backends.base import (JobHandle, LogPage, Observation, PermanentBackendError, SubmitResult,
+from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LogPage, Observation,
+                                        PermanentBackendError, SubmitResult,
                                    TransientBackendError)
 from service.backends.vertex import config as vconfig
 from service.backends.vertex import errors, logs, mapping
 from service.config import Settings
 from service.errors import DomainError, Problem
-from service.jobs.states import JobState
+from service.lifecycle.states import JobState
 from service.jobspec import CompiledJob
 
 log = logging.getLogger("trainjobs.vertex")
 
-MAX_SUBMITS_PER_POLL = 20      # creations the reconciler makes in one batch; the rest wait a tick
+MAX_SUBMITS_PER_POLL = 20      # creations the controller makes in one pass; the rest wait a pass
 CANCEL_RESEND_SECONDS = 30.0   # a CANCELLING job Vertex still runs gets its cancel again after this
 
 
@@ -70,23 +72,24 @@ class _TimeoutSession(AuthorizedSession):
                                timeout=timeout, **kwargs)
 
 
-class VertexBackend:
+class VertexBackend(Backend):
     name = "vertex"
 
     def __init__(self, settings: Settings):
         self.settings = settings
+        self.capabilities = Capabilities(bulk_poll=True, max_running=settings.vertex_max_running_jobs,
+                                         max_submits_per_pass=MAX_SUBMITS_PER_POLL,
+                                         resubmit_after_seconds=settings.vertex_submit_grace_seconds)
         self.config: vconfig.VertexConfig | None = None
         self._jobs: v1.JobServiceClient | None = None
         self._logging: cloud_logging.Client | None = None
         self._lock = threading.Lock()
-        self._inflight: set[str] = set()            # job ids whose create this process is making
-        self._last_create: dict[str, float] = {}    # job id -> monotonic time of the last create attempt
         self._cancel_sent: dict[str, float] = {}    # job id -> monotonic time of the last cancel sent
-        self._pass = 0                              # reconcile passes begun (begin_pass)
+        self._pass = 0                              # odd: inside a pass (begin_pass ... end_pass)
         self._snapshot: _Snapshot | None = None     # this pass's listing of our running CustomJobs
 
     # lifecycle -------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start_client(self) -> None:
         config, jobs_creds, logging_creds = vconfig.load(self.settings)
         self.config = config
         self._jobs = v1.JobServiceClient(transport="rest", credentials=jobs_creds,
@@ -128,32 +131,46 @@ class VertexBackend:
         return []
 
     def submit(self, job: JobHandle) -> SubmitResult:
-        """Look the label up, create if absent; retried with backoff within the retry deadline.
-        A retry after a lost answer finds the job by its label instead of creating a second."""
+        """Look the label up; create only if no earlier attempt can still land. One try:
+        a transient failure leaves the job QUEUED and the next pass looks it up again."""
         jid = str(job.id)
-        with self._lock:
-            self._inflight.add(jid)
         try:
-            deadline = time.monotonic() + self.cfg.retry_deadline
-            delay = self.cfg.retry_initial
-            while True:
-                try:
-                    return self._lookup_or_create(job)
-                except PermanentBackendError:
-                    raise
-                except TransientBackendError as e:
-                    if time.monotonic() + delay >= deadline:
-                        raise
-                    log.info("job %s: submit will be retried in %.2fs: %s", jid, delay, e)
-                    time.sleep(delay * random.uniform(0.5, 1.0))
-                    delay = min(delay * 2, 4.0)
-        finally:
-            with self._lock:
-                self._inflight.discard(jid)
-                self._last_create[jid] = time.monotonic()
+            existing = self._find_by_label(jid, retry=False)
+        except Exception as e:  # noqa: BLE001
+            err = self._translated(e, "looking the job up before creating it")
+            if isinstance(err, TransientBackendError):
+                err.nothing_launched = not self._attempt_may_land(job)  # this attempt created nothing
+            raise err from e
+        if existing:
+            cj = existing[0]
+            log.warning("job %s: CustomJob %s already exists with our label; adopting it", jid, cj.name)
+            return SubmitResult(backend_ref=cj.name, console_url=self.cfg.console_url(cj.name),
+                                reason=f"adopted CustomJob {cj.name}, found by its label")
+        if self._attempt_may_land(job):
+            return SubmitResult(reason="an earlier create attempt may still land; looking it up before "
+                                       "creating again")
+        try:
+            # No client-side retry for create: a retry after a lost answer must look the label up first.
+            created = self.client.create_custom_job(parent=self.cfg.parent, custom_job=self._custom_job(job),
+                                                    retry=None, timeout=self.cfg.request_timeout)
+        except Exception as e:  # noqa: BLE001
+            raise self._translated(e, "creating the CustomJob") from e
+        log.info("job %s: created CustomJob %s", jid, created.name)
+        return SubmitResult(backend_ref=created.name, console_url=self.cfg.console_url(created.name),
+                            reason=f"created CustomJob {created.name}")
+
+    def _attempt_may_land(self, job: JobHandle) -> bool:
+        prev = job.launch_attempted_at
+        return prev is not None and (datetime.now(timezone.utc) - prev).total_seconds() < self.cfg.submit_grace
 
     def begin_pass(self) -> None:
-        """The reconciler starts a pass over all our active jobs (oldest first, in batches)."""
+        """The controller starts a pass over all our active jobs (oldest first, in batches)."""
+        with self._lock:
+            self._pass += 1
+            self._snapshot = None
+
+    def end_pass(self) -> None:
+        """Outside a pass nothing is reused: every poll lists afresh."""
         with self._lock:
             self._pass += 1
             self._snapshot = None
@@ -173,7 +190,6 @@ class VertexBackend:
                 log.warning("vertex: listing ended jobs failed, will retry next tick: %s", e)
                 ended_known = False
         out: list[Observation] = []
-        submits = 0
         for job in jobs:
             jid = str(job.id)
             cj = found.get(jid)
@@ -185,10 +201,6 @@ class VertexBackend:
             elif not ended_known:
                 continue
             else:
-                if job.backend_ref is None and job.state == JobState.QUEUED and self._may_create(job):
-                    if submits >= MAX_SUBMITS_PER_POLL:
-                        continue
-                    submits += 1
                 obs = self._settle_missing(job)
             if obs is not None:
                 out.append(obs)
@@ -202,9 +214,8 @@ class VertexBackend:
             except Exception as e:  # noqa: BLE001 - sorted by translate
                 raise self._translated(e, "looking up the job to cancel") from e
             if not names:
-                # Not CANCELLED here even when this process has no create in flight: another
-                # worker's reconciler may be creating it right now. The controller's poll settles
-                # it: CANCELLED once nothing can be in flight, or a cancel sent to what landed.
+                # Not CANCELLED yet: an earlier create attempt may still land. Poll settles it:
+                # CANCELLED once none can, or a cancel sent to what landed.
                 return None
         for name in names:
             self._cancel(job, name)
@@ -226,25 +237,6 @@ class VertexBackend:
             raise LogsRefused(f"Cloud Logging refused to read this job's logs: {err.message}",
                               backend_code=err.code) from e
 
-    # submit -------------------------------------------------------------------------------------
-    def _lookup_or_create(self, job: JobHandle) -> SubmitResult:
-        jid = str(job.id)
-        try:
-            existing = self._find_by_label(jid, retry=False)
-            if existing:
-                cj = existing[0]
-                log.warning("job %s: CustomJob %s already exists with our label; adopting it", jid, cj.name)
-                return SubmitResult(backend_ref=cj.name, console_url=self.cfg.console_url(cj.name),
-                                    reason=f"adopted CustomJob {cj.name}, found by its label")
-            # No client-side retry for create: a retry after a lost answer must look the label up first.
-            created = self.client.create_custom_job(parent=self.cfg.parent, custom_job=self._custom_job(job),
-                                                    retry=None, timeout=self.cfg.request_timeout)
-        except Exception as e:  # noqa: BLE001
-            raise self._translated(e, "creating the CustomJob") from e
-        log.info("job %s: created CustomJob %s", jid, created.name)
-        return SubmitResult(backend_ref=created.name, console_url=self.cfg.console_url(created.name),
-                            reason=f"created CustomJob {created.name}")
-
     def _custom_job(self, job: JobHandle) -> v1.CustomJob:
         cj = job.compiled.custom_job()
         cj.labels[mapping.JOB_ID_LABEL] = str(job.id)
@@ -255,19 +247,6 @@ class VertexBackend:
         if self.cfg.service_account and not spec.service_account:
             spec.service_account = self.cfg.service_account
         return cj
-
-    def _may_create(self, job: JobHandle) -> bool:
-        """True once no create of this job can still be in flight: none in this
-        process now or within the grace period, and the job is older than it."""
-        grace = self.cfg.submit_grace
-        jid = str(job.id)
-        with self._lock:
-            if jid in self._inflight:
-                return False
-            last = self._last_create.get(jid)
-        if last is not None and time.monotonic() - last < grace:
-            return False
-        return (datetime.now(timezone.utc) - job.created_at).total_seconds() >= grace
 
     def _settle_missing(self, job: JobHandle) -> Observation | None:
         """A job of the batch that neither list showed."""
@@ -286,31 +265,10 @@ class VertexBackend:
                 log.warning("job %s: get %s failed: %s", jid, job.backend_ref, e)
                 return None
             return mapping.observe(job, cj, self.cfg.console_url(cj.name))
-        if not self._may_create(job):
-            return None
-        if job.state == JobState.CANCELLING:
+        if job.state == JobState.CANCELLING and not self._attempt_may_land(job):
             return Observation(job_id=job.id, state=JobState.CANCELLED,
                                reason="cancelled before it reached Vertex AI")
-        if job.state != JobState.QUEUED:
-            return None
-        with self._lock:
-            self._inflight.add(jid)
-        try:
-            result = self._lookup_or_create(job)
-        except TransientBackendError as e:
-            log.warning("job %s: submit from the reconciler deferred: %s", jid, e)
-            return None
-        except PermanentBackendError as e:
-            return Observation(job_id=job.id, state=JobState.FAILED,
-                               reason=f"Vertex AI refused the job: {e.message}",
-                               error={"code": e.code, "status": getattr(e, "status", None), "message": e.message,
-                                      "source": "vertex"})
-        finally:
-            with self._lock:
-                self._inflight.discard(jid)
-                self._last_create[jid] = time.monotonic()
-        return Observation(job_id=job.id, backend_ref=result.backend_ref, console_url=result.console_url,
-                           reason=result.reason)
+        return None  # an attempt may still land: the next pass looks again
 
     # cancel -------------------------------------------------------------------------------------
     def _cancel(self, job: JobHandle, name: str) -> None:
@@ -369,11 +327,11 @@ class VertexBackend:
         job created after it was taken is simply missing, and found by the fallbacks."""
         with self._lock:
             snap, current = self._snapshot, self._pass
-        if snap is not None and current and snap.pass_id == current and snap.since <= since:
+        if snap is not None and current % 2 == 1 and snap.pass_id == current and snap.since <= since:
             return snap.jobs
         jobs: dict[str, v1.CustomJob] = {}
         self._scan(mapping.running_filter(since), None, jobs)
-        if current:
+        if current % 2 == 1:
             with self._lock:
                 if self._pass == current:
                     self._snapshot = _Snapshot(current, since, jobs)

@@ -90,14 +90,14 @@ def load(settings: Settings) -> tuple[VertexConfig, Credentials | None, Credenti
     if sa and not _SERVICE_ACCOUNT.match(sa):
         problems.append(f"TRAINJOBS_VERTEX_SERVICE_ACCOUNT={sa!r} is not a service account email "
                         "(name@project.iam.gserviceaccount.com)")
-    longest_submit = settings.vertex_retry_deadline_seconds + 2 * settings.vertex_request_timeout_seconds
-    # 0 turns the grace off (one process, which knows its own submits in flight); with
-    # several workers another process may be creating the job, so the grace must cover it.
-    grace = settings.vertex_submit_grace_seconds
-    if (0 < grace or settings.controller_lock) and grace < longest_submit:
+    # A submit is a lookup then at most one create, each within the request timeout. Until
+    # the grace has passed since an attempt, no controller creates the job again.
+    # 0 turns the wait off altogether: only for a fake or an emulator that answers at once.
+    longest_submit = 2 * settings.vertex_request_timeout_seconds
+    if 0 < settings.vertex_submit_grace_seconds < longest_submit:
         problems.append(f"TRAINJOBS_VERTEX_SUBMIT_GRACE_SECONDS={settings.vertex_submit_grace_seconds:g} is "
-                        f"shorter than the longest submit ({longest_submit:g} s: retry deadline plus two "
-                        "request timeouts); the reconciler could create a job a submit is still creating. "
+                        f"shorter than the longest submit ({longest_submit:g} s: a lookup and a create, each "
+                        "within the request timeout); a create could land after the next attempt began. "
                         f"Set it to at least {longest_submit:g}")
 
     project = (settings.vertex_project or "").strip()

@@ -13,7 +13,7 @@ from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry
 from google.auth import exceptions as auth_exc
 
-from service.backends.base import PermanentBackendError, TransientBackendError
+from service.lifecycle.protocol import PermanentBackendError, TransientBackendError
 
 # A 429 is a request-rate limit (wait and retry) unless it names a resource quota
 # (GPUs, CPUs per region): that one will not clear by waiting a few seconds.
@@ -79,7 +79,10 @@ def is_google_error(exc: BaseException) -> bool:
 def translate(exc: BaseException, what: str) -> TransientBackendError | PermanentBackendError:
     code, message, status = google_error(exc)
     if is_transient(exc):
-        return TransientBackendError(f"{what}: {type(exc).__name__}: {message}")
+        # A 429 is refused before anything is done; a 5xx, timeout or reset may have
+        # been carried out all the same.
+        refused = isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted))
+        return TransientBackendError(f"{what}: {type(exc).__name__}: {message}", nothing_launched=refused)
     err = PermanentBackendError(message, code)
     err.status = status  # type: ignore[attr-defined]
     return err

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from google.cloud import logging as cloud_logging
 
-from service.backends.base import JobHandle, LogLine, LogPage
+from service.lifecycle.protocol import JobHandle, LogLine, LogPage
 from service.backends.vertex.mapping import CREATE_TIME_SLACK, rfc3339
 from service.errors import Invalid, Problem
 

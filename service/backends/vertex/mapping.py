@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 from google.cloud import aiplatform_v1 as v1
 from google.rpc import code_pb2
 
-from service.backends.base import JobHandle, Observation
-from service.jobs.service import JOB_ID_LABEL  # set by jobs.service on every compiled CustomJob
-from service.jobs.states import TERMINAL, JobState
+from service.lifecycle.protocol import JobHandle, Observation
+from service.jobspec.reserved import JOB_ID_LABEL
+from service.lifecycle.states import TERMINAL, JobState
 
 VS = v1.JobState
 STATES: dict[int, JobState] = {

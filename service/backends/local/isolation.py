@@ -1,0 +1,104 @@
+"""What a local replica may see of this machine.
+
+Replicas run code from templates and members' parameters: they are not trusted
+with the service's secrets, the database or other jobs. So a replica:
+
+- never inherits the service's environment: it gets a minimal base (PATH, HOME
+  and TMPDIR inside its run folder, LANG) plus the Vertex variables and the
+  template's env (which validation has already screened, service.jobspec);
+- when the service runs as root, runs as an unprivileged uid of its own job
+  (from TRAINJOBS_LOCAL_REPLICA_UID_BASE/COUNT): it cannot read the database
+  file (0600), the service's /proc entries, or another job's run folder (0700,
+  owned by that job's uid). The wrapper that records its logs and exit status
+  stays root, so a replica cannot forge them;
+- optionally runs inside bubblewrap (TRAINJOBS_LOCAL_SANDBOX=bwrap): a read-only
+  view of the machine, its own /tmp, PID and IPC namespaces, and only its run
+  folder writable.
+
+docs/local.md says exactly what this does and does not protect."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def base_env(python: str, home: Path, tmp: Path) -> dict[str, str]:
+    return {
+        "PATH": os.path.dirname(python) + os.pathsep + BASE_PATH,
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        # Replica output is read line by line as it comes (progress, live logs).
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def isolating() -> bool:
+    """Separate uids are possible only when the service is root."""
+    return os.geteuid() == 0
+
+
+def pick_uid(base: int, count: int, in_use: set[int]) -> int:
+    for uid in range(base, base + count):
+        if uid not in in_use:
+            return uid
+    raise OSError(f"all {count} replica uids from {base} are in use by running local jobs "
+                  "(raise TRAINJOBS_LOCAL_REPLICA_UID_COUNT)")
+
+
+def own_dir(path: Path, uid: int | None, mode: int = 0o700) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    os.chmod(path, mode)
+
+
+def unreachable_ancestor(path: Path) -> Path | None:
+    """The first ancestor of `path` an unprivileged uid cannot pass through (no o+x)."""
+    for d in [*reversed(path.resolve().parents), path.resolve()]:
+        try:
+            if not os.stat(d).st_mode & stat.S_IXOTH:
+                return d
+        except FileNotFoundError:
+            return None
+    return None
+
+
+def closed_to_others(executable: str) -> Path | None:
+    """The first part of the interpreter's real path that an unprivileged uid cannot
+    reach or execute (e.g. a pyenv Python under root's 0700 home), else None."""
+    real = Path(os.path.realpath(executable))
+    blocked = unreachable_ancestor(real.parent)
+    if blocked is not None:
+        return blocked
+    return None if os.stat(real).st_mode & stat.S_IXOTH else real
+
+
+def secure_database_file(path: Path | None) -> None:
+    """Owner-only permissions on a SQLite database and its WAL/SHM companions."""
+    if path is None:
+        return
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            os.chmod(p, 0o600)
+        except FileNotFoundError:
+            pass
+
+
+def bwrap_prefix(run_dir: Path, readable: list[Path]) -> list[str]:
+    """bubblewrap arguments: the machine read-only, the run folder writable, private
+    /tmp, /proc of its own PID namespace (so no other process's environ), no IPC."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        raise OSError("TRAINJOBS_LOCAL_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
+    args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--bind", str(run_dir), str(run_dir)]
+    for p in readable:
+        args += ["--ro-bind", str(p), str(p)]
+    return args + ["--"]

@@ -1,0 +1,12 @@
+"""The job lifecycle: the one place that decides a job's state.
+
+states      the table of allowed moves
+protocol    what a backend is (declared capabilities) and what it reports (facts)
+sanitize    untrusted values (replica output, Google's answers) made storable
+engine      the only writer: compare-and-set UPDATE ... WHERE state = :seen, one event per change
+admission   which QUEUED jobs a backend may start now (caps, FIFO)
+loop        one controller loop per backend: admit, cancel, poll, apply
+leader      one controller per database (PostgreSQL advisory lock / SQLite file lock), fenced
+
+Dependency rule (import-linter, tests/test_layers.py): web -> domains -> lifecycle <- backends.
+"""

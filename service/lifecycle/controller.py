@@ -1,0 +1,142 @@
+"""The controller: in every API process a thread that stands for election, and, in
+the one process that wins it (per database), runs one BackendLoop per backend.
+
+Losing the lock (its connection, or a fencing refusal) stops the loops at once;
+the process goes back to standing for election. Backends' jobs keep running
+throughout: a new controller adopts them."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Mapping
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.lifecycle.engine import Engine
+from service.lifecycle.leader import WAKE_CHANNEL, Leadership
+from service.lifecycle.loop import BackendLoop, TickStats
+from service.lifecycle.protocol import Backend
+
+log = logging.getLogger("trainjobs.controller")
+
+
+def notify_controller(session: Session, backend: str) -> None:
+    """Wake the controller, wherever it runs, when this transaction commits
+    (PostgreSQL NOTIFY; on SQLite the controller's interval is the only wake-up)."""
+    if session.bind.dialect.name == "postgresql":
+        session.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": WAKE_CHANNEL, "payload": backend})
+
+
+class Controller:
+    def __init__(self, leadership: Leadership, backends: Mapping[str, Backend],
+                 session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
+                 batch_size: int, election_interval: float = 2.0,
+                 on_tick: Callable[[TickStats], None] | None = None) -> None:
+        self.leadership = leadership
+        self.backends = backends
+        self.session_factory = session_factory
+        self.engine = engine
+        self.interval = interval
+        self.batch_size = batch_size
+        self.election_interval = election_interval
+        self.on_tick = on_tick
+        self.ticks = 0     # passes run, by every loop of this process (metrics, tests)
+        self.errors = 0
+        self.loops: dict[str, BackendLoop] = {}
+        self.epoch: int | None = None
+        self._stop = threading.Event()
+        self._deposed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="controller-election", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(30)
+        self._demote("the service is stopping")
+        self.leadership.release()
+
+    def wake(self, backend: str | None = None) -> None:
+        for name, loop in list(self.loops.items()):
+            if backend in (None, "", name):
+                loop.wake()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.active:
+                epoch = self.leadership.try_acquire()
+                if epoch is None:
+                    self._stop.wait(self.election_interval)
+                    continue
+                self._promote(epoch)
+                continue
+            still = self.leadership.check(min(1.0, self.election_interval / 2), self.wake)
+            if not still or self._deposed.is_set():
+                self._demote("lost the controller lock" if not still else "a newer controller took over")
+                self.leadership.release()
+
+    def run_once(self) -> TickStats:
+        """One pass of every backend's loop, in this thread (tests and tools; the
+        election thread need not run). Takes the controller lock if it is free."""
+        if not self.active:
+            epoch = self.leadership.try_acquire()
+            if epoch is None:
+                raise RuntimeError("another process controls this database")
+            self._promote(epoch, threads=False)
+        total = TickStats()
+        for loop in list(self.loops.values()):
+            s = loop.run_once()
+            total.polled += s.polled
+            total.changed += s.changed
+            total.submitted += s.submitted
+            total.errors += s.errors
+            total.seconds += s.seconds
+        return total
+
+    def _promote(self, epoch: int, threads: bool = True) -> None:
+        with self._lock:
+            self._deposed.clear()
+            for backend in self.backends.values():
+                try:
+                    backend.start_controller()
+                except Exception:
+                    log.exception("backend %s could not start controlling; its jobs wait", backend.name)
+            self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
+                                            interval=self.interval, batch_size=self.batch_size,
+                                            on_tick=self._tick, on_deposed=self._deposed.set)
+                          for name, b in self.backends.items()}
+            if threads:
+                for loop in self.loops.values():
+                    loop.start()
+            self.epoch = epoch
+        log.info("this process is now the controller (epoch %d)", epoch)
+
+    def _tick(self, stats: TickStats) -> None:
+        self.ticks += 1
+        self.errors += stats.errors
+        if self.on_tick:
+            self.on_tick(stats)
+
+    def _demote(self, why: str) -> None:
+        with self._lock:
+            if self.epoch is None:
+                return
+            for loop in self.loops.values():
+                loop.stop()
+            self.loops = {}
+            for backend in self.backends.values():
+                try:
+                    backend.stop_controller()
+                except Exception:
+                    log.exception("backend %s: stop_controller failed", backend.name)
+            log.warning("this process stopped being the controller (epoch %d): %s", self.epoch, why)
+            self.epoch = None

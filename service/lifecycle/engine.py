@@ -1,0 +1,198 @@
+"""The only writer of job states.
+
+Every path goes through here: the controller's submit results and observations,
+a member's cancel, a job's creation. A state changes only from the state that
+was read (`UPDATE jobs ... WHERE id = :id AND state = :seen`), so two writers
+can never both move a job, and each accepted change is exactly one JobEvent.
+The controller's writes also carry its fencing epoch: once another process has
+taken over, a deposed controller's late writes change nothing (Deposed).
+
+Policy lives in `decide()`: backends report facts (what Vertex says, how the
+replicas ended); what that means for the job is decided here, once."""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Protocol
+
+from sqlalchemy import exists, insert, select, update
+from sqlalchemy.orm import Session
+
+from service.errors import Conflict, NotFound
+from service.lifecycle import sanitize
+from service.lifecycle.protocol import Observation
+from service.lifecycle.states import TERMINAL, JobState, can_transition
+from service.models import ControllerLease, Job, JobEvent
+
+log = logging.getLogger("trainjobs.lifecycle")
+S = JobState
+CAS_ATTEMPTS = 5
+LEASE = "controller"
+# The keys a too-large progress keeps (the charts and the list need these).
+PROGRESS_KEEP = ("epoch", "epochs", "steps", "phase", "updated_at", "task", "metrics")
+
+
+class Deposed(Exception):
+    """This process's controller epoch is no longer the current one: stop at once."""
+
+
+class Listener(Protocol):
+    """Called inside the writing transaction (e.g. a webhook outbox row, epoch history):
+    what a listener writes commits or rolls back with the change itself."""
+
+    def __call__(self, session: Session, change: "Change") -> None: ...
+
+
+@dataclass(frozen=True)
+class Change:
+    job_id: uuid.UUID
+    from_state: JobState | None
+    to_state: JobState | None        # None: no state change (e.g. progress only)
+    reason: str
+    actor: str
+    at: datetime
+    progress: dict | None = None     # the stored progress, when it changed
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def decide(current: JobState, proposed: JobState | None) -> JobState | None:
+    """The state a job moves to when a backend reports `proposed`; None: it stays."""
+    if proposed is None or proposed == current or current in TERMINAL:
+        return None
+    if current == S.CANCELLING and proposed not in TERMINAL:
+        return None  # the cancel has not reached it yet: it is still being cancelled
+    if not can_transition(current, proposed):
+        log.warning("a backend reported %s for a job in %s; not an allowed move, ignored",
+                    proposed.value, current.value)
+        return None
+    return proposed
+
+
+class Engine:
+    def __init__(self, *, progress_max_bytes: int = 16_384, error_max_bytes: int = 65_536) -> None:
+        self.progress_max_bytes = progress_max_bytes
+        self.error_max_bytes = error_max_bytes
+        self.listeners: list[Listener] = []
+
+    def listen(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    # -- the primitive -------------------------------------------------------------------
+    def _write(self, session: Session, job_id: uuid.UUID, seen: str, values: dict, *,
+               fence: int | None) -> bool:
+        stmt = update(Job).where(Job.id == job_id, Job.state == seen)
+        if fence is not None:
+            stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
+        if session.execute(stmt.values(**values)).rowcount == 1:
+            return True
+        if fence is not None and not self.fence_holds(session, fence):
+            raise Deposed(f"controller epoch {fence} is no longer current")
+        return False
+
+    def fence_holds(self, session: Session, fence: int) -> bool:
+        return session.scalar(select(ControllerLease.epoch).where(ControllerLease.name == LEASE)) == fence
+
+    def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
+               actor: str, at: datetime, progress: dict | None = None) -> None:
+        session.execute(insert(JobEvent), [{"job_id": job_id, "from_state": src, "to_state": dst.value,
+                                            "reason": sanitize.clean_text(reason, 2000),
+                                            "actor": sanitize.clean_text(actor, 200), "at": at}])
+        self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
+
+    def _notify(self, session: Session, change: Change) -> None:
+        for listener in self.listeners:
+            listener(session, change)
+
+    # -- the paths -----------------------------------------------------------------------
+    def created(self, session: Session, job_id: uuid.UUID, actor: str, at: datetime,
+                reason: str = "submitted") -> None:
+        """The first event of a job whose row (state QUEUED) the caller inserted."""
+        self._event(session, job_id, None, S.QUEUED, reason, actor, at)
+
+    def move(self, session: Session, job_id: uuid.UUID, dst: JobState, *, reason: str, actor: str,
+             allowed_from: Callable[[JobState], bool] | None = None, fence: int | None = None,
+             values: dict | None = None) -> JobState:
+        """Move a job to `dst` from whatever state it is in, if the table allows it.
+        Returns the state it was in. Raises NotFound, or Conflict for a move not allowed."""
+        for _ in range(CAS_ATTEMPTS):
+            seen = session.scalar(select(Job.state).where(Job.id == job_id))
+            if seen is None:
+                raise NotFound(f"no job with id {job_id}")
+            src = S(seen)
+            if src == dst:
+                return src
+            if not can_transition(src, dst) or (allowed_from and not allowed_from(src)):
+                raise Conflict(f"job {job_id} cannot go from {src.value} to {dst.value}",
+                               current_state=src.value)
+            now = utcnow()
+            row = {"state": dst.value, "updated_at": now, **(values or {})}
+            if dst in TERMINAL:
+                row.setdefault("ended_at", now)
+            if self._write(session, job_id, seen, row, fence=fence):
+                self._event(session, job_id, seen, dst, reason, actor, now)
+                return src
+        raise Conflict(f"job {job_id} kept changing while it was being moved to {dst.value}; try again")
+
+    def apply(self, session: Session, obs: Observation, *, actor: str = "backend",
+              fence: int | None = None) -> bool:
+        """Apply what a backend saw. Returns True if the job's state changed."""
+        progress = sanitize.bounded(obs.progress, self.progress_max_bytes, PROGRESS_KEEP)
+        error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
+                                                                    "exit_code", "signal"))
+        for _ in range(CAS_ATTEMPTS):
+            row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at)
+                                  .where(Job.id == obs.job_id)).one_or_none()
+            if row is None:
+                return False
+            current = S(row.state)
+            if current in TERMINAL and obs.state is not None and obs.state != current:
+                log.info("job %s: ignoring %s after final %s", obs.job_id, obs.state.value, current.value)
+            dst = decide(current, obs.state)
+            now = utcnow()
+            values: dict = {}
+            if obs.backend_ref and obs.backend_ref != row.backend_ref:
+                values["backend_ref"] = sanitize.clean_text(obs.backend_ref, 512)
+            if obs.console_url and obs.console_url != row.console_url:
+                values["console_url"] = sanitize.clean_text(obs.console_url, 1024)
+            if progress is not None:
+                values["progress"] = progress
+            if obs.error is not None and (dst is not None or current not in TERMINAL):
+                values["error"] = error
+            if dst is not None:
+                values["state"] = dst.value
+                if dst == S.RUNNING or obs.started_at:
+                    if row.started_at is None:
+                        values["started_at"] = obs.started_at or now
+                if dst in TERMINAL:
+                    values["ended_at"] = obs.ended_at or now
+            elif obs.started_at and row.started_at is None and current not in (S.QUEUED,):
+                values["started_at"] = obs.started_at
+            if not values:
+                return False
+            values["updated_at"] = now
+            if not self._write(session, obs.job_id, row.state, values, fence=fence):
+                continue  # someone moved it since we read it: decide again from what it is now
+            if dst is not None:
+                at = values.get("ended_at", now) if dst in TERMINAL else now
+                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, at, progress)
+            elif progress is not None:
+                self._notify(session, Change(obs.job_id, current, None, "", actor, now, progress))
+            return dst is not None
+        log.warning("job %s: kept changing under %d attempts to apply %s", obs.job_id, CAS_ATTEMPTS, obs)
+        return False
+
+    def mark_launch_attempt(self, session: Session, job_id: uuid.UUID, *, fence: int | None) -> bool:
+        """Record, before a submit, that one is being made (committed by the caller first):
+        a backend whose create is not idempotent reads it to never create twice."""
+        return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": utcnow()}, fence=fence)
+
+    def clear_launch_attempt(self, session: Session, job_id: uuid.UUID, previous: datetime | None, *,
+                             fence: int | None) -> None:
+        """The attempt just recorded launched nothing (the backend knows): forget it, so the
+        next pass tries again at once instead of waiting for it to settle."""
+        self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": previous}, fence=fence)

@@ -1,0 +1,36 @@
+"""Job rows as the read-only JobHandles backends receive."""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service import jobspec
+from service.lifecycle.protocol import JobHandle
+from service.lifecycle.states import JobState
+from service.models import Job
+
+HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at)
+
+
+def handle_of_row(session_factory, row) -> JobHandle:
+    """A handle from a HANDLE_COLUMNS row; its CompiledJob is read (in a short session
+    of its own) on first use: most active jobs have no news on most passes."""
+    def load() -> jobspec.CompiledJob:
+        with session_factory() as session:
+            return jobspec.CompiledJob.from_json(session.scalar(select(Job.compiled).where(Job.id == row.id)))
+    return JobHandle(id=row.id, state=JobState(row.state), backend_ref=row.backend_ref, compiled=load,
+                     created_at=row.created_at, display_name=row.display_name,
+                     launch_attempted_at=row.launch_attempted_at)
+
+
+def handle_of_job(job: Job) -> JobHandle:
+    return JobHandle(id=job.id, state=JobState(job.state), backend_ref=job.backend_ref,
+                     compiled=lambda: jobspec.CompiledJob.from_json(job.compiled), created_at=job.created_at,
+                     display_name=job.display_name, launch_attempted_at=job.launch_attempted_at)
+
+
+def read_handles(session: Session, where, *, order=(Job.created_at, Job.id), limit: int | None = None):
+    q = select(*HANDLE_COLUMNS).where(*where).order_by(*order)
+    if limit is not None:
+        q = q.limit(limit)
+    return session.execute(q).all()

@@ -1,0 +1,244 @@
+"""One controller loop per backend, so one backend's outage never delays another's
+jobs. A loop service in the Prefect style: `run_once()` is one pass and is what tests
+call; `start()` runs it every interval on its own thread.
+
+A pass: settle cancels, poll the launched jobs in batches, then admit QUEUED jobs
+(oldest first, within the backend's cap) and submit them. Only this thread calls
+the backend's submit/poll/cancel, so none of them race each other. Every write goes
+through lifecycle.engine with this controller's fencing epoch."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy import tuple_
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.lifecycle import admission
+from service.lifecycle.engine import Deposed, Engine, utcnow
+from service.lifecycle.handles import handle_of_row, read_handles
+from service.lifecycle.protocol import (Backend, Observation, PermanentBackendError, TransientBackendError)
+from service.lifecycle.states import JobState
+from service.models import Job
+
+log = logging.getLogger("trainjobs.lifecycle.loop")
+S = JobState
+APPLY_ATTEMPTS = 3
+
+
+@dataclass
+class TickStats:
+    polled: int = 0
+    changed: int = 0
+    submitted: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+
+class BackendLoop:
+    def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
+                 fence: int | None, interval: float = 0.5, batch_size: int = 500,
+                 on_tick: Callable[[TickStats], None] | None = None,
+                 on_deposed: Callable[[], None] | None = None) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self.session_factory = session_factory
+        self.engine = engine
+        self.fence = fence
+        self.interval = interval
+        self.batch_size = batch_size
+        self.on_tick = on_tick
+        self.on_deposed = on_deposed
+        self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- one pass --------------------------------------------------------------------------
+    def run_once(self) -> TickStats:
+        stats = TickStats()
+        t0 = time.perf_counter()
+        self.backend.begin_pass()
+        try:
+            self._settle_cancels(stats)
+            self._poll(stats)
+            self._admit(stats)
+        finally:
+            self.backend.end_pass()
+        stats.seconds = time.perf_counter() - t0
+        if self.on_tick:
+            self.on_tick(stats)
+        return stats
+
+    def _settle_cancels(self, stats: TickStats) -> None:
+        with self.session_factory() as session:
+            never = read_handles(session, [admission.waiting_cancelled(self.name)], limit=self.batch_size)
+            for row in never:
+                self._apply(session, Observation(row.id, state=S.CANCELLED,
+                                                 reason="cancelled before it was launched"), stats,
+                            actor="controller")
+            rows = read_handles(session, [admission.cancelling(self.name)], limit=self.batch_size)
+            session.rollback()
+        for row in rows:
+            if row.id in self._cancel_sent:
+                continue
+            handle = handle_of_row(self.session_factory, row)
+            try:
+                reached = self.backend.cancel(handle)
+            except TransientBackendError as e:
+                log.warning("job %s: cancel deferred: %s", row.id, e)
+                continue
+            except PermanentBackendError as e:
+                # The job stays CANCELLING and ends however the backend ends it.
+                log.error("job %s: %s refused the cancel: %s", row.id, self.name, e.message)
+            except Exception:
+                log.exception("job %s: cancel failed", row.id)
+                stats.errors += 1
+                continue
+            else:
+                if reached is not None:
+                    with self.session_factory() as session:
+                        self._apply(session, Observation(row.id, state=reached, reason="cancelled before it started"),
+                                    stats)
+            self._cancel_sent.add(row.id)
+
+    def _poll(self, stats: TickStats) -> None:
+        after = None
+        while True:
+            with self.session_factory() as session:
+                where = [admission.launched_active(self.name)]
+                if after is not None:
+                    where.append(tuple_(Job.created_at, Job.id) > after)
+                rows = read_handles(session, where, limit=self.batch_size)
+                session.rollback()  # hold no transaction (nor SQLite snapshot) while the backend works
+                if not rows:
+                    return
+                after = (rows[-1].created_at, rows[-1].id)
+                handles = [handle_of_row(self.session_factory, r) for r in rows]
+                stats.polled += len(handles)
+                try:
+                    observations = self.backend.poll(handles)
+                except Exception:
+                    log.exception("backend %s: poll failed; will retry next pass", self.name)
+                    stats.errors += 1
+                    return
+                for obs in observations:
+                    self._apply(session, obs, stats)
+            if len(rows) < self.batch_size:
+                return
+
+    def _admit(self, stats: TickStats) -> None:
+        with self.session_factory() as session:
+            rows = admission.admissible(session, self.name, self.backend.capabilities, self.batch_size)
+            session.rollback()
+            window = self.backend.capabilities.resubmit_after_seconds
+            for row in rows:
+                if self._stop.is_set():
+                    return
+                prev = row.launch_attempted_at
+                settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
+                if not settling:
+                    # Committed before the backend is called: whoever controls next knows an
+                    # attempt may have been made (a create at Google is not idempotent).
+                    try:
+                        marked = self.engine.mark_launch_attempt(session, row.id, fence=self.fence)
+                        session.commit()
+                    except Deposed:
+                        raise
+                    except OperationalError:
+                        session.rollback()
+                        log.warning("job %s: could not record the launch attempt; next pass", row.id)
+                        return
+                    if not marked:
+                        continue  # cancelled (or otherwise moved) since it was read
+                handle = handle_of_row(self.session_factory, row)
+                try:
+                    result = self.backend.submit(handle)
+                except TransientBackendError as e:
+                    log.warning("job %s: submit deferred: %s", row.id, e)
+                    if e.nothing_launched and not settling:
+                        self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
+                        session.commit()
+                    return  # FIFO: nobody younger goes first
+                except PermanentBackendError as e:
+                    self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
+                                                     f"{e.message}", error={"code": e.code, "message": e.message,
+                                                                           "source": self.name}), stats)
+                    continue
+                except Exception:
+                    log.exception("job %s: submit failed", row.id)
+                    stats.errors += 1
+                    return
+                stats.submitted += 1
+                if result.state is None and not result.backend_ref and not result.console_url:
+                    if result.reason:
+                        log.info("job %s: %s", row.id, result.reason)
+                    if settling:
+                        continue  # it had its turn; an earlier attempt is still settling
+                    return  # the backend holds it for later: keep the order
+                self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
+                                                 console_url=result.console_url,
+                                                 reason=result.reason or "submitted to backend"), stats)
+
+    def _apply(self, session: Session, obs: Observation, stats: TickStats, actor: str | None = None) -> None:
+        """One short transaction per observation. On SQLite a write that races another
+        connection's commit fails at once ("database is locked": the busy timeout does
+        not apply to a stale read snapshot): read again and retry."""
+        for attempt in range(APPLY_ATTEMPTS):
+            try:
+                changed = self.engine.apply(session, obs, fence=self.fence, actor=actor or self.name)
+                session.commit()
+            except Deposed:
+                session.rollback()
+                raise
+            except OperationalError:
+                session.rollback()
+                if attempt + 1 < APPLY_ATTEMPTS:
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                log.exception("job %s: could not apply %s", obs.job_id, obs)
+                stats.errors += 1
+                return
+            except Exception:
+                session.rollback()
+                log.exception("job %s: could not apply %s", obs.job_id, obs)
+                stats.errors += 1
+                return
+            if changed:
+                stats.changed += 1
+            return
+
+    # -- the thread --------------------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"controller-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Deposed as e:
+                log.error("backend %s: %s; this process stops controlling", self.name, e)
+                if self.on_deposed:
+                    self.on_deposed()
+                return
+            except Exception:  # the database may be down: keep looping
+                log.exception("backend %s: controller pass failed", self.name)
+                if self.on_tick:
+                    self.on_tick(TickStats(errors=1))
+            self._wake.wait(self.interval)
+            self._wake.clear()

@@ -1,0 +1,179 @@
+"""What the lifecycle asks of a place that runs jobs, and what it hears back.
+
+Backends never touch the database and never decide a job's state. They receive
+JobHandles (a read-only view of a job row) and report facts as Observations
+(what Vertex says, how a replica exited); lifecycle.engine decides what those
+mean for the job and writes it. What a backend can do is declared in its
+Capabilities, not probed with getattr."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Sequence
+
+from service.errors import Problem
+from service.jobspec import CompiledJob
+from service.lifecycle.states import JobState
+
+
+class TransientBackendError(Exception):
+    """Worth retrying later (429, 5xx, timeouts): never a reason to fail a job.
+
+    `nothing_launched`: the backend knows the attempt launched nothing (refused before
+    it was processed, e.g. a 429), so the next one need not wait for it to settle."""
+
+    def __init__(self, message: str, *, nothing_launched: bool = False):
+        super().__init__(message)
+        self.nothing_launched = nothing_launched
+
+
+class PermanentBackendError(Exception):
+    """The backend refused the job for good; `code` and `message` are its own words."""
+
+    def __init__(self, message: str, code: int | str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class JobHandle:
+    """A read-only view of one job for a backend.
+
+    `compiled` may be given as a zero-argument loader: the reconciler hands over
+    every active job each pass, and most (queued, or merely polled) never need
+    their CustomJob parsed, so it is loaded on first use only."""
+
+    __slots__ = ("id", "state", "backend_ref", "created_at", "display_name", "launch_attempted_at",
+                 "_compiled")
+
+    def __init__(self, id: uuid.UUID, state: JobState, backend_ref: str | None,
+                 compiled: CompiledJob | Callable[[], CompiledJob], created_at: datetime,
+                 display_name: str = "", launch_attempted_at: datetime | None = None) -> None:
+        self.id = id
+        self.state = state
+        self.backend_ref = backend_ref   # the backend's own id: a CustomJob name, a local run folder
+        self.created_at = created_at
+        self.display_name = display_name
+        # Stored before every submit attempt (by any controller, ever): a backend whose
+        # create is not idempotent waits until an earlier attempt can no longer land.
+        self.launch_attempted_at = launch_attempted_at
+        self._compiled = compiled
+
+    @property
+    def compiled(self) -> CompiledJob:
+        if not isinstance(self._compiled, CompiledJob):
+            self._compiled = self._compiled()
+        return self._compiled
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id}, {self.state.value}, {self.backend_ref!r})"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a backend saw of one job. None means "no news" for that field."""
+
+    job_id: uuid.UUID
+    state: JobState | None = None
+    reason: str = ""
+    error: dict | None = None         # {"code": ..., "message": ..., "replica": ...}
+    backend_ref: str | None = None
+    console_url: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    progress: dict | None = None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    backend_ref: str | None = None
+    state: JobState | None = None     # None: stays QUEUED until a poll says more
+    console_url: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    cursor: str          # opaque; pass back as `since` to read what comes after
+    replica: str         # task name, e.g. workerpool1-0
+    stream: str          # stdout | stderr (local) or the entry's severity (Cloud Logging)
+    timestamp: datetime
+    message: str
+
+
+@dataclass(frozen=True)
+class LogPage:
+    lines: list[LogLine] = field(default_factory=list)
+    cursor: str | None = None   # resume point after the last line (None: nothing read yet)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares; the lifecycle plans around it."""
+
+    # Its replicas are processes on the controller's host: only a controller on that
+    # host may follow them, and a controller elsewhere must never call them gone.
+    host_bound: bool = False
+    # It lists its jobs in bulk once per pass (begin_pass), not one call per job.
+    bulk_poll: bool = False
+    # Jobs it may run at once (PENDING/RUNNING/...); the rest wait in QUEUED, oldest first.
+    # None: no cap of ours (the backend's own quotas still apply).
+    max_running: int | None = None
+    # Submits the controller may make in one pass (e.g. a create quota); None: no cap.
+    max_submits_per_pass: int | None = None
+    # After a launch attempt whose outcome is unknown, submit() is still offered the job (to
+    # look it up) but no new attempt is recorded for this long: a non-idempotent create
+    # (Vertex) waits until the earlier one can no longer land. 0: every pass is a new attempt.
+    resubmit_after_seconds: float = 0.0
+
+
+class Backend:
+    """The base of every backend. The lifecycle calls start_client() in every API
+    process, start_controller() only in the elected controller (stop_controller()
+    when it steps down), and submit/poll/cancel only from that controller's loop for
+    this backend, one call at a time."""
+
+    name: str = ""
+    capabilities: Capabilities = Capabilities()
+
+    def start_client(self) -> None:
+        """Every process: enough to check launchability and read logs. Raise on misconfiguration."""
+
+    def start_controller(self) -> None:
+        """This process became the controller: follow (and adopt) the backend's jobs."""
+
+    def stop_controller(self) -> None:
+        """This process is no longer the controller: stop following; leave jobs running."""
+
+    def close(self) -> None:
+        """The process is stopping."""
+
+    def begin_pass(self) -> None:
+        """A pass over every active job starts (bulk_poll backends list once here)."""
+
+    def end_pass(self) -> None:
+        """The pass is over (whatever begin_pass cached is stale from now on)."""
+
+    def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
+        """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
+        return []
+
+    def submit(self, job: JobHandle) -> "SubmitResult":
+        """Start an admitted job. May raise TransientBackendError (the job stays QUEUED and is
+        offered again on a later pass) or PermanentBackendError (the job fails)."""
+        raise NotImplementedError
+
+    def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
+        """One batch of this backend's launched, unfinished jobs, oldest first."""
+        raise NotImplementedError
+
+    def cancel(self, job: JobHandle) -> JobState | None:
+        """Ask the job to stop. Return CANCELLED for a job that never started, or None when a
+        later poll will report the outcome."""
+        raise NotImplementedError
+
+    def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None,
+                  limit: int) -> LogPage:
+        """Lines after cursor `since`, oldest first, at most `limit`."""
+        raise NotImplementedError
