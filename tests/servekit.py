@@ -1,0 +1,111 @@
+"""`trainjobs serve` as real OS processes, so tests can start several on one database
+(from different working directories), kill -9 one and watch another take over."""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "tj_" + secrets.token_urlsafe(32)   # TRAINJOBS_BOOTSTRAP_TOKEN: the first admin token
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve") -> None:
+        cwd.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = cwd / f"{name}.log"
+        full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
+        full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
+                     "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
+                     "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})
+        full.update(env)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--workers", str(workers),
+             "--log-level", "warning"],
+            env=full, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def ready(self, timeout: float = 120) -> "Serve":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"serve exited with {self.proc.returncode}: {self.log()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"serve did not become ready: {self.log()[-3000:]}")
+
+    def readyz(self) -> dict:
+        # A new connection each time: with several workers it may land on any of them.
+        return httpx.get(self.url + "/readyz", timeout=5).json()
+
+    def is_controller(self) -> bool:
+        try:
+            return bool(self.readyz().get("controller"))
+        except httpx.HTTPError:
+            return False
+
+    def kill9(self) -> None:
+        """SIGKILL the serve process alone (its local replicas live in sessions of their own)."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+        self._log.close()
+
+
+def wait_until(predicate, what: str, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_state(client: httpx.Client, job_id: str, *states: str, timeout: float = 90.0) -> dict:
+    last = {}
+
+    def reached():
+        nonlocal last
+        last = client.get(f"/v1/jobs/{job_id}").json()
+        return last if last.get("state") in states else None
+    try:
+        return wait_until(reached, f"job {job_id} to reach {states}", timeout, 0.2)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last: {last.get('state')} {last.get('error')}") from None
