@@ -70,7 +70,7 @@ class Scheduling(Strict):
     disable_retries: bool = False
     max_wait_duration_seconds: int | None = Field(None, ge=1, le=7 * 24 * 3600)
     stall_timeout_seconds: int | None = Field(
-        None, ge=10, le=7 * 24 * 3600,
+        None, ge=1, le=7 * 24 * 3600,
         description="trainjobs, not Vertex: a training replica (chief or worker) that writes no output and "
                     "reports no progress for this long fails the job, naming the replica. Off by default.")
 

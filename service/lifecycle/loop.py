@@ -8,6 +8,7 @@ the backend's submit/poll/cancel, so none of them race each other. Every write g
 through lifecycle.engine with this controller's fencing epoch."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -207,6 +208,12 @@ class BackendLoop:
                 session.rollback()
                 log.exception("job %s: could not apply %s", obs.job_id, obs)
                 stats.errors += 1
+                if obs.progress is not None or obs.error is not None:
+                    # Whatever in the backend's report could not be stored, the job must still
+                    # move on: apply the state alone.
+                    bare = dataclasses.replace(obs, progress=None, error=None if obs.error is None else {
+                        "message": "the backend's error report could not be stored; see the service log"})
+                    self._apply(session, bare, stats, actor)
                 return
             if changed:
                 stats.changed += 1

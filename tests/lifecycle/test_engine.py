@@ -183,3 +183,22 @@ def test_listeners_see_changes_in_the_same_transaction(session_factory):
         s.rollback()  # the listener's view is of an uncommitted change: it rolls back with it
         assert seen == [(S.RUNNING, None, {"epoch": 1}), (S.RUNNING, S.SUCCEEDED, None)]
         assert row(s, jid).state == "RUNNING"
+
+
+def test_an_unstorable_report_still_moves_the_job(session_factory):
+    """If something in a report cannot be stored anyway, the state change is applied alone."""
+    from service.lifecycle.loop import BackendLoop, TickStats
+
+    class Broken(Engine):
+        def apply(self, session, obs, **kw):
+            if obs.progress is not None:
+                raise ValueError("cannot store this")
+            return super().apply(session, obs, **kw)
+
+    with session_factory() as s:
+        jid = make_job(s, S.RUNNING)
+    loop = BackendLoop(backend=type("B", (), {"name": "local"})(), session_factory=session_factory,
+                       engine=Broken(), fence=None)
+    with session_factory() as s:
+        loop._apply(s, Observation(jid, state=S.SUCCEEDED, progress={"epoch": 1}, reason="done"), TickStats())
+        assert row(s, jid).state == "SUCCEEDED"

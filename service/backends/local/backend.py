@@ -423,6 +423,8 @@ class LocalBackend(Backend):
                     processes.group_members(r.pid, self._marker(run, r)) for r in run.replicas.values()
                     if r.pid is not None):
                 run.gone = True
+                if run.uid is not None:
+                    isolation.reclaim([run.dir.work, run.dir.output])
                 if run.outcome is None:  # a cancel ends when the last process is gone
                     self._set_outcome(run, S.CANCELLED, self._cancel_reason(run),
                                       {"code": 1, "message": "CANCELLED: the job was cancelled by request"})
@@ -594,16 +596,23 @@ class LocalBackend(Backend):
         return out
 
     def _read_progress(self, run: Run) -> None:
+        # A chunk per pass while the job runs; all of it once the job has ended, so the
+        # final progress (train_end) is never left behind a long line.
+        to_end = run.outcome is not None
         for rep in run.replicas.values():
             if rep.tf_role not in ("chief", "evaluator"):
                 continue
             path = run.dir.log(rep.task)
             offset = run.progress_offsets.get(rep.task, 0)
-            for ts, _stream, message, end in logfiles._read_records(path, offset, logfiles.READ_CHUNK):
-                offset = end
-                new = progress.update(run.progress, message, ts, rep.tf_role)
-                if new is not None:
-                    run.progress, run.progress_dirty = new, True
+            while True:
+                start = offset
+                for ts, _stream, message, end in logfiles._read_records(path, offset, logfiles.READ_CHUNK):
+                    offset = end
+                    new = progress.update(run.progress, message, ts, rep.tf_role)
+                    if new is not None:
+                        run.progress, run.progress_dirty = new, True
+                if not to_end or offset == start:
+                    break
             run.progress_offsets[rep.task] = offset
 
     def _missing(self, job: JobHandle) -> Observation:

@@ -58,6 +58,23 @@ def own_dir(path: Path, uid: int | None, mode: int = 0o700) -> None:
     os.chmod(path, mode)
 
 
+def reclaim(paths: list[Path]) -> None:
+    """Give a finished job's files back to the service (owner-only), so the next job to
+    get the same uid cannot read them. Symlinks are changed, never followed."""
+    me = os.geteuid()
+    for top in paths:
+        if not top.exists():
+            continue
+        for root, dirs, files in os.walk(top, followlinks=False):
+            for name in dirs + files:
+                try:
+                    os.lchown(os.path.join(root, name), me, me)
+                except OSError:
+                    pass
+        os.lchown(top, me, me)
+        os.chmod(top, 0o700)
+
+
 def unreachable_ancestor(path: Path) -> Path | None:
     """The first ancestor of `path` an unprivileged uid cannot pass through (no o+x)."""
     for d in [*reversed(path.resolve().parents), path.resolve()]:
