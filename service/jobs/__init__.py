@@ -1,0 +1,1 @@
+"""Jobs: create, read, list, cancel (routes and domain service)."""

@@ -1,0 +1,1 @@
+"""Templates: versioned job specs with typed parameters."""
