@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Creates .venv and installs trainjobs with everything it needs (service, trainer,
-# tests). Re-running is cheap: it reinstalls only when pyproject.toml changed.
+# Creates .venv and installs trainjobs exactly as locked in uv.lock (service, trainer,
+# tests). Re-running is cheap: it syncs again only when pyproject.toml or uv.lock changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+UV_VERSION=0.13.9
 # As root, local replicas run as unprivileged uids (docs/local.md) and must be able to
 # execute the interpreter: one under root's private home (pyenv) is closed to them,
-# so the system's own Python 3.11 is preferred when there is one.
-if [ -z "${PYTHON:-}" ] && [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3.11 ]; then
-    PYTHON=/usr/bin/python3.11
+# so the system's own Python is preferred when there is one.
+if [ -z "${PYTHON:-}" ] && [ "$(id -u)" = 0 ]; then
+    for candidate in /usr/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.11; do
+        if [ -x "$candidate" ]; then PYTHON=$candidate; break; fi
+    done
 fi
 PY=${PYTHON:-python3}
-"$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "trainjobs needs Python 3.11 (set PYTHON=/path/to/python3.11)")'
+"$PY" -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else "trainjobs needs Python 3.11 to 3.13 (set PYTHON=/path/to/python3.x)")'
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.trainjobs-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml uv.lock | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[trainer,test]"
+    if [ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+        .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+    fi
+    # --frozen: exactly the lock, never a new resolution; --inexact: keep uv itself.
+    UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --quiet \
+        --python .venv/bin/python --extra trainer --extra test
     echo "$want" > "$stamp"
 fi
