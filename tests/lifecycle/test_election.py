@@ -68,6 +68,7 @@ def run_scenario(services: list[Serve], fake, runs) -> None:
     killed_at = time.monotonic()
     new = wait_until(lambda: controllers(others), "a new controller", 60, 0.1)
     took = time.monotonic() - killed_at
+    print(f"takeover took {took:.1f} s")
     assert took <= TAKEOVER_SECONDS, f"takeover took {took:.1f} s"
     assert len(new) == 1
 
