@@ -18,6 +18,7 @@ from service.auth.service import Actor
 from service.backends.base import (Backend, JobHandle, Observation, PermanentBackendError,
                                    TransientBackendError)
 from service.errors import BackendRefused, BackendRejected, Conflict, Invalid, NotFound, Problem
+from service.jobs import overrides_policy
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobs.states import TERMINAL, JobState, can_transition, transition
 from service.models import Job, JobEvent, JobLabel, utcnow
@@ -91,6 +92,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
     if tv.template.archived_at is not None:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
+    submitted = overrides_policy.enforce(actor, tv.template.name, tv.version, tv.spec, body.overrides)
     backend_name = body.backend or default_backend
     backend = _backend(backends, backend_name)
     job_id = uuid.uuid4()
@@ -123,7 +125,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], body: JobCreat
             session.execute(insert(JobLabel), [{"job_id": job_id, "key": k, "value": v}
                                                for k, v in body.labels.items()])
         session.execute(insert(JobEvent), [{"job_id": job_id, "from_state": None, "to_state": JobState.QUEUED.value,
-                                            "reason": "submitted", "actor": actor.name, "at": now}])
+                                            "reason": submitted, "actor": actor.name, "at": now}])
         # Commit before the backend hears of it: a rolled-back request never launches anything.
         session.commit()
     except IntegrityError:
