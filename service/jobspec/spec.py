@@ -92,7 +92,7 @@ class JobSpec(Strict):
     labels: dict[Annotated[str, StringConstraints(max_length=64)],
                  Annotated[str, StringConstraints(max_length=64)]] = Field(default_factory=dict, max_length=64)
     enable_web_access: bool = False
-    overridable: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
+    overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
         default_factory=list, max_length=100,
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
                     "scheduling.timeout_seconds, container.env.BATCH_SIZE. A path covers what lies beneath it, "
