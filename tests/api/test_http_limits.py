@@ -142,3 +142,64 @@ def test_a_flood_of_16_mib_headers_is_cut_short(addr):
     with connect(addr) as s:  # and it still serves
         s.sendall(head())
         assert s.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
+    """The limits reach every worker `trainjobs serve` starts (the settings come from the environment)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "TRAINJOBS_LOCAL_WORK_DIR": str(tmp_path / "runs"), "TRAINJOBS_SEED_DEMO_TEMPLATE": "false",
+           "TRAINJOBS_CONTROLLER_LOCK_PATH": str(tmp_path / "controller.lock"), "TRAINJOBS_LOG_FORMAT": "text",
+           "TRAINJOBS_HTTP_MAX_HEADERS": "10", "TRAINJOBS_HTTP_HEADER_TIMEOUT_SECONDS": "0.5"}
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+                                 "--workers", str(workers)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # until it answers: the signal that it is up
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+                    s.sendall(head())
+                    if s.recv(65536).startswith(b"HTTP/1.1 200"):
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.2)
+        pids = set()
+        for _ in range(40 if workers > 1 else 1):  # new connections spread over the workers
+            with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+                s.sendall(head(*(f"X-Field-{i}: {i}" for i in range(12)), path="/readyz"))
+                assert status_of(read_all(s)) == 431
+            with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+                s.sendall(b"GET /readyz HTTP/1.1\r\n")
+                assert status_of(read_all(s)) == 408
+            with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+                s.sendall(head(path="/readyz"))
+                pids.add(read_all_json_pid(s))
+            if len(pids) == workers:
+                break
+        assert len(pids) == workers  # every worker was asked, and refused both
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def read_all_json_pid(s: socket.socket) -> int:
+    import json
+    answer = b""
+    while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+        chunk = s.recv(65536)
+        assert chunk, answer
+        answer += chunk
+    return json.loads(answer.split(b"\r\n\r\n", 1)[1])["pid"]
