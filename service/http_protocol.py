@@ -140,8 +140,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.transport.close()  # a response is under way: a second one would corrupt it
             return
-        body = json.dumps({"type": f"https://trainjobs.dev/problems/{'request-timeout' if status == 408 else 'headers-too-large'}",
-                           "title": _REASONS[status].decode(), "status": status,
+        slug = "request-timeout" if status == 408 else "headers-too-large"
+        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": _REASONS[status].decode(),
+                           "status": status,
                            "detail": detail + "; send a smaller request head, promptly"}).encode()
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\n"
                              b"content-length: %d\r\nconnection: close\r\n\r\n" % (status, _REASONS[status], len(body))

@@ -9,8 +9,8 @@ from service.auth.deps import Admin, Viewer
 from service.models import TemplateVersion
 from service.problems import PROBLEM_RESPONSES
 from service.templates import service
-from service.templates.schemas import (MAX_VERSION, TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut, TemplatePage,
-                                       TemplateSummary, VersionSummary)
+from service.templates.schemas import (MAX_VERSION, TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut,
+                                       TemplatePage, TemplateSummary, VersionSummary)
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
 

@@ -98,8 +98,8 @@ def explicit_examples(job_id: str) -> list[tuple]:
                                                                      "overridable": ["workers.nope"]}}}, "admin", 422),
         # a flood of problems is answered with a bounded list
         (*post_job, {"body": {"template": "mwms-demo", "overrides": {f"k{i}": i for i in range(5000)}}}, "admin", 422),
-        (*post_job, {"body": {"template": "mwms-demo", "overrides": {"container": {"env": {f"K{i}": "v" for i in range(5000)}}}}},
-         "member", 403),
+        (*post_job, {"body": {"template": "mwms-demo",
+                              "overrides": {"container": {"env": {f"K{i}": "v" for i in range(5000)}}}}}, "member", 403),
     ]
 
 
