@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import asynccontextmanager
-from typing import Mapping
+from typing import Annotated, Mapping
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
 
 from service import problems
@@ -27,7 +27,7 @@ from service.jobs.router import router as jobs_router
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
 from service.models import Job
-from service.observability import Metrics, RequestContextMiddleware
+from service.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.templates.router import router as templates_router
 
 log = logging.getLogger("trainjobs")
@@ -124,9 +124,12 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         return {"status": "ready", "database": "ok", "controller": app.state.controller.active,
                 "pid": os.getpid()}
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
-    def prometheus_metrics():
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
+             description="Process metrics for anyone; job counts (`trainjobs_jobs`) only with "
+                         "`Authorization: Bearer <TRAINJOBS_METRICS_TOKEN>`.")
+    def prometheus_metrics(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
+        private = metrics_access(settings, authorization)
+        return Response(metrics.exposition(private), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

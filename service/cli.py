@@ -60,6 +60,7 @@ def _serve(args) -> int:
     import uvicorn
 
     from service.config import get_settings
+    from service.http_protocol import uvicorn_options
 
     settings = get_settings()
     workers = args.workers or settings.workers
@@ -72,7 +73,7 @@ def _serve(args) -> int:
         _prepare()
         print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
         uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
-                    access_log=False, log_config=None)
+                    access_log=False, log_config=None, **uvicorn_options(settings))
         return 0
     # Several processes: the supervisor stays small (the preparation runs in a child
     # process), each worker builds its app from the environment and stands for
@@ -88,7 +89,8 @@ def _serve(args) -> int:
     print(f"trainjobs: serving on http://{host}:{port} with {workers} workers "
           f"(docs: http://{host}:{port}/docs)", file=sys.stderr)
     uvicorn.run("service.app:create_app", factory=True, workers=workers, host=host, port=port,
-                log_level=args.log_level, access_log=False, log_config=None)
+                log_level=args.log_level, access_log=False, log_config=None,
+                **uvicorn_options(settings, workers=workers))
     return 0
 
 

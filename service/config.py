@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -42,7 +42,19 @@ class Settings(BaseSettings):
     bootstrap_token: str | None = Field(None, description="Use this secret as the first admin token "
                                                           "(e.g. from a secret manager)")
     seed_demo_template: bool = True
-    max_body_bytes: int = Field(1_048_576, description="Larger request bodies are refused with 413")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies are refused with 413 "
+                                "(with Content-Length, or counted as a chunked body arrives)")
+    max_problems: int = Field(50, ge=1, le=1000, description="A 4xx lists at most this many problems in `errors`; "
+                              "`errors_omitted` says how many more there were")
+    http_max_header_bytes: int = Field(32_768, ge=1024, le=1_048_576,
+                                       description="Request line plus headers, in bytes; more answers 431")
+    http_max_headers: int = Field(100, ge=8, le=10_000, description="Header fields per request; more answers 431")
+    http_header_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="A request's line and headers must arrive within this long of its first "
+                                        "byte (or of the connection opening); else 408 and the connection closes")
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that /metrics needs for job counts (trainjobs_jobs). Without it /metrics "
+                          "shows only process metrics: request counts, latencies, reconciler passes")
     log_format: str = Field("json", description="json (structured, one object a line) or text")
     log_level: str = "INFO"
 

@@ -3,7 +3,7 @@ problem+json responses. No web framework here, so the compiler and the backends
 can raise them too."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,14 @@ path and must not buffer streaming responses such as the SSE log follow."""
 from __future__ import annotations
 
 import contextvars
+import hmac
 import json
 import logging
 import re
 import time
 import uuid
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -35,7 +36,13 @@ class Metrics:
                                            registry=self.registry,
                                            buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.jobs_by_state_source = None  # set by the app: () -> {(backend, state): count}
-        self.registry.register(_JobsByState(self))
+        # Job counts say what every team is doing: only a scrape with the metrics token sees them.
+        self.private_registry = CollectorRegistry()
+        self.private_registry.register(_JobsByState(self))
+
+    def exposition(self, private: bool) -> bytes:
+        out = generate_latest(self.registry)
+        return out + generate_latest(self.private_registry) if private else out
 
 
 class _JobsByState:
@@ -118,3 +125,12 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def metrics_access(settings, authorization: str | None) -> bool:
+    """True if this scrape may see job counts: it carries TRAINJOBS_METRICS_TOKEN.
+    Any other scrape (no token, a team's token) gets the process metrics only."""
+    expected = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    scheme, _, token = (authorization or "").partition(" ")
+    return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(),
+                                                                                 expected.encode())

@@ -7,7 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -31,6 +31,8 @@ class ProblemDetails(BaseModel):
     detail: str
     instance: str | None = None
     errors: list[FieldProblem] | None = None
+    errors_omitted: int | None = Field(None, description="How many more problems there were than `errors` lists "
+                                       "(TRAINJOBS_MAX_PROBLEMS)")
 
 
 PROBLEM_RESPONSES = {
@@ -46,8 +48,28 @@ PROBLEM_RESPONSES = {
 }
 
 
+DEFAULT_MAX_PROBLEMS = 50
+MAX_FIELD_CHARS, MAX_TEXT_CHARS = 256, 2000  # a field path may carry a hostile key of any length
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def _bounded(errors: list[dict], request: Request) -> dict:
+    """At most TRAINJOBS_MAX_PROBLEMS problems, each of bounded size, and how many were left out."""
+    settings = getattr(request.app.state, "settings", None)
+    limit = getattr(settings, "max_problems", DEFAULT_MAX_PROBLEMS)
+    shown = [{k: _clip(str(v), MAX_FIELD_CHARS if k == "field" else MAX_TEXT_CHARS) for k, v in e.items()}
+             for e in errors[:limit]]
+    out: dict = {"errors": shown}
+    if len(errors) > limit:
+        out["errors_omitted"] = len(errors) - limit
+    return out
+
+
 def problem(status: int, title: str, detail: str, slug: str, request: Request, **extra) -> JSONResponse:
-    body = {"type": TYPE_BASE + slug, "title": title, "status": status, "detail": detail,
+    body = {"type": TYPE_BASE + slug, "title": title, "status": status, "detail": _clip(detail, MAX_TEXT_CHARS),
             "instance": request.url.path, **extra}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
@@ -64,7 +86,7 @@ def install(app: FastAPI) -> None:
     async def domain_error(request: Request, exc: DomainError):
         extra = dict(exc.extra)
         if exc.problems:
-            extra["errors"] = [p.as_dict() for p in exc.problems]
+            extra.update(_bounded([p.as_dict() for p in exc.problems], request))
         resp = problem(exc.status, exc.title, exc.detail, exc.slug, request, **extra)
         resp.headers.update(exc.headers)
         return resp
@@ -85,8 +107,8 @@ def install(app: FastAPI) -> None:
                 errors.append({"field": _loc(e["loc"]), "message": e.get("msg", "invalid")})
         first = errors[0] if errors else {"field": "body", "message": "invalid"}
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return problem(422, "Invalid request", f"{first['field']}: {first['message']}{more}",
-                       "invalid-request", request, errors=errors)
+        return problem(422, "Invalid request", f"{_clip(first['field'], MAX_FIELD_CHARS)}: {first['message']}{more}",
+                       "invalid-request", request, **_bounded(errors, request))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

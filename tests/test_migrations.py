@@ -1,5 +1,4 @@
 """Alembic is the only way the schema is made: it must match the models and go both ways."""
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect

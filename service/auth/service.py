@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.errors import Conflict, Invalid, NotFound, Problem
+from service.errors import Invalid, NotFound, Problem
 from service.models import ApiToken, Team, utcnow
 
 ROLES = ("viewer", "member", "admin")

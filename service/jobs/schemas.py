@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
-from service.templates.schemas import TemplateName
+from service.templates.schemas import MAX_VERSION, TemplateName
 
 LabelKey = Annotated[str, StringConstraints(max_length=64)]
 LabelValue = Annotated[str, StringConstraints(max_length=64)]
@@ -19,7 +19,7 @@ class JobCreate(RequestBody):
         "template": "mwms-demo", "parameters": {"epochs": 2}, "backend": "local"}]})
 
     template: TemplateName
-    template_version: int | None = Field(None, ge=1, description="Default: the latest version.")
+    template_version: int | None = Field(None, ge=1, le=MAX_VERSION, description="Default: the latest version.")
     parameters: dict[Annotated[str, StringConstraints(max_length=64)], int | float | str | bool] = Field(
         default_factory=dict, max_length=100)
     overrides: Any = Field(None, description="JSON merge patch (RFC 7396) over the template spec; "

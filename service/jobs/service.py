@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, defer, make_transient_to_detached
 from service import jobspec
 from service.auth.service import Actor
 from service.errors import Conflict, Invalid, NotFound, Problem
+from service.jobs import overrides_policy
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.controller import notify_controller
@@ -76,6 +77,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     if tv.template.archived_at is not None:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
+    submitted = overrides_policy.enforce(actor, tv.template.name, tv.version, tv.spec, body.overrides)
     backend_name = body.backend or default_backend
     backend = _backend(backends, backend_name)
     job_id = uuid.uuid4()
@@ -107,7 +109,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         if body.labels:
             session.execute(insert(JobLabel), [{"job_id": job_id, "key": k, "value": v}
                                                for k, v in body.labels.items()])
-        engine.created(session, job_id, actor.name, now)
+        engine.created(session, job_id, actor.name, now, reason=submitted)
         notify_controller(session, backend_name)
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()

@@ -8,14 +8,15 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from service.errors import Invalid, Problem
+from service.jobspec import env_policy, overridable
 from service.jobspec import parameters as params
 from service.jobspec.compile import CompiledJob, Replica, compile_spec
 from service.jobspec.merge_patch import merge_patch
 from service.jobspec.spec import JobSpec, Parameter
 from service.jobspec.validate import check_display_name, check_labels, check_spec
 
-__all__ = ["CompiledJob", "Replica", "JobSpec", "Parameter", "build", "check_template",
-           "merge_patch", "pydantic_problems"]
+__all__ = ["CompiledJob", "Replica", "JobSpec", "Parameter", "build", "check_patch", "check_template",
+           "env_policy", "merge_patch", "overridable", "pydantic_problems"]
 
 
 MAX_OVERRIDE_DEPTH = 16
@@ -113,9 +114,35 @@ def check_template(spec: dict, declared: list[dict]) -> tuple[JobSpec, list[Para
     problems += params.check_declarations(parsed_params)
     problems += [p.prefixed("spec") for p in params.check_references(_string_fields(parsed), parsed_params)]
     problems += [p.prefixed("spec") for p in check_spec(parsed)]
+    problems += [p.prefixed("spec") for p in overridable.check_declared(parsed.overridable)]
+    problems += [p.prefixed("spec") for p in env_policy.check_template_env(spec, parsed_params)]
     if problems:
         raise Invalid.of(problems)
     return parsed, parsed_params
+
+
+def check_patch(overrides: Any) -> None:
+    """The shape every merge patch must have before anything walks it."""
+    if _depth(overrides) > MAX_OVERRIDE_DEPTH:
+        raise Invalid.of([Problem("overrides", f"nested deeper than {MAX_OVERRIDE_DEPTH} levels",
+                                  "a template spec is a few levels deep; send only the keys you change")])
+    if overrides is not None and not isinstance(overrides, dict):
+        raise Invalid.of([Problem("overrides", "a merge patch over the template spec must be a JSON object",
+                                  'send e.g. {"workers": {"replica_count": 4}}; null removes a key')])
+    if isinstance(overrides, dict) and "overridable" in overrides:
+        raise Invalid.of([Problem("overrides.overridable", "the template's list of overridable fields is its "
+                                  "admin's policy; a job cannot change it",
+                                  "remove it; an admin can PUT a new template version")])
+
+
+def _declared_params(declared: list[dict]) -> list[Parameter]:
+    try:
+        return [Parameter.model_validate(p) for p in declared]
+    except ValidationError as e:
+        # Stored before a rule tightened (e.g. a NaN bound on SQLite): the template must be fixed.
+        raise Invalid.of([Problem("template", "the template's stored parameters are no longer valid: "
+                                  + pydantic_problems(e, "parameters")[0].message,
+                                  "an admin must PUT a corrected version of the template")]) from None
 
 
 def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] | None,
@@ -123,19 +150,15 @@ def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] |
           reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
     """Apply overrides (JSON merge patch) and parameter values, validate, compile."""
     problems: list[Problem] = []
-    if _depth(overrides) > MAX_OVERRIDE_DEPTH:
-        raise Invalid.of([Problem("overrides", f"nested deeper than {MAX_OVERRIDE_DEPTH} levels",
-                                  "a template spec is a few levels deep; send only the keys you change")])
-    if overrides is not None and not isinstance(overrides, dict):
-        raise Invalid.of([Problem("overrides", "a merge patch over the template spec must be a JSON object",
-                                  'send e.g. {"workers": {"replica_count": 4}}; null removes a key')])
+    check_patch(overrides)
     merged = merge_patch(template_spec, overrides or {})
     try:
         spec = JobSpec.model_validate(merged)
     except ValidationError as e:
         raise Invalid.of(pydantic_problems(e, "spec")) from None
 
-    declared_params = [Parameter.model_validate(p) for p in declared]
+    declared_params = _declared_params(declared)
+    problems += [p.prefixed("spec") for p in env_policy.reserved_problems(merged)]
     values = dict(values or {})
     resolved, param_problems = params.resolve(declared_params, values)
     problems += param_problems
@@ -145,7 +168,10 @@ def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] |
     if problems:
         raise Invalid.of(problems)
 
-    spec = _substituted(spec, resolved)
+    try:
+        spec = _substituted(spec, resolved)
+    except ValidationError as e:  # e.g. a parameter's value made an argument too long
+        raise Invalid.of(pydantic_problems(e, "spec")) from None
     problems += [p.prefixed("spec") for p in check_spec(spec)]
     if problems:
         raise Invalid.of(problems)

@@ -2,6 +2,7 @@
 substitution into the container's command, args and env and the output dir."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -72,8 +73,13 @@ def _coerce(p: Parameter, value: Any) -> tuple[Value | None, Problem | None]:
     if not ok:
         return None, Problem("", f"expected {p.type}, got {type(value).__name__} {value!r}",
                              f"pass a JSON {'number' if p.type in ('int', 'float') else p.type}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, Problem("", f"{value} is not a number a job can use", "pass a finite number")
     if p.type == "float":
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            return None, Problem("", "too large for a float", "pass a number below 1.8e308")
     numeric = p.type in ("int", "float")  # bounds on other types are refused in check_declarations
     if numeric and p.minimum is not None and value < p.minimum:
         return None, Problem("", f"{value} is below the minimum {_num(p.minimum)}",

@@ -18,7 +18,8 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", 
 
 class Strict(BaseModel):
     # Nested in the request bodies (service.schema_base.RequestBody checks their text once).
-    model_config = ConfigDict(extra="forbid")
+    # No NaN or Infinity: PostgreSQL's json refuses them and no bound compares with NaN.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Disk(Strict):
@@ -95,6 +96,13 @@ class JobSpec(Strict):
     labels: dict[Annotated[str, StringConstraints(max_length=64)],
                  Annotated[str, StringConstraints(max_length=64)]] = Field(default_factory=dict, max_length=64)
     enable_web_access: bool = False
+    overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
+        default_factory=list, max_length=100,
+        description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
+                    "scheduling.timeout_seconds, container.env.BATCH_SIZE. A path covers what lies beneath it, "
+                    "except container, image, command, args, env, service_account, network, "
+                    "base_output_directory and enable_web_access, which must be named themselves. "
+                    "Admins may override anything; parameters are always open to members.")
 
 
 class Parameter(Strict):

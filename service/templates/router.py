@@ -9,8 +9,8 @@ from service.auth.deps import Admin, Viewer
 from service.models import TemplateVersion
 from service.problems import PROBLEM_RESPONSES
 from service.templates import service
-from service.templates.schemas import (TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut, TemplatePage,
-                                       TemplateSummary, VersionSummary)
+from service.templates.schemas import (MAX_VERSION, TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut,
+                                       TemplatePage, TemplateSummary, VersionSummary)
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
 
@@ -46,7 +46,7 @@ def list_templates(session: SessionDep, actor: Viewer,
 
 @router.get("/{name}", response_model=TemplateOut, summary="Get a template (latest version or ?version=N)")
 def get_template(name: NameParam, session: SessionDep, actor: Viewer,
-                 version: Annotated[int | None, Query(ge=1)] = None):
+                 version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None):
     return _out(service.get_version(session, actor.team_id, name, version))
 
 

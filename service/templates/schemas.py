@@ -3,13 +3,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from service.jobspec.spec import JobSpec, Parameter
 from service.schema_base import RequestBody
 
 TEMPLATE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
 TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]
+# Versions are INTEGER columns: PostgreSQL's holds up to 2**31 - 1 (a larger number is an error, not a miss).
+MAX_VERSION = 2**31 - 1
 
 
 class TemplateBody(RequestBody):

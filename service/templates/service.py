@@ -1,6 +1,7 @@
 """Templates: named, versioned job specs. Versions are immutable."""
 from __future__ import annotations
 
+import re
 import uuid
 
 from sqlalchemy import select
@@ -8,10 +9,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Invalid, NotFound, Problem
 from service.models import Template, TemplateVersion, utcnow
 from service.pagination import decode_cursor, encode_cursor
-from service.templates.schemas import TemplateBody, TemplateCreate
+from service.templates.schemas import TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate
 
 
 def _dump(body: TemplateBody) -> tuple[dict, list[dict]]:
@@ -97,6 +98,9 @@ def list_templates(session: Session, team_id: uuid.UUID, *, include_archived: bo
         q = q.where(Template.archived_at.is_(None))
     if cursor:
         (after,) = decode_cursor(cursor, 1)
+        if not re.match(TEMPLATE_NAME_PATTERN, after):
+            raise Invalid.of([Problem("cursor", "not a cursor this service handed out",
+                                      "pass next_cursor from the previous page unchanged, or omit it")])
         q = q.where(Template.name > after)
     rows = session.execute(q).all()
     more = len(rows) > limit

@@ -57,11 +57,14 @@ def live_server(settings, tokens):
 
     import uvicorn
 
+    from service.http_protocol import uvicorn_options
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # With the request-head limits `trainjobs serve` runs with.
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+                                           log_level="warning", access_log=False, **uvicorn_options(settings)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -1,8 +1,13 @@
 import json
 import logging
 
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from service.app import create_app
 from service.observability import JsonFormatter, request_id_var
-from tests.api.conftest import assert_problem
+from tests.api.conftest import DEMO, assert_problem
+from tests.conftest import bearer
 
 
 def test_request_ids_are_echoed_or_made(client):
@@ -14,10 +19,13 @@ def test_request_ids_are_echoed_or_made(client):
     assert client.get("/healthz", headers={"X-Request-ID": "a\tb" + "x" * 300}).headers["x-request-id"] != "a\tb"
 
 
-def test_metrics_count_requests_and_jobs(client, demo):
-    client.post("/v1/jobs", json={"template": "mwms-demo"})
-    client.get("/v1/jobs/00000000-0000-0000-0000-000000000000")
-    text = client.get("/metrics").text
+def test_metrics_count_requests_and_jobs(settings, tokens):
+    settings.metrics_token = SecretStr("scrape-secret")
+    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as client:
+        client.post("/v1/templates", json=DEMO)
+        client.post("/v1/jobs", json={"template": "mwms-demo"})
+        client.get("/v1/jobs/00000000-0000-0000-0000-000000000000")
+        text = client.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
     assert 'trainjobs_http_requests_total{method="POST",route="/v1/jobs",status="201"} 1.0' in text
     assert 'route="/v1/jobs/{job_id}",status="404"' in text
     assert 'trainjobs_jobs{backend="local",state="QUEUED"} 1.0' in text

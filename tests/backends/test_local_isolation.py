@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 
 import pytest
 

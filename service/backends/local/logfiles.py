@@ -20,7 +20,10 @@ from service.errors import Invalid, Problem
 READ_CHUNK = 1 << 20          # bytes read from one file per call, at most
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
 _POOL_TASK = re.compile(r"^workerpool(\d+-\d+)$")
-_ENTRY = re.compile(r"^([A-Za-z0-9_.-]+):(\d{1,18})$")
+_ENTRY = re.compile(r"^([A-Za-z0-9_.-]{1,64}):([0-9]{1,18})$")
+_B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
+# Far beyond any replica log, far below what lseek() refuses (EINVAL past the file system's maximum).
+MAX_OFFSET = 1 << 40
 
 
 def _short(task: str) -> str:
@@ -38,17 +41,25 @@ def encode_cursor(offsets: dict[str, int]) -> str:
 
 
 def decode_cursor(cursor: str | None) -> dict[str, int]:
+    """Strict: a cursor this service did not hand out is a 422, never a silent
+    restart from the beginning, and no offset beyond MAX_OFFSET reaches seek()."""
     if not cursor:
         return {}
     try:
+        if not _B64URL.match(cursor):
+            raise ValueError("not base64url")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        entries = [_ENTRY.match(e) for e in raw.split(",")] if raw else []
+        entries = [_ENTRY.match(e) for e in raw.split(",")]
     except (binascii.Error, ValueError):
         entries = [None]
-    if not all(entries):
+    if not all(entries) or len({m.group(1) for m in entries}) != len(entries):
         raise Invalid.of([Problem("since", "not a log cursor this service handed out",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
-    return {_long(m.group(1)): int(m.group(2)) for m in entries}
+    offsets = {_long(m.group(1)): int(m.group(2)) for m in entries}
+    if any(offset > MAX_OFFSET for offset in offsets.values()):
+        raise Invalid.of([Problem("since", f"log cursor points beyond {MAX_OFFSET} bytes, past any log",
+                                  "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
+    return offsets
 
 
 def parse_record(raw: bytes) -> tuple[str, str, str]:

@@ -22,6 +22,8 @@ from service.errors import Invalid, Problem
 
 NO_REPLICA = "vertex"   # entries Vertex writes about the job itself, not about one replica
 MAX_PAGE = 1000
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+MAX_INSERT_ID = 2048    # Cloud Logging insertIds are short; a cursor carrying more was not ours
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,18 @@ class Cursor:
                 raise ValueError("prefix")
             body = text[4:]
             raw = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            if not isinstance(raw, dict) or not isinstance(raw.get("t"), str):
+            if not isinstance(raw, dict) or not isinstance(raw.get("t"), str) or not isinstance(raw.get("i"), str) \
+                    or len(raw["i"]) > MAX_INSERT_ID:
                 raise ValueError("shape")
             at = datetime.fromisoformat(raw["t"].replace("Z", "+00:00"))
             if at.tzinfo is None:
                 raise ValueError("no time zone")
-            return cls(at, str(raw["i"]))
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            # Lines are stamped from 1970 on (an entry without a timestamp gets the epoch); earlier,
+            # or past year 9999 in UTC (OverflowError), no Cloud Logging filter can say it.
+            if at.astimezone(timezone.utc) < _EPOCH:
+                raise ValueError("before 1970")
+            return cls(at, raw["i"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError, RecursionError):
             raise Invalid.of([Problem("since", "not a log cursor this service handed out for a Vertex job",
                                       "pass the cursor of the last line (or page) unchanged")]) from None
 

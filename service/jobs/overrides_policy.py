@@ -1,0 +1,55 @@
+"""Who may change what in a template when launching a job.
+
+Members change a job through the template's parameters and the fields its
+`overridable` list names; anything else is a 403 naming the field. Admins may
+override anything, and the job's first event says what they changed beyond the
+list. Environment variables that change how programs start stay as the template
+set them unless an admin sent the overrides (service.jobspec.env_policy)."""
+from __future__ import annotations
+
+from typing import Any
+
+from service import jobspec
+from service.auth.service import Actor
+from service.errors import Forbidden, Invalid, Problem
+from service.jobspec import overridable
+
+SUBMITTED = "submitted"
+MAX_LISTED = 20  # paths named in the event reason; the overrides themselves are stored with the job
+
+
+def enforce(actor: Actor, template_name: str, template_version: int, template_spec: dict,
+            overrides: Any) -> str:
+    """Raise Forbidden (403) or Invalid (422) if the actor may not send these
+    overrides; otherwise return the reason for the job's first event."""
+    jobspec.check_patch(overrides)
+    if not overrides:
+        return SUBMITTED
+    admin = actor.can("admin")
+    allowed = overridable.declared(template_spec)
+    outside = [p for p in overridable.changed_paths(template_spec, overrides) if not overridable.permits(allowed, p)]
+    if outside and not admin:
+        raise _forbidden(actor, template_name, template_version, template_spec, outside)
+    if not admin:
+        problems = jobspec.env_policy.startup_changes(template_spec, jobspec.merge_patch(template_spec, overrides))
+        if problems:
+            raise Invalid.of([p.prefixed("overrides") for p in problems])
+    if not outside:
+        return SUBMITTED
+    named = ", ".join(overridable.text(p) for p in outside[:MAX_LISTED])
+    more = f" and {len(outside) - MAX_LISTED} more" if len(outside) > MAX_LISTED else ""
+    return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}"
+
+
+def _forbidden(actor: Actor, name: str, version: int, spec: dict, outside: list) -> Forbidden:
+    open_to_members = ", ".join(spec.get("overridable") or []) or "none"
+    fix = (f"remove it (this template lets members change: {open_to_members}, and its parameters); "
+           f"an admin of team {actor.team} may launch the job with it, or add it to the template's "
+           "overridable list")
+    problems = [Problem(f"overrides.{overridable.text(p)}",
+                        f"template {name!r} version {version} does not let members change it", fix)
+                for p in outside]
+    first = problems[0].field
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return Forbidden(f"{first}: only an admin of team {actor.team} may change it{more}; your token's role is "
+                     f"{actor.role}", problems=problems)
