@@ -220,6 +220,7 @@ class ServiceProcess:
             if value is not None:
                 env[f"TRAINJOBS_{key.upper()}"] = json.dumps(value) if isinstance(value, (list, dict)) \
                     else str(value)
+        self.log_path = Path(log_path)
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory", "--host", "127.0.0.1",
@@ -230,7 +231,8 @@ class ServiceProcess:
         import httpx
 
         def up():
-            assert self.proc.poll() is None, "the service exited; see its log"
+            assert self.proc.poll() is None, \
+                f"the service exited ({self.proc.returncode}): {self.log_path.read_text(errors='replace')[-3000:]}"
             try:
                 return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
