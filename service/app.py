@@ -9,6 +9,7 @@ import os
 from contextlib import asynccontextmanager
 from typing import Annotated, Mapping
 
+import anyio
 from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -26,6 +27,7 @@ from service.lifecycle.protocol import Backend
 from service.jobs.router import router as jobs_router
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
+from service.overload import AdmissionMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.templates.router import router as templates_router
@@ -56,7 +58,12 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     async def lifespan(app: FastAPI):
         from service import supervision
         supervision.die_with_supervisor()
-        engine = make_engine(settings.database_url)
+        # Sized from the request limit (service/overload.py): a running request never waits
+        # for a connection or a thread that another request holds.
+        engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
+                             pool_timeout=settings.db_pool_timeout_seconds)
+        app.state.health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
         if engine.dialect.name == "sqlite":
             from service.backends.local.isolation import secure_database_file
             secure_database_file(sqlite_path(settings.database_url))
@@ -90,6 +97,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             for backend in built.values():
                 backend.close()
             engine.dispose()
+            app.state.health_engine.dispose()
 
     metrics = Metrics()
 
@@ -104,22 +112,35 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.state.metrics = metrics
     problems.install(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
+                       queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
+                       on_refuse=lambda kind: metrics.overload_refusals.labels(kind).inc(),
+                       on_start=lambda mw: metrics.watch_admission(mw))
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(templates_router)
     app.include_router(jobs_router)
     app.include_router(logs_router)
     app.include_router(tokens_router)
 
+    # Health checks answer whatever the load: no request slot, no shared thread, their own
+    # database connection.
+    health_threads = anyio.CapacityLimiter(2)
+
     @app.get("/healthz", tags=["ops"], summary="The process is up")
-    def healthz():
+    async def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], summary="The database answers")
-    def readyz():
+    def _database_answers() -> bool:
         try:
-            with app.state.engine.connect() as conn:
+            with app.state.health_engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
+            return True
         except Exception:
+            return False
+
+    @app.get("/readyz", tags=["ops"], summary="The database answers")
+    async def readyz():
+        if not await anyio.to_thread.run_sync(_database_answers, limiter=health_threads):
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return {"status": "ready", "database": "ok", "controller": app.state.controller.active,
                 "pid": os.getpid()}

@@ -42,6 +42,15 @@ class Settings(BaseSettings):
     bootstrap_token: str | None = Field(None, description="Use this secret as the first admin token "
                                                           "(e.g. from a secret manager)")
     seed_demo_template: bool = True
+    max_concurrent_requests: int = Field(
+        32, ge=1, le=1000, description="Requests one process runs at once (log streams aside); the threads and "
+                                       "database connections are sized from it (service/overload.py)")
+    request_queue_seconds: float = Field(
+        0.5, ge=0, le=30, description="How long a request waits for a slot before it is answered 503 "
+                                      "with Retry-After")
+    max_streams: int = Field(5000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once")
+    db_pool_timeout_seconds: float = Field(
+        5.0, gt=0, le=60, description="The longest wait for a database connection; then 503")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies are refused with 413 "
                                 "(with Content-Length, or counted as a chunked body arrives)")
     max_problems: int = Field(50, ge=1, le=1000, description="A 4xx lists at most this many problems in `errors`; "

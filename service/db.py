@@ -9,9 +9,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 30.0) -> Engine:
+    """`pool_size` connections and no overflow: the app sizes it above its request limit
+    (service/overload.py), so a request never waits for one; a wait is bounded by
+    `pool_timeout` (then sqlalchemy.exc.TimeoutError, answered 503)."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               pool_size=pool_size, max_overflow=0, pool_timeout=pool_timeout)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(conn, _record):
@@ -26,7 +30,7 @@ def make_engine(url: str) -> Engine:
     # No pre-ping: it costs a round trip on every checkout. A connection that died
     # with the server fails its request with a 503 and invalidates the pool, and the
     # next requests reconnect (tests/faults cut the connection to check this).
-    return create_engine(url, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_size=pool_size, max_overflow=0, pool_timeout=pool_timeout)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -29,6 +29,13 @@ class Metrics:
         self.latency = Histogram("trainjobs_http_request_duration_seconds", "HTTP request latency",
                                  ["method", "route"], registry=self.registry,
                                  buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.overload_refusals = Counter("trainjobs_overload_refusals_total", "Requests answered 503 because "
+                                         "every slot (requests) or stream of the process was busy",
+                                         ["kind"], registry=self.registry)
+        self.in_flight = Gauge("trainjobs_requests_in_flight", "Requests running in this process (streams aside)",
+                               registry=self.registry)
+        self.streams = Gauge("trainjobs_streams_open", "Log streams (SSE) open in this process",
+                             registry=self.registry)
         self.reconcile_ticks = Counter("trainjobs_reconcile_ticks_total", "Reconciler passes", registry=self.registry)
         self.reconcile_errors = Counter("trainjobs_reconcile_errors_total", "Reconciler errors (backend calls, "
                                         "database)", registry=self.registry)
@@ -39,6 +46,10 @@ class Metrics:
         # Job counts say what every team is doing: only a scrape with the metrics token sees them.
         self.private_registry = CollectorRegistry()
         self.private_registry.register(_JobsByState(self))
+
+    def watch_admission(self, admission) -> None:
+        self.in_flight.set_function(lambda: admission.in_flight)
+        self.streams.set_function(lambda: admission.streams)
 
     def exposition(self, private: bool) -> bytes:
         out = generate_latest(self.registry)

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import DomainError
@@ -44,7 +45,7 @@ PROBLEM_RESPONSES = {
                        (413, "Request body too large"),
                        (422, "Invalid input: `errors` names each field and how to fix it"),
                        (502, "The backend (e.g. Vertex AI) refused the operation; its message is in detail"),
-                       (503, "Database unavailable; retry"))
+                       (503, "Overloaded or database unavailable: nothing was done; retry after Retry-After"))
 }
 
 
@@ -116,6 +117,14 @@ def install(app: FastAPI) -> None:
         resp = problem(exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), request)
         for k, v in (exc.headers or {}).items():
             resp.headers[k] = v
+        return resp
+
+    @app.exception_handler(PoolTimeout)
+    async def pool_exhausted(request: Request, exc: PoolTimeout):
+        log.error("no database connection within the pool timeout")
+        resp = problem(503, "Service overloaded", "no database connection was free in time; nothing was done: "
+                       "retry in a moment", "overloaded", request)
+        resp.headers["Retry-After"] = "1"
         return resp
 
     @app.exception_handler(OperationalError)
