@@ -25,6 +25,7 @@ from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for, sqlite_path
 from service.lifecycle.protocol import Backend
 from service.jobs.router import router as jobs_router
+from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
 from service.overload import AdmissionMiddleware
@@ -87,6 +88,10 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                 election_interval=settings.election_interval_seconds, on_tick=_record_tick)
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         app.state.controller = controller
+        app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
+            min_interval=settings.logs_follow_interval_seconds, max_interval=settings.logs_follow_max_interval_seconds,
+            heartbeat=settings.logs_heartbeat_seconds, buffer_lines=settings.logs_reader_buffer_lines,
+            follower_lines=settings.logs_follower_buffer_lines))
         app.state.wake_controller = controller.wake
         if settings.run_reconciler:
             controller.start()

@@ -91,6 +91,14 @@ class Settings(BaseSettings):
 
     # Logs API
     logs_follow_interval_seconds: float = Field(0.1, gt=0, description="How often a followed log is read")
+    logs_follow_max_interval_seconds: float = Field(
+        0.5, gt=0, le=60, description="A followed log with nothing new is read less and less often, up to this "
+                                      "(or 4 times the backend's own floor: 20 s for Cloud Logging)")
+    logs_reader_buffer_lines: int = Field(20_000, ge=100, le=1_000_000,
+                                          description="Recent lines a shared log reader keeps for followers who join")
+    logs_follower_buffer_lines: int = Field(
+        10_000, ge=10, le=1_000_000, description="Unsent lines a follower may lag by before it is cut with a "
+                                                 "`resync` event (it resumes with Last-Event-ID)")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
 
     # Vertex backend

@@ -126,6 +126,9 @@ class Capabilities:
     # look it up) but no new attempt is recorded for this long: a non-idempotent create
     # (Vertex) waits until the earlier one can no longer land. 0: every pass is a new attempt.
     resubmit_after_seconds: float = 0.0
+    # The shortest interval between two reads of one job's logs by the shared log reader
+    # (service/logs/fanout.py); idle streams back off to a few times this.
+    log_poll_seconds: float = 0.1
 
 
 class Backend:

@@ -43,10 +43,8 @@ async def job_logs(
     # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
     page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)
     if stream:
-        s = state.settings
-        cfg = service.FollowSettings(interval=s.logs_follow_interval_seconds, heartbeat=s.logs_heartbeat_seconds)
-        body = service.follow(state.session_factory, actor.team_id, backend, view, replica, page, cursor, limit, cfg,
-                              request.is_disconnected)
+        # One shared reader per job (and replica filter) serves every follower (service/logs/fanout.py).
+        body = state.log_hub.follow(backend, view, actor.team_id, replica, page, cursor, limit)
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     return LogPageOut(job_id=job_id, state=view.handle.state, cursor=page.cursor,

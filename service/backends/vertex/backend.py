@@ -79,7 +79,9 @@ class VertexBackend(Backend):
         self.settings = settings
         self.capabilities = Capabilities(bulk_poll=True, max_running=settings.vertex_max_running_jobs,
                                          max_submits_per_pass=MAX_SUBMITS_PER_POLL,
-                                         resubmit_after_seconds=settings.vertex_submit_grace_seconds)
+                                         resubmit_after_seconds=settings.vertex_submit_grace_seconds,
+                                         # Cloud Logging's read quota is 60 a minute per project.
+                                         log_poll_seconds=5.0)
         self.config: vconfig.VertexConfig | None = None
         self._jobs: v1.JobServiceClient | None = None
         self._logging: cloud_logging.Client | None = None
