@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import func, select, text
 
-from service import problems
+from service import apidocs, problems
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
 from service.backends.base import Backend
@@ -111,10 +111,12 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         metrics.reconcile_errors.inc(stats.errors)
         metrics.reconcile_seconds.observe(stats.seconds)
 
-    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id)
     app.state.settings = settings
     app.state.metrics = metrics
     problems.install(app)
+    apidocs.install(app)  # /docs, /redoc and / with assets served from here
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(templates_router)
@@ -122,11 +124,12 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(logs_router)
     app.include_router(tokens_router)
 
-    @app.get("/healthz", tags=["ops"], summary="The process is up")
+    @app.get("/healthz", tags=["ops"], operation_id="ops_healthz", summary="The process is up")
     def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], summary="The database answers")
+    @app.get("/readyz", tags=["ops"], operation_id="ops_readyz", summary="The database answers",
+             responses={503: {"description": "The database does not answer"}})
     def readyz():
         try:
             with app.state.engine.connect() as conn:
@@ -135,7 +138,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return {"status": "ready", "database": "ok", "controller": app.state.controller, "pid": os.getpid()}
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response)
+    @app.get("/metrics", tags=["ops"], operation_id="ops_metrics", summary="Prometheus metrics",
+             response_class=Response)
     def prometheus_metrics():
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
