@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv and installs trainjobs with everything it needs (service, trainer,
-# tests). Re-running is cheap: it reinstalls only when pyproject.toml changed.
+# tests) and the Python client (clients/python). Re-running is cheap: it reinstalls
+# only when a pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,9 +10,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.trainjobs-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[trainer,test]"
+    .venv/bin/python -m pip install -q -e ".[trainer,test]" -e clients/python   # the service and its Python client
     echo "$want" > "$stamp"
 fi
