@@ -1,6 +1,7 @@
 """`trainjobs jobs submit|list|get|events|logs|wait|cancel`."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from service.commands import render
@@ -51,25 +52,33 @@ def register(sub) -> None:
     for name, fn, help_ in (("get", get, "a job: state, progress, error, replicas"),
                             ("events", events, "a job's state history")):
         p = client_options(js.add_parser(name, help=help_))
-        p.add_argument("job", help="the job id")
+        p.add_argument("job", type=job_id, help="the job id")
         p.set_defaults(func=fn)
 
     lg = client_options(js.add_parser("logs", help="a job's logs, one line per log line with the replica first"))
-    lg.add_argument("job")
+    lg.add_argument("job", type=job_id, help="the job id")
     lg.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     lg.add_argument("--replica", help="only this replica, e.g. workerpool1-0")
     lg.add_argument("--since", metavar="CURSOR", help="after this cursor (from -o json output)")
     lg.set_defaults(func=logs)
 
     w = client_options(js.add_parser("wait", help="wait until a job ends; the exit code tells the final state"))
-    w.add_argument("job")
+    w.add_argument("job", type=job_id, help="the job id")
     w.add_argument("--timeout", type=float, metavar="SECONDS")
     w.set_defaults(func=wait)
 
     c = client_options(js.add_parser("cancel", help="cancel a job"))
-    c.add_argument("job")
+    c.add_argument("job", type=job_id, help="the job id")
     c.add_argument("--wait", action="store_true", help="wait until it has stopped")
     c.set_defaults(func=cancel)
+
+
+def job_id(text: str) -> str:
+    import uuid
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a UUID, as `trainjobs jobs list` shows)")
 
 
 def _typed(value: str, kind: str | None):
