@@ -38,3 +38,13 @@ def test_the_token_is_sent_as_a_bearer(server, token):
     save_config(server, token)
     with Client() as tj:  # everything from the saved file
         assert tj.url == server and tj.whoami().team == "alpha"
+
+
+def test_a_corrupt_file_is_a_clear_error():
+    import pytest
+
+    from trainjobs_client import ConfigError
+    config_path().write_text("{not json")
+    with pytest.raises(ConfigError) as bad:
+        resolve()
+    assert str(config_path()) in str(bad.value) and "trainjobs login" in str(bad.value)

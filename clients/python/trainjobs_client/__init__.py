@@ -13,7 +13,7 @@ from trainjobs_client._ops import Applied  # noqa: E402
 from trainjobs_client.aio import AsyncClient, AsyncLogStream  # noqa: E402
 from trainjobs_client.client import Client, LogStream  # noqa: E402
 from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noqa: E402
-from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, Conflict, ConnectionFailed,  # noqa: E402
+from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, ConfigError, Conflict, ConnectionFailed,  # noqa: E402
                                      FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
                                      ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
 from trainjobs_client.models import (TERMINAL_STATES, Evaluation, Job, JobEvent, JobPreview, JobState,  # noqa: E402
@@ -25,7 +25,7 @@ __all__ = [
     "DEFAULT_URL", "config_path", "save_config",
     "TrainjobsError", "ApiError", "FieldError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "PayloadTooLarge", "InvalidRequest", "ServerError", "BackendRefused", "ServiceUnavailable",
-    "ConnectionFailed", "WaitTimeout",
+    "ConnectionFailed", "ConfigError", "WaitTimeout",
     "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
     "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
     "TokenInfo",

@@ -87,7 +87,9 @@ class Follow:
         self.decoder = Decoder()
 
     def reconnecting(self) -> None:
+        retry_ms = self.decoder.retry_ms  # the service's `retry:` advice holds across connections
         self.decoder = Decoder()  # a half-received event is dropped; it comes again
+        self.decoder.retry_ms = retry_ms
 
     def handle(self, event: Event) -> LogLine | None:
         if event.event == "log":

@@ -172,10 +172,10 @@ class AsyncLogStream:
                             raise _base.error(c._opts, r)
                     else:
                         async for text in r.aiter_lines():
+                            attempt = 0  # bytes arrive (heartbeats too): the connection works
                             event = state.decoder.feed(text)
                             if event is None:
                                 continue
-                            attempt = 0
                             line = state.handle(event)
                             if line is not None:
                                 yield line

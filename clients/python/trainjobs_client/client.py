@@ -184,10 +184,10 @@ class LogStream:
                             raise _base.error(c._opts, r)
                     else:
                         for text in r.iter_lines():
+                            attempt = 0  # bytes arrive (heartbeats too): the connection works
                             event = state.decoder.feed(text)
                             if event is None:
                                 continue
-                            attempt = 0
                             line = state.handle(event)
                             if line is not None:
                                 yield line

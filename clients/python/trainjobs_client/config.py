@@ -10,6 +10,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainjobs_client.errors import ConfigError
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -35,7 +37,7 @@ def read_config_file(path: Path | None = None) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read the trainjobs config file {path}: {e}; "
+        raise ConfigError(f"cannot read the trainjobs config file {path}: {e}; "
                          "run `trainjobs login` again or delete it") from None
     return data if isinstance(data, dict) else {}
 

@@ -96,6 +96,10 @@ _BY_STATUS = {c.status: c for c in (BadRequest, Unauthorized, Forbidden, NotFoun
                                     InvalidRequest, ServerError, BackendRefused, ServiceUnavailable)}
 
 
+class ConfigError(TrainjobsError, ValueError):
+    """The saved configuration file cannot be read."""
+
+
 class ConnectionFailed(TrainjobsError):
     """The service could not be reached (after the retries)."""
 
