@@ -68,8 +68,12 @@ def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     @functools.wraps(fn)
     def run(args) -> int:
         import logging
-
-        from trainjobs_client import ApiError, ConnectionFailed, TrainjobsError, WaitTimeout
+        try:
+            from trainjobs_client import ApiError, ConnectionFailed, TrainjobsError, WaitTimeout
+        except ImportError:
+            print("trainjobs: this command needs the Python client: pip install ./clients/python "
+                  "(scripts/install.sh does it)", file=sys.stderr)
+            return ERROR
         # httpx logs every request at INFO: noise on a person's terminal.
         logging.getLogger("httpx").setLevel(logging.WARNING)
         err = stderr_console()

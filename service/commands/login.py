@@ -51,6 +51,7 @@ def login(args) -> int:
     return OK
 
 
+@handles_errors
 def logout(_args) -> int:
     from trainjobs_client import config
     path = config.config_path()

@@ -4,10 +4,14 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.backends.localkit import assert_no_processes
 from tests.cli.conftest import template_file
 
 LINE = re.compile(r"^\[workerpool\d-\d\] ")
+# The commands only speak HTTP; tests/client runs the same flows on PostgreSQL too.
+pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 def test_submit_follow_then_inspect(cli, tmp_path, work_dir):
