@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv and installs trainjobs exactly as locked in uv.lock (service, trainer,
-# tests). Re-running is cheap: it syncs again only when pyproject.toml or uv.lock changed.
+# tests) and the Python client (clients/python). Re-running is cheap: it syncs again
+# only when pyproject.toml, uv.lock or the client's pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV_VERSION=0.13.9
@@ -18,7 +19,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.trainjobs-installed
-want=$(cat pyproject.toml uv.lock | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml uv.lock clients/python/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if [ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
         .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
@@ -26,5 +27,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # --frozen: exactly the lock, never a new resolution; --inexact: keep uv itself.
     UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --quiet \
         --python .venv/bin/python --extra trainer --extra test
+    # The client's own dependencies (httpx, pydantic) are in the lock already.
+    .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps -e clients/python
     echo "$want" > "$stamp"
 fi

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
 
-from service import problems
+from service import apidocs, problems
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
 from service.config import Settings, get_settings
@@ -111,11 +111,13 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         metrics.reconcile_errors.inc(stats.errors)
         metrics.reconcile_seconds.observe(stats.seconds)
 
-    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id)
     app.state.settings = settings
     app.state.lifecycle = lifecycle
     app.state.metrics = metrics
     problems.install(app)
+    apidocs.install(app)  # /docs, /redoc and / with assets served from here
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
@@ -131,7 +133,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     # database connection.
     health_threads = anyio.CapacityLimiter(2)
 
-    @app.get("/healthz", tags=["ops"], summary="The process is up")
+    @app.get("/healthz", tags=["ops"], operation_id="ops_healthz", summary="The process is up")
     async def healthz():
         return {"status": "ok"}
 
@@ -143,14 +145,16 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         except Exception:
             return False
 
-    @app.get("/readyz", tags=["ops"], summary="The database answers")
+    @app.get("/readyz", tags=["ops"], operation_id="ops_readyz", summary="The database answers",
+             responses={503: {"description": "The database does not answer"}})
     async def readyz():
         if not await anyio.to_thread.run_sync(_database_answers, limiter=health_threads):
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         return {"status": "ready", "database": "ok", "controller": app.state.controller.active,
                 "pid": os.getpid()}
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
+    @app.get("/metrics", tags=["ops"], operation_id="ops_metrics", summary="Prometheus metrics",
+             response_class=Response,
              description="Process metrics for anyone; job counts (`trainjobs_jobs`) only with "
                          "`Authorization: Bearer <TRAINJOBS_METRICS_TOKEN>`.")
     def prometheus_metrics(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):

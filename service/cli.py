@@ -95,10 +95,12 @@ def _serve(args) -> int:
 
 
 def _db(args) -> int:
-    from service import migrate
+    from service import local_db, migrate
     from service.config import get_settings
 
     url = get_settings().database_url
+    if not local_db.check(url, create_ok=getattr(args, "create", False)):
+        return 2
     if args.db_command == "upgrade":
         migrate.upgrade(url, args.revision)
     else:
@@ -108,13 +110,15 @@ def _db(args) -> int:
 
 
 def _tokens(args) -> int:
-    from service import migrate
+    from service import local_db, migrate
     from service.auth import service as auth
     from service.config import get_settings
     from service.db import make_engine, make_session_factory
     from service.errors import DomainError
 
     settings = get_settings()
+    if not local_db.check(settings.database_url):
+        return 2
     migrate.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     try:
@@ -162,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = d.add_subparsers(dest="db_command", required=True)
     up = dsub.add_parser("upgrade", help="apply migrations (default: to head)")
     up.add_argument("revision", nargs="?", default="head")
+    up.add_argument("--create", action="store_true", help="create the database if it does not exist (SQLite)")
     down = dsub.add_parser("downgrade", help="revert migrations to a revision")
     down.add_argument("revision")
     d.set_defaults(func=_db)
@@ -178,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = tsub.add_parser("revoke", help="revoke a token by id")
     r.add_argument("token_id", type=uuid.UUID)
     t.set_defaults(func=_tokens)
+
+    from service.commands import register
+    register(sub)  # jobs, templates, login, logout, whoami: talk to a running service's API
     return p
 
 

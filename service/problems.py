@@ -36,17 +36,27 @@ class ProblemDetails(BaseModel):
                                        "(TRAINJOBS_MAX_PROBLEMS)")
 
 
-PROBLEM_RESPONSES = {
-    code: {"model": ProblemDetails, "description": desc,
-           "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}}}
-    for code, desc in ((401, "Missing, unknown or revoked bearer token"),
-                       (403, "The token's role does not allow this"),
-                       (404, "Not found"), (409, "Conflict with the current state"),
-                       (413, "Request body too large"),
-                       (422, "Invalid input: `errors` names each field and how to fix it"),
-                       (502, "The backend (e.g. Vertex AI) refused the operation; its message is in detail"),
-                       (503, "Overloaded or database unavailable: nothing was done; retry after Retry-After"))
+PROBLEM_DESCRIPTIONS = {
+    401: "Missing, unknown or revoked bearer token",
+    403: "The token's role does not allow this",
+    404: "Not found",
+    409: "Conflict with the current state",
+    413: "Request body too large",
+    422: "Invalid input: `errors` names each field and how to fix it",
+    502: "The backend (e.g. Vertex AI) refused the operation; its message is in detail",
+    503: "Overloaded or database unavailable: nothing was done; retry after Retry-After",
 }
+
+
+def problem_responses(*codes: int) -> dict:
+    """OpenAPI `responses` for the problem+json answers an operation can really give,
+    so generated clients know each one (and only those)."""
+    return {code: {"model": ProblemDetails, "description": PROBLEM_DESCRIPTIONS[code],
+                   "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}}}
+            for code in codes}
+
+
+PROBLEM_RESPONSES = problem_responses(*PROBLEM_DESCRIPTIONS)
 
 
 DEFAULT_MAX_PROBLEMS = 50

@@ -39,6 +39,7 @@ def test_first_start_prints_one_admin_token_once(tmp_path):
 
 
 def test_tokens_create_list_revoke(tmp_path):
+    assert run(tmp_path, "db", "upgrade", "--create").returncode == 0  # tokens refuse a missing database
     made = run(tmp_path, "tokens", "create", "--team", "vision", "--role", "member", "--name", "alice")
     assert made.returncode == 0, made.stderr
     secret = made.stdout.strip()

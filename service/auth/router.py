@@ -9,9 +9,9 @@ from service.auth.deps import Admin, Viewer
 from service.auth.schemas import TokenCreate, TokenCreated, TokenOut
 from service.db import SessionDep
 from service.models import ApiToken
-from service.problems import PROBLEM_RESPONSES
+from service.problems import problem_responses
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 
 
 def _out(token: ApiToken, team: str) -> dict:
@@ -19,12 +19,14 @@ def _out(token: ApiToken, team: str) -> dict:
                 created_at=token.created_at, created_by=token.created_by, revoked_at=token.revoked_at)
 
 
-@router.get("/me", response_model=TokenOut, summary="The token making this request")
+@router.get("/me", response_model=TokenOut, operation_id="tokens_me", summary="The token making this request",
+            responses=problem_responses(401, 503))
 def whoami(session: SessionDep, actor: Viewer):
     return _out(session.get(ApiToken, actor.token_id), actor.team)
 
 
-@router.post("", status_code=201, response_model=TokenCreated, summary="Create a token for your team (admin)")
+@router.post("", status_code=201, response_model=TokenCreated, operation_id="tokens_create",
+             summary="Create a token for your team (admin)", responses=problem_responses(401, 403, 413, 422, 503))
 def create_token(body: TokenCreate, session: SessionDep, actor: Admin, response: Response):
     team = service.get_or_create_team(session, actor.team)
     token, secret = service.create_token(session, team, body.name, body.role, actor.name)
@@ -32,11 +34,14 @@ def create_token(body: TokenCreate, session: SessionDep, actor: Admin, response:
     return TokenCreated(**_out(token, actor.team), token=secret)
 
 
-@router.get("", response_model=list[TokenOut], summary="Your team's tokens (admin); secrets are never shown")
+@router.get("", response_model=list[TokenOut], operation_id="tokens_list",
+            summary="Your team's tokens (admin); secrets are never shown", responses=problem_responses(401, 403, 503))
 def list_tokens(session: SessionDep, actor: Admin):
     return [_out(t, actor.team) for t in service.list_tokens(session, actor.team_id)]
 
 
-@router.post("/{token_id}/revoke", response_model=TokenOut, summary="Revoke a token (admin): refused from now on")
+@router.post("/{token_id}/revoke", response_model=TokenOut, operation_id="tokens_revoke",
+             summary="Revoke a token (admin): refused from now on",
+             responses=problem_responses(401, 403, 404, 422, 503))
 def revoke_token(token_id: uuid.UUID, session: SessionDep, actor: Admin):
     return _out(service.revoke(session, token_id, actor.team_id), actor.team)

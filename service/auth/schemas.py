@@ -4,12 +4,14 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.schema_base import RequestBody
 
 
 class TokenCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "ci-pipeline", "role": "member"}]})
+
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")] = Field(
         description="Who or what uses it, e.g. alice or ci-pipeline")
     role: Literal["viewer", "member", "admin"] = Field(

@@ -16,12 +16,12 @@ from service.lifecycle.states import JobState
 from service.jobspec import CompiledJob
 from service.models import Job
 from service.pagination import decode_time_cursor, storable_time
-from service.problems import PROBLEM_RESPONSES
+from service.problems import problem_responses
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 
 LabelFilter = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$")]
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 def _summary_fields(job: Job) -> dict:
@@ -29,21 +29,23 @@ def _summary_fields(job: Job) -> dict:
                 template=TemplateRef(name=job.template_name, version=job.template_version),
                 backend=job.backend, state=job.state, labels=job.labels, created_at=job.created_at,
                 updated_at=job.updated_at, started_at=job.started_at, ended_at=job.ended_at,
-                created_by=job.created_by)
+                created_by=job.created_by, progress=job.progress)
 
 
 def job_out(job: Job, compiled: CompiledJob | None = None) -> JobOut:
     compiled = compiled or CompiledJob.from_json(job.compiled)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
-                  progress=job.progress, custom_job=compiled.custom_job_dict,
+                  custom_job=compiled.custom_job_dict,
                   cluster=service.cluster_view(compiled))
 
 
-@router.post("", status_code=201, response_model=JobOut | JobPreview,
+@router.post("", status_code=201, response_model=JobOut, operation_id="jobs_create",
              summary="Launch a job from a template (or preview it with ?dry_run=true)",
-             responses={200: {"model": JobPreview, "description": "Dry run: what would be launched"}})
-def create_job(body: JobCreate, request: Request, response: Response, session: SessionDep, actor: Member,
+             response_description="The job, stored and QUEUED (or already further along)",
+             responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
+                        **problem_responses(401, 403, 404, 409, 413, 422, 503)})
+def create_job(body: JobCreate, request: Request, session: SessionDep, actor: Member,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
                    max_length=255, pattern=r"^[\x21-\x7e]+$",
@@ -54,8 +56,7 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
                                           default_backend=state.settings.default_backend, dry_run=dry_run,
                                           actor=actor, idempotency_key=idempotency_key)
     if dry_run:
-        response.status_code = 200
-        return result
+        return _json(result, 200)
     state.wake_controller(result.backend)
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
@@ -63,7 +64,8 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
     return _json(job_out(result), 201, headers)
 
 
-@router.get("", response_model=JobPage, summary="List jobs, newest first")
+@router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",
+            responses=problem_responses(401, 422, 503))
 def list_jobs(session: SessionDep, actor: Viewer,
               state: Annotated[list[JobState], Query(description="Repeat for several states")] = [],
               template: Annotated[str | None, Query(pattern=TEMPLATE_NAME_PATTERN)] = None,
@@ -82,7 +84,9 @@ def list_jobs(session: SessionDep, actor: Viewer,
     return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
 
 
-@router.get("/{job_id}", response_model=JobOut, summary="A job: state, error, progress, the rendered CustomJob")
+@router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",
+            summary="A job: state, error, progress, the rendered CustomJob",
+            responses=problem_responses(401, 404, 422, 503))
 def get_job(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
     return _json(job_out(service.get_job(session, actor.team_id, job_id)))
 
@@ -92,14 +96,16 @@ def _json(model, status: int = 200, headers: dict | None = None) -> Response:
     return Response(model.model_dump_json(), status_code=status, headers=headers, media_type="application/json")
 
 
-@router.get("/{job_id}/events", response_model=list[JobEventOut], summary="A job's state history")
+@router.get("/{job_id}/events", response_model=list[JobEventOut], operation_id="jobs_events",
+            summary="A job's state history", responses=problem_responses(401, 404, 422, 503))
 def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
     return [JobEventOut(id=e.id, from_state=e.from_state, to_state=e.to_state, reason=e.reason,
                         actor=e.actor, at=e.at) for e in service.list_events(session, actor.team_id, job_id)]
 
 
-@router.post("/{job_id}/cancel", status_code=202, response_model=JobOut,
-             summary="Cancel a job: it is CANCELLING until the controller has stopped it")
+@router.post("/{job_id}/cancel", status_code=202, response_model=JobOut, operation_id="jobs_cancel",
+             summary="Cancel a job: it is CANCELLING until the controller has stopped it",
+              responses=problem_responses(401, 403, 404, 409, 422, 502, 503))
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
     job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
     request.app.state.wake_controller(job.backend)

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WrapValidator
 
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
@@ -47,6 +47,50 @@ class ReplicaOut(BaseModel):
     env: dict[str, str]
 
 
+def _or_none(value, handler):
+    # Progress comes from replica output, which nobody vouches for: a value of the
+    # wrong type is shown as null rather than failing the whole answer.
+    try:
+        return handler(value)
+    except ValidationError:
+        return None
+
+
+Lenient = WrapValidator(_or_none)
+
+
+class EvaluationProgress(BaseModel):
+    """The evaluator's latest `evaluation` line."""
+
+    model_config = ConfigDict(extra="allow")
+
+    epoch: Annotated[int | None, Lenient] = None
+    epochs: Annotated[int | None, Lenient] = None
+    checkpoint: Annotated[str | None, Lenient] = None
+    metrics: Annotated[dict[str, Annotated[float | None, Lenient]] | None, Lenient] = None
+    task: Annotated[str | None, Lenient] = None
+    at: Annotated[datetime | None, Lenient] = Field(None, description="When the line was written")
+
+
+class JobProgress(BaseModel):
+    """What the trainer's structured progress lines say (the chief's latest epoch)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    phase: Annotated[str | None, Lenient] = Field(None, description="training or finished")
+    epoch: Annotated[int | None, Lenient] = Field(None, description="The last finished epoch")
+    epochs: Annotated[int | None, Lenient] = Field(None, description="Epochs in the whole run")
+    steps: Annotated[int | None, Lenient] = Field(None, description="Steps in the last epoch")
+    metrics: Annotated[dict[str, Annotated[float | None, Lenient]] | None, Lenient] = Field(
+        None, description="The last epoch's metrics, e.g. loss and accuracy (null: not finite)")
+    examples_per_sec: Annotated[float | None, Lenient] = None
+    seconds: Annotated[float | None, Lenient] = Field(None, description="Duration of the last epoch")
+    task: Annotated[str | None, Lenient] = Field(None, description="The reporting replica, e.g. chief:0")
+    model_dir: Annotated[str | None, Lenient] = Field(None, description="Where the model was saved (at the end)")
+    evaluation: Annotated[EvaluationProgress | None, Lenient] = None
+    updated_at: Annotated[datetime | None, Lenient] = None
+
+
 class JobSummary(BaseModel):
     id: uuid.UUID
     display_name: str
@@ -59,6 +103,8 @@ class JobSummary(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_by: str
+    progress: JobProgress | None = Field(None, description="Latest training progress; null until the trainer "
+                                                           "reports any")
 
 
 class JobOut(JobSummary):
@@ -67,7 +113,6 @@ class JobOut(JobSummary):
     backend_ref: str | None = None
     console_url: str | None = None
     error: dict[str, Any] | None = None
-    progress: dict[str, Any] | None = None
     custom_job: dict[str, Any] = Field(description="The Vertex AI CustomJob, as CustomJob.to_json renders it.")
     cluster: list[ReplicaOut] = Field(description="Every replica with the exact environment it gets.")
 

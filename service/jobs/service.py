@@ -142,7 +142,7 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
               created_after: datetime | None, created_before: datetime | None, limit: int,
               cursor: str | None) -> tuple[list[Job], str | None]:
     q = (select(Job).options(defer(Job.compiled), defer(Job.overrides), defer(Job.parameters),
-                             defer(Job.error), defer(Job.progress))
+                             defer(Job.error))
          .where(Job.team_id == team_id)
          .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1))
     if states:

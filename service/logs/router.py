@@ -11,9 +11,9 @@ from service.auth.deps import Viewer
 from service.db import SessionDep
 from service.logs import service
 from service.logs.schemas import LogLineOut, LogPageOut
-from service.problems import PROBLEM_RESPONSES
+from service.problems import problem_responses
 
-router = APIRouter(prefix="/v1/jobs", tags=["logs"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
 SSE_DOC = """Server-Sent Events (with `follow=true` or `Accept: text/event-stream`):
 `event: log` per line (`id:` is its cursor, `data:` the line as JSON), comments as heartbeats,
@@ -21,9 +21,10 @@ and a last `event: end` whose data holds the job's final state and error. Reconn
 `Last-Event-ID` (browsers' EventSource do it themselves) to resume after the last line seen."""
 
 
-@router.get("/{job_id}/logs", response_model=LogPageOut,
+@router.get("/{job_id}/logs", response_model=LogPageOut, operation_id="jobs_logs",
             summary="A job's replica logs: a page, or a live stream (SSE)", description=SSE_DOC,
-            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                       **problem_responses(401, 404, 409, 422, 502, 503)})
 async def job_logs(
         job_id: uuid.UUID, request: Request, actor: Viewer, session: SessionDep,
         replica: Annotated[str | None, Query(max_length=64, description="Only this replica, e.g. workerpool1-0")] = None,

@@ -7,14 +7,14 @@ from fastapi import APIRouter, Path, Query, Response
 from service.db import SessionDep
 from service.auth.deps import Admin, Viewer
 from service.models import TemplateVersion
-from service.problems import PROBLEM_RESPONSES
+from service.problems import problem_responses
 from service.templates import service
 from service.templates.schemas import (MAX_VERSION, TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut,
                                        TemplatePage, TemplateSummary, VersionSummary)
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
 
-router = APIRouter(prefix="/v1/templates", tags=["templates"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/templates", tags=["templates"])
 
 
 def _out(tv: TemplateVersion) -> TemplateOut:
@@ -24,14 +24,16 @@ def _out(tv: TemplateVersion) -> TemplateOut:
                        parameters=tv.parameters, created_at=tv.created_at, created_by=tv.created_by)
 
 
-@router.post("", status_code=201, response_model=TemplateOut, summary="Create a template (version 1)")
+@router.post("", status_code=201, response_model=TemplateOut, operation_id="templates_create",
+             summary="Create a template (version 1)", responses=problem_responses(401, 403, 409, 413, 422, 503))
 def create_template(body: TemplateCreate, session: SessionDep, actor: Admin, response: Response):
     tv = service.create(session, actor.team_id, body, actor.name)
     response.headers["Location"] = f"/v1/templates/{tv.template.name}"
     return _out(tv)
 
 
-@router.get("", response_model=TemplatePage, summary="List templates")
+@router.get("", response_model=TemplatePage, operation_id="templates_list", summary="List templates",
+            responses=problem_responses(401, 422, 503))
 def list_templates(session: SessionDep, actor: Viewer,
                    include_archived: bool = False,
                    limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -44,29 +46,35 @@ def list_templates(session: SessionDep, actor: Viewer,
                         next_cursor=next_cursor)
 
 
-@router.get("/{name}", response_model=TemplateOut, summary="Get a template (latest version or ?version=N)")
+@router.get("/{name}", response_model=TemplateOut, operation_id="templates_get",
+            summary="Get a template (latest version or ?version=N)", responses=problem_responses(401, 404, 422, 503))
 def get_template(name: NameParam, session: SessionDep, actor: Viewer,
                  version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None):
     return _out(service.get_version(session, actor.team_id, name, version))
 
 
-@router.get("/{name}/versions", response_model=list[VersionSummary], summary="List a template's versions")
+@router.get("/{name}/versions", response_model=list[VersionSummary], operation_id="templates_versions",
+            summary="List a template's versions", responses=problem_responses(401, 404, 422, 503))
 def list_versions(name: NameParam, session: SessionDep, actor: Viewer):
     return [VersionSummary(version=v.version, description=v.description, created_at=v.created_at,
                            created_by=v.created_by) for v in service.list_versions(session, actor.team_id, name)]
 
 
-@router.put("/{name}", response_model=TemplateOut, summary="Update a template (writes a new version)")
+@router.put("/{name}", response_model=TemplateOut, operation_id="templates_update",
+            summary="Update a template (writes a new version)",
+            responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
 def update_template(name: NameParam, body: TemplateBody, session: SessionDep, actor: Admin):
     return _out(service.update(session, actor.team_id, name, body, actor.name))
 
 
-@router.post("/{name}/archive", response_model=TemplateOut,
-             summary="Archive a template: no new jobs from it; existing jobs are kept")
+@router.post("/{name}/archive", response_model=TemplateOut, operation_id="templates_archive",
+             summary="Archive a template: no new jobs from it; existing jobs are kept",
+             responses=problem_responses(401, 403, 404, 422, 503))
 def archive_template(name: NameParam, session: SessionDep, actor: Admin):
     return _out(service.set_archived(session, actor.team_id, name, True))
 
 
-@router.post("/{name}/unarchive", response_model=TemplateOut, summary="Make an archived template usable again")
+@router.post("/{name}/unarchive", response_model=TemplateOut, operation_id="templates_unarchive",
+             summary="Make an archived template usable again", responses=problem_responses(401, 403, 404, 422, 503))
 def unarchive_template(name: NameParam, session: SessionDep, actor: Admin):
     return _out(service.set_archived(session, actor.team_id, name, False))

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import ConfigDict, BaseModel, Field, StringConstraints
 
 from service.jobspec.spec import JobSpec, Parameter
 from service.schema_base import RequestBody
@@ -13,14 +13,29 @@ TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]
 # Versions are INTEGER columns: PostgreSQL's holds up to 2**31 - 1 (a larger number is an error, not a miss).
 MAX_VERSION = 2**31 - 1
 
+_EXAMPLE = {
+    "description": "Chief and two workers, MultiWorkerMirroredStrategy",
+    "spec": {"distribution": "multi_worker_mirrored",
+             "container": {"image_uri": "trainjobs-trainer:latest", "command": ["python", "-m", "trainer.task"],
+                           "args": ["--dataset=synthetic", "--model=tiny_cnn", "--epochs=${epochs}"]},
+             "chief": {"machine_type": "n1-standard-4"},
+             "workers": {"machine_type": "n1-standard-4", "replica_count": 2},
+             "base_output_directory": "gs://my-bucket/runs"},
+    "parameters": [{"name": "epochs", "type": "int", "default": 2, "minimum": 1, "maximum": 100}],
+}
+
 
 class TemplateBody(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [_EXAMPLE]})
+
     description: Annotated[str, StringConstraints(max_length=4096)] = ""
     spec: JobSpec
     parameters: list[Parameter] = Field(default_factory=list, max_length=100)
 
 
 class TemplateCreate(TemplateBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "mwms-small", **_EXAMPLE}]})
+
     name: TemplateName = Field(description="Lowercase letters, digits and -, starting with a letter.")
 
 

@@ -1,0 +1,32 @@
+"""Python client for the trainjobs REST API.
+
+    from trainjobs_client import Client
+    with Client() as tj:                       # TRAINJOBS_URL / TRAINJOBS_TOKEN or `trainjobs login`
+        job = tj.submit("mwms-demo", parameters={"epochs": 3})
+        for line in tj.logs(job, follow=True):
+            print(line.replica, line.message)
+        print(tj.wait(job).state)
+"""
+__version__ = "0.1.0"
+
+from trainjobs_client._ops import Applied  # noqa: E402
+from trainjobs_client.aio import AsyncClient, AsyncLogStream  # noqa: E402
+from trainjobs_client.client import Client, LogStream  # noqa: E402
+from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noqa: E402
+from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, ConfigError, Conflict, ConnectionFailed,  # noqa: E402
+                                     FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
+                                     ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
+from trainjobs_client.models import (TERMINAL_STATES, Evaluation, Job, JobEvent, JobPreview, JobState,  # noqa: E402
+                                     JobSummary, LogEnd, LogLine, LogPage, Progress, Replica, Template,
+                                     TemplateRef, TemplateSummary, TemplateVersion, TokenInfo)
+
+__all__ = [
+    "Client", "AsyncClient", "LogStream", "AsyncLogStream", "Applied",
+    "DEFAULT_URL", "config_path", "save_config",
+    "TrainjobsError", "ApiError", "FieldError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
+    "PayloadTooLarge", "InvalidRequest", "ServerError", "BackendRefused", "ServiceUnavailable",
+    "ConnectionFailed", "ConfigError", "WaitTimeout",
+    "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
+    "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
+    "TokenInfo",
+]

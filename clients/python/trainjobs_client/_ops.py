@@ -1,0 +1,218 @@
+"""The API's operations, written once without I/O: each is a generator that
+yields the HTTP calls it needs and returns the typed result. The sync and the
+async client only drive them (send a call, pass the response back in)."""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generator, Literal, TypeVar, Union
+
+import httpx
+from pydantic import TypeAdapter
+
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogPage, Template,
+                                     TemplateSummary, TemplateVersion, TokenInfo)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    params: list[tuple[str, str]] = field(default_factory=list)
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    # safe: any transport error and 503 are retried (reads, keyed submits, idempotent writes);
+    # connect: only failures where the request surely never reached the service.
+    retry: Literal["safe", "connect"] = "safe"
+    ok: tuple[int, ...] = ()  # error statuses handed back to the operation instead of raised
+
+
+Op = Generator[Call, httpx.Response, T]
+JobRef = Union[str, uuid.UUID, JobSummary]
+
+
+def job_id(job: JobRef) -> str:
+    if isinstance(job, JobSummary):
+        return str(job.id)
+    return str(uuid.UUID(str(job)))  # a typo'd id fails here, not as a 422 later
+
+
+def _stamp(value: datetime | str) -> str:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+# --- jobs -------------------------------------------------------------------------------------
+
+def job_body(template: str, parameters: dict | None, overrides: Any, backend: str | None,
+             display_name: str | None, labels: dict | None, template_version: int | None) -> dict:
+    body: dict[str, Any] = {"template": template}
+    if template_version is not None:
+        body["template_version"] = template_version
+    if parameters:
+        body["parameters"] = dict(parameters)
+    if overrides is not None:
+        body["overrides"] = overrides
+    if backend:
+        body["backend"] = backend
+    if display_name is not None:
+        body["display_name"] = display_name
+    if labels:
+        body["labels"] = dict(labels)
+    return body
+
+
+def submit(body: dict, idempotency_key: str | bool) -> Op[Job]:
+    key = uuid.uuid4().hex if idempotency_key is True else (idempotency_key or None)
+    # With a key a retry returns the job the first attempt made (Idempotent-Replayed), so
+    # every failure is safe to retry; without one only those that never reached the service.
+    r = yield Call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key} if key else {},
+                   retry="safe" if key else "connect")
+    return Job.model_validate_json(r.content)
+
+
+def preview(body: dict) -> Op[JobPreview]:
+    r = yield Call("POST", "/v1/jobs", params=[("dry_run", "true")], json=body)
+    return JobPreview.model_validate_json(r.content)
+
+
+def get_job(job: JobRef) -> Op[Job]:
+    r = yield Call("GET", f"/v1/jobs/{job_id(job)}")
+    return Job.model_validate_json(r.content)
+
+
+_summaries = TypeAdapter(list[JobSummary])
+
+
+def job_filters(state, template, labels, created_after, created_before) -> list[tuple[str, str]]:
+    params: list[tuple[str, str]] = []
+    states = [state] if isinstance(state, (str, JobState)) else list(state or [])
+    params += [("state", JobState(s).value) for s in states]
+    if template:
+        params.append(("template", template))
+    items = labels.items() if isinstance(labels, dict) else [(x, None) for x in labels or []]
+    params += [("label", k if v is None else f"{k}={v}") for k, v in items]
+    if created_after is not None:
+        params.append(("created_after", _stamp(created_after)))
+    if created_before is not None:
+        params.append(("created_before", _stamp(created_before)))
+    return params
+
+
+def job_page(filters: list[tuple[str, str]], cursor: str | None, limit: int) -> Op[tuple[list[JobSummary], str | None]]:
+    params = [*filters, ("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
+    r = yield Call("GET", "/v1/jobs", params=params)
+    data = r.json()
+    return _summaries.validate_python(data["items"]), data.get("next_cursor")
+
+
+_events = TypeAdapter(list[JobEvent])
+
+
+def events(job: JobRef) -> Op[list[JobEvent]]:
+    r = yield Call("GET", f"/v1/jobs/{job_id(job)}/events")
+    return _events.validate_json(r.content)
+
+
+def cancel(job: JobRef) -> Op[Job]:
+    r = yield Call("POST", f"/v1/jobs/{job_id(job)}/cancel", retry="connect")
+    return Job.model_validate_json(r.content)
+
+
+def log_page(job: JobRef, replica: str | None, since: str | None, limit: int) -> Op[LogPage]:
+    params = [("limit", str(limit))] + ([("replica", replica)] if replica else []) + \
+             ([("since", since)] if since else [])
+    r = yield Call("GET", f"/v1/jobs/{job_id(job)}/logs", params=params)
+    return LogPage.model_validate_json(r.content)
+
+
+def follow_call(job: JobRef, replica: str | None, cursor: str | None) -> Call:
+    headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    if cursor:
+        headers["Last-Event-ID"] = cursor  # resume after the last line received
+    return Call("GET", f"/v1/jobs/{job_id(job)}/logs",
+                params=[("follow", "true")] + ([("replica", replica)] if replica else []), headers=headers)
+
+
+def whoami() -> Op[TokenInfo]:
+    r = yield Call("GET", "/v1/tokens/me")
+    return TokenInfo.model_validate_json(r.content)
+
+
+# --- templates --------------------------------------------------------------------------------
+
+_template_summaries = TypeAdapter(list[TemplateSummary])
+_versions = TypeAdapter(list[TemplateVersion])
+
+
+def template_page(include_archived: bool, cursor: str | None,
+                  limit: int) -> Op[tuple[list[TemplateSummary], str | None]]:
+    params = [("limit", str(limit)), ("include_archived", "true" if include_archived else "false")]
+    r = yield Call("GET", "/v1/templates", params=params + ([("cursor", cursor)] if cursor else []))
+    data = r.json()
+    return _template_summaries.validate_python(data["items"]), data.get("next_cursor")
+
+
+def get_template(name: str, version: int | None = None) -> Op[Template]:
+    r = yield Call("GET", f"/v1/templates/{name}", params=[("version", str(version))] if version else [])
+    return Template.model_validate_json(r.content)
+
+
+def template_versions(name: str) -> Op[list[TemplateVersion]]:
+    r = yield Call("GET", f"/v1/templates/{name}/versions")
+    return _versions.validate_json(r.content)
+
+
+def template_body(spec: dict, parameters: list[dict] | None, description: str) -> dict:
+    return {"description": description, "spec": spec, "parameters": list(parameters or [])}
+
+
+def create_template(name: str, body: dict) -> Op[Template]:
+    r = yield Call("POST", "/v1/templates", json={"name": name, **body}, retry="connect")
+    return Template.model_validate_json(r.content)
+
+
+def update_template(name: str, body: dict) -> Op[Template]:
+    r = yield Call("PUT", f"/v1/templates/{name}", json=body, retry="connect")
+    return Template.model_validate_json(r.content)
+
+
+def set_archived(name: str, archived: bool) -> Op[Template]:
+    r = yield Call("POST", f"/v1/templates/{name}/{'archive' if archived else 'unarchive'}")
+    return Template.model_validate_json(r.content)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What templates.apply() did: created, updated (a new version) or unchanged."""
+
+    action: Literal["created", "updated", "unchanged"]
+    template: Template
+    previous: Template | None  # the latest version before, if there was one
+
+
+def stored_form(template: Template) -> dict:
+    return {"description": template.description, "spec": template.spec, "parameters": template.parameters}
+
+
+def canonical(body: dict) -> str:
+    return json.dumps({"description": body.get("description", ""), "spec": body.get("spec"),
+                       "parameters": body.get("parameters") or []}, sort_keys=True)
+
+
+def apply_template(name: str, body: dict) -> Op[Applied]:
+    """Create the template, or write a new version only if `body` differs from the latest.
+    The service stores specs with defaults filled in: compare like with like (the CLI
+    normalises files the way the service does before calling this)."""
+    r = yield Call("GET", f"/v1/templates/{name}", ok=(404,))
+    if r.status_code == 404:
+        created = yield from create_template(name, body)
+        return Applied("created", created, None)
+    current = Template.model_validate_json(r.content)
+    if canonical(body) == canonical(stored_form(current)):
+        return Applied("unchanged", current, current)
+    updated = yield from update_template(name, body)
+    return Applied("updated", updated, current)

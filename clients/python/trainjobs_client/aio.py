@@ -1,0 +1,223 @@
+"""The asynchronous client: the same operations as Client, awaited."""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Any, AsyncIterator, Iterable
+
+import httpx
+
+from trainjobs_client import _base, _ops
+from trainjobs_client._ops import Applied, Call, JobRef, Op, T
+from trainjobs_client.config import Config
+from trainjobs_client.errors import WaitTimeout
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
+                                     TemplateSummary, TemplateVersion, TokenInfo)
+
+
+class AsyncClient:
+    """Like Client, for asyncio: `async with AsyncClient() as c: job = await c.submit(...)`."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 retries: int = 4, backoff: float = 0.25, transport: httpx.AsyncBaseTransport | None = None):
+        self._opts = _base.options(url, token, timeout, retries, backoff)
+        self._http = httpx.AsyncClient(**_base.http_args(self._opts), transport=transport)
+        self.templates = AsyncTemplates(self)
+
+    @property
+    def url(self) -> str:
+        return self._opts.config.url
+
+    @property
+    def config(self) -> Config:
+        """The URL and token in use, and where the token came from."""
+        return self._opts.config
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def _send(self, call: Call) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                r = await self._http.request(call.method, call.path, params=call.params, json=call.json,
+                                             headers=call.headers)
+            except httpx.TransportError as e:
+                if attempt >= self._opts.retries or not _base.retryable(call, e):
+                    raise _base.unreachable(self._opts, e) from e
+                await asyncio.sleep(_base.delay(attempt, self._opts.backoff))
+                attempt += 1
+                continue
+            if attempt < self._opts.retries and _base.retry_status(call, r):
+                await asyncio.sleep(_base.delay(attempt, self._opts.backoff, r))
+                attempt += 1
+                continue
+            if r.status_code >= 400 and r.status_code not in call.ok:
+                raise _base.error(self._opts, r)
+            return r
+
+    async def _run(self, op: Op[T]) -> T:
+        try:
+            call = next(op)
+            while True:
+                call = op.send(await self._send(call))
+        except StopIteration as done:
+            return done.value
+
+    async def _pages(self, page) -> AsyncIterator:
+        cursor = None
+        while True:
+            items, cursor = await self._run(page(cursor))
+            for item in items:
+                yield item
+            if not cursor:
+                return
+
+    async def submit(self, template: str, parameters: dict[str, Any] | None = None, overrides: Any = None, *,
+                     backend: str | None = None, display_name: str | None = None,
+                     labels: dict[str, str] | None = None, template_version: int | None = None,
+                     idempotency_key: str | bool = True) -> Job:
+        body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
+        return await self._run(_ops.submit(body, idempotency_key))
+
+    async def preview(self, template: str, parameters: dict[str, Any] | None = None, overrides: Any = None, *,
+                      backend: str | None = None, display_name: str | None = None,
+                      labels: dict[str, str] | None = None, template_version: int | None = None) -> JobPreview:
+        body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
+        return await self._run(_ops.preview(body))
+
+    async def get(self, job: JobRef) -> Job:
+        return await self._run(_ops.get_job(job))
+
+    def list(self, *, state: JobState | str | Iterable[JobState | str] | None = None, template: str | None = None,
+             labels: dict[str, str | None] | Iterable[str] | None = None,
+             created_after: datetime | str | None = None, created_before: datetime | str | None = None,
+             page_size: int = 50) -> AsyncIterator[JobSummary]:
+        filters = _ops.job_filters(state, template, labels, created_after, created_before)
+        return self._pages(lambda cursor: _ops.job_page(filters, cursor, page_size))
+
+    async def events(self, job: JobRef) -> list[JobEvent]:
+        return await self._run(_ops.events(job))
+
+    async def cancel(self, job: JobRef) -> Job:
+        return await self._run(_ops.cancel(job))
+
+    async def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
+                   max_interval: float = 5.0) -> Job:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            current = await self.get(job)
+            if current.final:
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(current, timeout)
+            left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.sleep(min(interval, left))
+            interval = min(interval * 1.5, max_interval)
+
+    def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
+             page_size: int = 1000) -> "AsyncLogStream":
+        return AsyncLogStream(self, job, follow, replica, since, page_size)
+
+    async def whoami(self) -> TokenInfo:
+        return await self._run(_ops.whoami())
+
+
+class AsyncLogStream:
+    """`async for line in client.logs(job, follow=True)`; then `end` and `cursor`."""
+
+    def __init__(self, client: AsyncClient, job: JobRef, follow: bool, replica: str | None, since: str | None,
+                 page_size: int):
+        self._client, self._job, self._follow = client, job, follow
+        self._replica, self._page_size = replica, page_size
+        self._state = _base.Follow(since)
+
+    @property
+    def end(self) -> LogEnd | None:
+        return self._state.end
+
+    @property
+    def cursor(self) -> str | None:
+        return self._state.cursor
+
+    def __aiter__(self) -> AsyncIterator[LogLine]:
+        return self._stream() if self._follow else self._pages()
+
+    async def _pages(self) -> AsyncIterator[LogLine]:
+        while True:
+            page = await self._client._run(_ops.log_page(self._job, self._replica, self._state.cursor,
+                                                         self._page_size))
+            for line in page.lines:
+                yield line
+            self._state.cursor = page.cursor or self._state.cursor
+            if len(page.lines) < self._page_size:
+                return
+
+    async def _stream(self) -> AsyncIterator[LogLine]:
+        c, state, attempt = self._client, self._state, 0
+        while state.end is None:
+            call = _ops.follow_call(self._job, self._replica, state.cursor)
+            try:
+                async with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
+                    if r.status_code >= 400:
+                        await r.aread()
+                        if not (_base.retry_status(call, r) and attempt < c._opts.retries):
+                            raise _base.error(c._opts, r)
+                    else:
+                        async for text in r.aiter_lines():
+                            attempt = 0  # bytes arrive (heartbeats too): the connection works
+                            event = state.decoder.feed(text)
+                            if event is None:
+                                continue
+                            line = state.handle(event)
+                            if line is not None:
+                                yield line
+                            elif state.end is not None:
+                                return
+            except httpx.TransportError as e:
+                if attempt >= c._opts.retries or not _base.retryable(call, e):
+                    raise _base.unreachable(c._opts, e) from e
+            if attempt >= c._opts.retries:
+                raise _base.unreachable(c._opts, _base.StreamEnded("the log stream kept closing before the job ended"))
+            await asyncio.sleep(state.retry_delay(attempt, c._opts.backoff))
+            attempt += 1
+            state.reconnecting()
+
+
+class AsyncTemplates:
+    def __init__(self, client: AsyncClient):
+        self._c = client
+
+    def list(self, *, include_archived: bool = False, page_size: int = 100) -> AsyncIterator[TemplateSummary]:
+        return self._c._pages(lambda cursor: _ops.template_page(include_archived, cursor, page_size))
+
+    async def get(self, name: str, version: int | None = None) -> Template:
+        return await self._c._run(_ops.get_template(name, version))
+
+    async def versions(self, name: str) -> list[TemplateVersion]:
+        return await self._c._run(_ops.template_versions(name))
+
+    async def create(self, name: str, spec: dict, parameters: list[dict] | None = None,
+                     description: str = "") -> Template:
+        return await self._c._run(_ops.create_template(name, _ops.template_body(spec, parameters, description)))
+
+    async def update(self, name: str, spec: dict, parameters: list[dict] | None = None,
+                     description: str = "") -> Template:
+        return await self._c._run(_ops.update_template(name, _ops.template_body(spec, parameters, description)))
+
+    async def apply(self, name: str, spec: dict, parameters: list[dict] | None = None,
+                    description: str = "") -> Applied:
+        return await self._c._run(_ops.apply_template(name, _ops.template_body(spec, parameters, description)))
+
+    async def archive(self, name: str) -> Template:
+        return await self._c._run(_ops.set_archived(name, True))
+
+    async def unarchive(self, name: str) -> Template:
+        return await self._c._run(_ops.set_archived(name, False))

@@ -1,0 +1,237 @@
+"""The synchronous client."""
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Iterable, Iterator
+
+import httpx
+
+from trainjobs_client import _base, _ops
+from trainjobs_client._ops import Applied, Call, JobRef, Op, T
+from trainjobs_client.config import Config
+from trainjobs_client.errors import WaitTimeout
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
+                                     TemplateSummary, TemplateVersion, TokenInfo)
+
+
+class Client:
+    """A trainjobs API client.
+
+    url and token default to TRAINJOBS_URL / TRAINJOBS_TOKEN, then to the file
+    `trainjobs login` writes. Reads, keyed submits and idempotent writes are retried
+    (`retries` times, exponential backoff) when the connection fails or the service
+    answers 503; error answers raise ApiError subclasses carrying `errors`."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 retries: int = 4, backoff: float = 0.25, transport: httpx.BaseTransport | None = None):
+        self._opts = _base.options(url, token, timeout, retries, backoff)
+        self._http = httpx.Client(**_base.http_args(self._opts), transport=transport)
+        self.templates = Templates(self)
+
+    @property
+    def url(self) -> str:
+        return self._opts.config.url
+
+    @property
+    def config(self) -> Config:
+        """The URL and token in use, and where the token came from."""
+        return self._opts.config
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _send(self, call: Call) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                r = self._http.request(call.method, call.path, params=call.params, json=call.json,
+                                       headers=call.headers)
+            except httpx.TransportError as e:
+                if attempt >= self._opts.retries or not _base.retryable(call, e):
+                    raise _base.unreachable(self._opts, e) from e
+                time.sleep(_base.delay(attempt, self._opts.backoff))
+                attempt += 1
+                continue
+            if attempt < self._opts.retries and _base.retry_status(call, r):
+                time.sleep(_base.delay(attempt, self._opts.backoff, r))
+                attempt += 1
+                continue
+            if r.status_code >= 400 and r.status_code not in call.ok:
+                raise _base.error(self._opts, r)
+            return r
+
+    def _run(self, op: Op[T]) -> T:
+        try:
+            call = next(op)
+            while True:
+                call = op.send(self._send(call))
+        except StopIteration as done:
+            return done.value
+
+    def _pages(self, page) -> Iterator:
+        cursor = None
+        while True:
+            items, cursor = self._run(page(cursor))
+            yield from items
+            if not cursor:
+                return
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def submit(self, template: str, parameters: dict[str, Any] | None = None, overrides: Any = None, *,
+               backend: str | None = None, display_name: str | None = None, labels: dict[str, str] | None = None,
+               template_version: int | None = None, idempotency_key: str | bool = True) -> Job:
+        """Launch a job. idempotency_key=True (default) makes a key, so retries after a lost
+        answer return the same job instead of launching another; a string uses yours."""
+        body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
+        return self._run(_ops.submit(body, idempotency_key))
+
+    def preview(self, template: str, parameters: dict[str, Any] | None = None, overrides: Any = None, *,
+                backend: str | None = None, display_name: str | None = None, labels: dict[str, str] | None = None,
+                template_version: int | None = None) -> JobPreview:
+        """What submit() would launch (the CustomJob and every replica's environment); stores nothing."""
+        body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
+        return self._run(_ops.preview(body))
+
+    def get(self, job: JobRef) -> Job:
+        return self._run(_ops.get_job(job))
+
+    def list(self, *, state: JobState | str | Iterable[JobState | str] | None = None, template: str | None = None,
+             labels: dict[str, str | None] | Iterable[str] | None = None,
+             created_after: datetime | str | None = None, created_before: datetime | str | None = None,
+             page_size: int = 50) -> Iterator[JobSummary]:
+        """Every matching job, newest first, fetched page by page as you iterate."""
+        filters = _ops.job_filters(state, template, labels, created_after, created_before)
+        return self._pages(lambda cursor: _ops.job_page(filters, cursor, page_size))
+
+    def events(self, job: JobRef) -> list[JobEvent]:
+        return self._run(_ops.events(job))
+
+    def cancel(self, job: JobRef) -> Job:
+        return self._run(_ops.cancel(job))
+
+    def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
+             max_interval: float = 5.0) -> Job:
+        """Poll until the job ends; returns it in its final state. Raises WaitTimeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            current = self.get(job)
+            if current.final:
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(current, timeout)
+            left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
+            time.sleep(min(interval, left))
+            interval = min(interval * 1.5, max_interval)
+
+    def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
+             page_size: int = 1000) -> "LogStream":
+        """The job's log lines. follow=True streams them (Server-Sent Events) until the job
+        ends, reconnecting after the last line received if the connection drops."""
+        return LogStream(self, job, follow, replica, since, page_size)
+
+    def whoami(self) -> TokenInfo:
+        return self._run(_ops.whoami())
+
+
+class LogStream:
+    """Iterate for LogLine objects; after the end of a followed stream, `end` holds the
+    job's final state and error, and `cursor` the point to resume from."""
+
+    def __init__(self, client: Client, job: JobRef, follow: bool, replica: str | None, since: str | None,
+                 page_size: int):
+        self._client, self._job, self._follow = client, job, follow
+        self._replica, self._page_size = replica, page_size
+        self._state = _base.Follow(since)
+
+    @property
+    def end(self) -> LogEnd | None:
+        return self._state.end
+
+    @property
+    def cursor(self) -> str | None:
+        return self._state.cursor
+
+    def __iter__(self) -> Iterator[LogLine]:
+        return self._stream() if self._follow else self._pages()
+
+    def _pages(self) -> Iterator[LogLine]:
+        while True:
+            page = self._client._run(_ops.log_page(self._job, self._replica, self._state.cursor, self._page_size))
+            yield from page.lines
+            self._state.cursor = page.cursor or self._state.cursor
+            if len(page.lines) < self._page_size:
+                return
+
+    def _stream(self) -> Iterator[LogLine]:
+        c, state, attempt = self._client, self._state, 0
+        while state.end is None:
+            call = _ops.follow_call(self._job, self._replica, state.cursor)
+            try:
+                with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
+                    if r.status_code >= 400:
+                        r.read()
+                        if not (_base.retry_status(call, r) and attempt < c._opts.retries):
+                            raise _base.error(c._opts, r)
+                    else:
+                        for text in r.iter_lines():
+                            attempt = 0  # bytes arrive (heartbeats too): the connection works
+                            event = state.decoder.feed(text)
+                            if event is None:
+                                continue
+                            line = state.handle(event)
+                            if line is not None:
+                                yield line
+                            elif state.end is not None:
+                                return
+            except httpx.TransportError as e:
+                if attempt >= c._opts.retries or not _base.retryable(call, e):
+                    raise _base.unreachable(c._opts, e) from e
+            if attempt >= c._opts.retries:
+                raise _base.unreachable(c._opts, _base.StreamEnded("the log stream kept closing before the job ended"))
+            # The stream broke off (or the service restarted) before the end: resume.
+            time.sleep(state.retry_delay(attempt, c._opts.backoff))
+            attempt += 1
+            state.reconnecting()
+
+
+class Templates:
+    """client.templates: job templates (reads need a viewer token, writes an admin one)."""
+
+    def __init__(self, client: Client):
+        self._c = client
+
+    def list(self, *, include_archived: bool = False, page_size: int = 100) -> Iterator[TemplateSummary]:
+        return self._c._pages(lambda cursor: _ops.template_page(include_archived, cursor, page_size))
+
+    def get(self, name: str, version: int | None = None) -> Template:
+        return self._c._run(_ops.get_template(name, version))
+
+    def versions(self, name: str) -> list[TemplateVersion]:
+        return self._c._run(_ops.template_versions(name))
+
+    def create(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> Template:
+        return self._c._run(_ops.create_template(name, _ops.template_body(spec, parameters, description)))
+
+    def update(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> Template:
+        """Writes a new version (versions are immutable)."""
+        return self._c._run(_ops.update_template(name, _ops.template_body(spec, parameters, description)))
+
+    def apply(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> Applied:
+        """Create the template, or add a version only if it differs from the latest."""
+        return self._c._run(_ops.apply_template(name, _ops.template_body(spec, parameters, description)))
+
+    def archive(self, name: str) -> Template:
+        return self._c._run(_ops.set_archived(name, True))
+
+    def unarchive(self, name: str) -> Template:
+        return self._c._run(_ops.set_archived(name, False))

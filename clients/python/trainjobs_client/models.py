@@ -1,0 +1,198 @@
+"""Typed views of the API's answers. Unknown fields are ignored, so a newer
+service does not break an older client."""
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class JobState(str, enum.Enum):
+    """Vertex AI's JobState names without the JOB_STATE_ prefix."""
+
+    QUEUED = "QUEUED"
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"
+    EXPIRED = "EXPIRED"
+    UPDATING = "UPDATING"
+    PARTIALLY_SUCCEEDED = "PARTIALLY_SUCCEEDED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def final(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED,
+                             JobState.PARTIALLY_SUCCEEDED})
+
+
+class TemplateRef(Model):
+    name: str
+    version: int
+
+
+class Evaluation(Model):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    epoch: int | None = None
+    epochs: int | None = None
+    checkpoint: str | None = None
+    metrics: dict[str, float | None] | None = None
+    at: datetime | None = None
+
+
+class Progress(Model):
+    """What the trainer reported last: the chief's latest epoch and its metrics."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    phase: str | None = None
+    epoch: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    metrics: dict[str, float | None] | None = None
+    examples_per_sec: float | None = None
+    seconds: float | None = None
+    task: str | None = None
+    model_dir: str | None = None
+    evaluation: Evaluation | None = None
+    updated_at: datetime | None = None
+
+
+class Replica(Model):
+    task_name: str
+    pool: int
+    index: int
+    tf_role: str | None = None
+    image_uri: str
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+
+
+class JobSummary(Model):
+    id: uuid.UUID
+    display_name: str
+    template: TemplateRef
+    backend: str
+    state: JobState
+    labels: dict[str, str] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    created_by: str
+    progress: Progress | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state.final
+
+
+class Job(JobSummary):
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    overrides: Any = None
+    backend_ref: str | None = None
+    console_url: str | None = None
+    error: dict[str, Any] | None = None
+    custom_job: dict[str, Any] = Field(default_factory=dict)
+    cluster: list[Replica] = Field(default_factory=list)
+
+
+class JobPreview(Model):
+    """What a submit would launch (dry run): nothing is stored."""
+
+    display_name: str
+    template: TemplateRef
+    backend: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    custom_job: dict[str, Any]
+    cluster: list[Replica]
+
+
+class JobEvent(Model):
+    id: int
+    from_state: JobState | None = None
+    to_state: JobState
+    reason: str
+    actor: str
+    at: datetime
+
+
+class LogLine(Model):
+    replica: str
+    stream: str
+    timestamp: datetime
+    message: str
+    cursor: str
+
+
+class LogPage(Model):
+    job_id: uuid.UUID
+    state: JobState
+    lines: list[LogLine]
+    cursor: str | None = None
+    done: bool
+
+
+class LogEnd(Model):
+    """The last event of a followed log: the job's final state and error."""
+
+    state: JobState
+    error: dict[str, Any] | None = None
+    cursor: str | None = None
+
+
+class Template(Model):
+    name: str
+    version: int
+    latest_version: int
+    archived: bool
+    description: str
+    spec: dict[str, Any]
+    parameters: list[dict[str, Any]]
+    created_at: datetime
+    created_by: str
+
+
+class TemplateSummary(Model):
+    name: str
+    latest_version: int
+    archived: bool
+    description: str
+    updated_at: datetime
+
+
+class TemplateVersion(Model):
+    version: int
+    description: str
+    created_at: datetime
+    created_by: str
+
+
+class TokenInfo(Model):
+    """The token making the requests (GET /v1/tokens/me)."""
+
+    id: uuid.UUID
+    name: str
+    role: str
+    team: str
+    prefix: str
+    created_at: datetime
+    created_by: str
+    revoked_at: datetime | None = None

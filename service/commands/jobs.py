@@ -1,0 +1,241 @@
+"""`trainjobs jobs submit|list|get|events|logs|wait|cancel`."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from service.commands import render
+from service.commands.common import (OK, UsageError, client_options, escape, exit_for, handles_errors, json_or_text,
+                                     key_value, load_document, make_client, print_json, set_path, since_time,
+                                     stderr_console, stdout_console)
+from service.commands.follow import follow_logs
+
+STATES = ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED", "PAUSED", "EXPIRED",
+          "UPDATING", "PARTIALLY_SUCCEEDED"]
+
+
+def register(sub) -> None:
+    jobs = sub.add_parser("jobs", help="submit, list, follow and cancel jobs (talks to the service's API)")
+    js = jobs.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
+
+    s = client_options(js.add_parser("submit", help="launch a job from a template"))
+    s.add_argument("template")
+    s.add_argument("-p", "--param", action="append", type=key_value, default=[], metavar="NAME=VALUE",
+                   help="a template parameter (repeat); typed as the template declares it")
+    s.add_argument("--set", action="append", type=key_value, default=[], metavar="PATH=VALUE", dest="sets",
+                   help="override the template spec, e.g. workers.replica_count=4 or evaluator=null (repeat); "
+                        "VALUE is JSON if it parses, else text")
+    s.add_argument("--overrides", type=Path, metavar="FILE", help="a JSON or YAML merge patch over the spec")
+    s.add_argument("--backend", help="local or vertex (default: the service's default)")
+    s.add_argument("--template-version", type=int, metavar="N", help="default: the latest version")
+    s.add_argument("--name", help="display name (default: <template>-<short id>)")
+    s.add_argument("--label", action="append", type=key_value, default=[], metavar="KEY=VALUE")
+    s.add_argument("--idempotency-key", metavar="KEY",
+                   help="retry-safe submit: the same key returns the same job (default: a fresh key)")
+    s.add_argument("--dry-run", action="store_true", help="show the CustomJob and replicas; launch nothing")
+    s.add_argument("--wait", action="store_true", help="wait for the end; the exit code tells the final state")
+    s.add_argument("-f", "--follow", action="store_true", help="print the logs until the end (implies --wait)")
+    s.add_argument("--timeout", type=float, metavar="SECONDS", help="with --wait: give up after this long (exit 124)")
+    s.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
+    s.set_defaults(func=submit)
+
+    ls = client_options(js.add_parser("list", help="jobs, newest first"))
+    ls.add_argument("--state", action="append", choices=STATES, default=[], help="repeat for several")
+    ls.add_argument("--template")
+    ls.add_argument("--label", action="append", default=[], metavar="KEY[=VALUE]")
+    ls.add_argument("--since", type=since_time, metavar="AGE", help="created in the last 30m, 2h, 7d, ... or after "
+                                                                    "an RFC 3339 time")
+    ls.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    ls.add_argument("--all", action="store_true", help="every matching job (pages through them)")
+    ls.set_defaults(func=list_jobs)
+
+    for name, fn, help_ in (("get", get, "a job: state, progress, error, replicas"),
+                            ("events", events, "a job's state history")):
+        p = client_options(js.add_parser(name, help=help_))
+        p.add_argument("job", type=job_id, help="the job id")
+        p.set_defaults(func=fn)
+
+    lg = client_options(js.add_parser("logs", help="a job's logs, one line per log line with the replica first"))
+    lg.add_argument("job", type=job_id, help="the job id")
+    lg.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+    lg.add_argument("--replica", help="only this replica, e.g. workerpool1-0")
+    lg.add_argument("--since", metavar="CURSOR", help="after this cursor (from -o json output)")
+    lg.set_defaults(func=logs)
+
+    w = client_options(js.add_parser("wait", help="wait until a job ends; the exit code tells the final state"))
+    w.add_argument("job", type=job_id, help="the job id")
+    w.add_argument("--timeout", type=float, metavar="SECONDS")
+    w.set_defaults(func=wait)
+
+    c = client_options(js.add_parser("cancel", help="cancel a job"))
+    c.add_argument("job", type=job_id, help="the job id")
+    c.add_argument("--wait", action="store_true", help="wait until it has stopped")
+    c.set_defaults(func=cancel)
+
+
+def job_id(text: str) -> str:
+    import uuid
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a UUID, as `trainjobs jobs list` shows)")
+
+
+def _typed(value: str, kind: str | None):
+    """A -p value as the template declares its parameter; undeclared ones as JSON or text
+    (the service then names what is wrong)."""
+    if kind == "string":
+        return value
+    if kind == "bool" and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+        return value.lower() in ("true", "yes", "1")
+    if kind == "int":
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if kind == "float":
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return json_or_text(value)
+
+
+def _parameters(client, args) -> dict:
+    if not args.param:
+        return {}
+    from trainjobs_client import NotFound
+    try:
+        declared = {p.get("name"): p.get("type") for p in client.templates.get(args.template,
+                                                                             args.template_version).parameters}
+    except NotFound:
+        declared = {}  # the submit itself says the template does not exist
+    return {name: _typed(value, declared.get(name)) for name, value in args.param}
+
+
+def _overrides(args):
+    patch = None
+    if args.overrides:
+        patch = load_document(args.overrides)
+        if not isinstance(patch, dict):
+            raise UsageError(f"{args.overrides}: a merge patch is a JSON/YAML object")
+    for path, value in args.sets:
+        patch = patch if patch is not None else {}
+        set_path(patch, path, json_or_text(value))
+    return patch
+
+
+@handles_errors
+def submit(args) -> int:
+    with make_client(args) as client:
+        kwargs = dict(parameters=_parameters(client, args), overrides=_overrides(args), backend=args.backend,
+                      display_name=args.name, labels=dict(args.label) or None,
+                      template_version=args.template_version)
+        if args.dry_run:
+            preview = client.preview(args.template, **kwargs)
+            if args.output == "json":
+                print_json(preview)
+            else:
+                out = stdout_console()
+                out.print(f"[bold]dry run[/]: would launch {escape(preview.display_name)} from "
+                          f"{preview.template.name} v{preview.template.version} on {preview.backend}")
+                out.print(render.cluster_table(preview.cluster))
+            return OK
+        job = client.submit(args.template, **kwargs, idempotency_key=args.idempotency_key or True)
+        err = stderr_console()
+        if args.quiet:
+            print(job.id, flush=True)
+        elif args.output == "json" and not (args.wait or args.follow):
+            print_json(job)
+        elif args.output == "text":
+            err.print(f"submitted job [bold]{job.id}[/] ({escape(job.display_name)}) on {job.backend}: "
+                      f"{render.state(job.state)}")
+        if not (args.wait or args.follow):
+            return OK
+        if args.follow:
+            follow_logs(client, job, output="json" if args.output == "json" else "text",
+                        label=job.display_name)
+        final = client.wait(job, args.timeout)
+        return _finished(final, args, err)
+
+
+def _finished(job, args, err) -> int:
+    if args.output == "json":
+        print_json(job, compact=bool(getattr(args, "follow", False)))
+    else:
+        note = f": {escape(str(job.error.get('message') or job.error))}" if job.error else ""
+        err.print(f"job [bold]{job.id}[/] {render.state(job.state)}{note}")
+    return exit_for(job.state)
+
+
+@handles_errors
+def list_jobs(args) -> int:
+    import itertools
+    with make_client(args) as client:
+        found = client.list(state=args.state, template=args.template, labels=args.label, created_after=args.since,
+                            page_size=min(max(args.limit, 1), 200) if not args.all else 200)
+        jobs = list(found if args.all else itertools.islice(found, args.limit))
+    if args.output == "json":
+        print_json(jobs)
+    elif jobs:
+        stdout_console().print(render.jobs_table(jobs))
+    else:
+        stderr_console().print("no jobs")
+    return OK
+
+
+@handles_errors
+def get(args) -> int:
+    with make_client(args) as client:
+        job = client.get(args.job)
+    if args.output == "json":
+        print_json(job)
+    else:
+        stdout_console().print(render.job_detail(job))
+    return OK
+
+
+@handles_errors
+def events(args) -> int:
+    with make_client(args) as client:
+        found = client.events(args.job)
+    if args.output == "json":
+        print_json(found)
+    else:
+        stdout_console().print(render.events_table(found))
+    return OK
+
+
+@handles_errors
+def logs(args) -> int:
+    with make_client(args) as client:
+        if args.follow:
+            end = follow_logs(client, args.job, output=args.output, replica=args.replica, since=args.since)
+            if end is not None and args.output == "text":
+                stderr_console().print(f"job ended {render.state(end.state)}")
+            return OK
+        for line in client.logs(args.job, replica=args.replica, since=args.since):
+            if args.output == "json":
+                print_json(line, compact=True)
+            else:
+                print(render.log_line(line), flush=True)
+    return OK
+
+
+@handles_errors
+def wait(args) -> int:
+    with make_client(args) as client:
+        return _finished(client.wait(args.job, args.timeout), args, stderr_console())
+
+
+@handles_errors
+def cancel(args) -> int:
+    with make_client(args) as client:
+        job = client.cancel(args.job)
+        if args.wait:
+            job = client.wait(job)
+    if args.output == "json":
+        print_json(job)
+    else:
+        stderr_console().print(f"job [bold]{job.id}[/] {render.state(job.state)}")
+    return OK

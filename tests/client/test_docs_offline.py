@@ -1,0 +1,84 @@
+"""/docs, /redoc and the landing page work without internet access: every
+asset they load is served by the service itself."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import httpx
+import pytest
+
+from service.app import create_app
+from tests.backends.localkit import settings_for, thread_server
+
+
+@pytest.fixture
+def server(tmp_path, sqlite_template_db):
+    """The pages touch no database: SQLite alone is enough."""
+    db = tmp_path / "docs.db"
+    db.write_bytes(sqlite_template_db.read_bytes())
+    with thread_server(create_app(settings_for(f"sqlite:///{db}", tmp_path / "runs"))) as url:
+        yield url
+
+
+class _Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.refs += [v for k, v in attrs if k in ("src", "href", "spec-url") and v]
+
+
+def refs(html: str) -> list[str]:
+    parser = _Refs()
+    parser.feed(html)
+    return parser.refs
+
+
+@pytest.mark.parametrize("page,assets", [("/docs", {"swagger-ui-bundle.js", "swagger-ui.css"}),
+                                         ("/redoc", {"redoc.standalone.js"})])
+def test_docs_pages_load_only_from_this_service(server, page, assets):
+    r = httpx.get(server + page)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    found = refs(r.text)
+    assert found and all(ref.startswith("/") and not ref.startswith("//") for ref in found), found
+    # Nothing in the page's own scripts or styles reaches out either (Swagger UI's validator badge).
+    assert not re.search(r"https?://", r.text), re.findall(r"https?://\S+", r.text)
+    assert '"validatorUrl": null' in r.text or page == "/redoc"
+    assert assets <= {ref.rsplit("/", 1)[1] for ref in found}
+    for ref in found:
+        served = httpx.get(server + ref)
+        assert served.status_code == 200, ref
+        if ref.endswith(".js"):
+            assert "javascript" in served.headers["content-type"] and len(served.content) > 100_000
+    assert "/openapi.json" in r.text
+
+
+def test_landing_page_links_docs_and_health(server):
+    r = httpx.get(server + "/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    links = refs(r.text)
+    for path in ("/docs", "/redoc", "/openapi.json", "/healthz", "/readyz", "/metrics"):
+        assert path in links
+        assert httpx.get(server + path).status_code == 200, path
+    assert not [ref for ref in links if not ref.startswith("/")]
+    assert f"trainjobs login --url {server}" in r.text
+    assert "/ui" not in links  # no dashboard yet: no dead link
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian package chromium)")
+@pytest.mark.parametrize("page,expect", [("/docs", "jobs_create"), ("/redoc", "Launch a job from a template")])
+def test_docs_render_in_a_browser_with_every_other_host_unreachable(server, page, expect):
+    # Any host but 127.0.0.1 fails to resolve: a CDN reference would leave the page blank.
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                           "--virtual-time-budget=20000", "--dump-dom", server + page],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout
