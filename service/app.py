@@ -19,6 +19,7 @@ from service.backends.base import Backend
 from service.config import Settings, get_settings
 from service.controller import ControllerLock, Standby
 from service.db import make_engine, make_session_factory
+from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
@@ -26,6 +27,7 @@ from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware
 from service.reconciler import Reconciler
 from service.templates.router import router as templates_router
+from service.ui import mount as mount_ui
 
 log = logging.getLogger("trainjobs")
 
@@ -121,6 +123,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(jobs_router)
     app.include_router(logs_router)
     app.include_router(tokens_router)
+    app.include_router(epochs_router)
+    mount_ui(app)  # the web UI under /ui
 
     @app.get("/healthz", tags=["ops"], summary="The process is up")
     def healthz():

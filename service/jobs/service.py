@@ -18,6 +18,7 @@ from service.auth.service import Actor
 from service.backends.base import (Backend, JobHandle, Observation, PermanentBackendError,
                                    TransientBackendError)
 from service.errors import BackendRefused, BackendRejected, Conflict, Invalid, NotFound, Problem
+from service.jobs.epochs import record_epoch
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobs.states import TERMINAL, JobState, can_transition, transition
 from service.models import Job, JobEvent, JobLabel, utcnow
@@ -259,6 +260,7 @@ def apply_observation(session: Session, obs: Observation, actor: str = "backend"
         job.console_url = obs.console_url
     if obs.progress is not None:
         job.progress = obs.progress
+        record_epoch(session, job.id, obs.progress)
     if obs.started_at and job.started_at is None:
         job.started_at = obs.started_at
     if obs.error is not None:

@@ -1,0 +1,146 @@
+"""Per-epoch history: one row per finished epoch of a job, from the progress the
+backends report (service/backends/local/progress.py). Replica output is
+untrusted, so every value is checked before it is stored: numbers must be
+finite (PostgreSQL's json type refuses NaN and Infinity), metric dicts are
+cut to a bounded size, and each job keeps only its latest epochs."""
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from service.models import JobEpoch, utcnow
+from service.text import find_unstorable
+
+MAX_EPOCH = 2**31 - 1      # the column is a 32-bit integer on every database
+MAX_METRIC_NAME = 128
+
+
+@dataclass(frozen=True)
+class EpochLimits:
+    max_per_job: int = 1000
+    max_metrics: int = 64
+
+    @classmethod
+    def from_settings(cls, settings) -> "EpochLimits":
+        return cls(settings.job_epochs_max_per_job, settings.job_epochs_max_metrics)
+
+
+def _limits() -> EpochLimits:
+    from service.config import get_settings
+    return EpochLimits.from_settings(get_settings())
+
+
+def _number(value: Any) -> float | int | None:
+    """A finite int or float, else None (bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and abs(value) > 2**53:
+        try:
+            return float(value)  # JSON readers lose precision past 2**53 anyway
+        except OverflowError:
+            return None
+    return value
+
+
+def clean_metrics(raw: Any, max_metrics: int) -> dict[str, float | int | None]:
+    """Numeric metrics by name; non-finite values become None (a diverged loss is a gap in
+    the chart, not a lost epoch); non-numbers, odd names and the excess are dropped."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, float | int | None] = {}
+    for name in sorted(k for k in raw if isinstance(k, str)):
+        if len(out) >= max_metrics:
+            break
+        if not name or len(name) > MAX_METRIC_NAME or find_unstorable(name) is not None:
+            continue
+        value = raw[name]
+        if isinstance(value, bool) or not (value is None or isinstance(value, (int, float))):
+            continue
+        out[name] = _number(value)
+    return out
+
+
+def _epoch_number(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EPOCH:
+        return None
+    return value
+
+
+def _at(value: Any) -> datetime:
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if parsed.tzinfo is not None:
+                return parsed
+        except ValueError:
+            pass
+    return utcnow()
+
+
+def _records(progress: dict) -> dict[int, dict]:
+    """The epochs a progress dict speaks of: its recent ones, then its own (newest wins)."""
+    found: dict[int, dict] = {}
+    recent = progress.get("recent_epochs")
+    items = [r for r in recent if isinstance(r, dict)] if isinstance(recent, list) else []
+    own = {k: progress[k] for k in ("epoch", "steps", "seconds", "metrics") if k in progress}
+    own["at"] = progress.get("updated_at")
+    for record in [*items, own]:
+        epoch = _epoch_number(record.get("epoch"))
+        if epoch is not None:
+            found[epoch] = record
+    return found
+
+
+def record_epoch(session: Session, job_id: uuid.UUID, progress: Any, limits: EpochLimits | None = None) -> int:
+    """Upsert the epochs `progress` reports for `job_id`; returns how many rows were written.
+
+    Called by the one writer of a job's progress, under its row lock, so a plain
+    read-then-write is enough (the unique (job_id, epoch) constraint backs it)."""
+    if not isinstance(progress, dict):
+        return 0
+    records = _records(progress)
+    if not records:
+        return 0
+    limits = limits or _limits()
+    existing = {row.epoch: row for row in session.scalars(
+        select(JobEpoch).where(JobEpoch.job_id == job_id, JobEpoch.epoch.in_(list(records))))}
+    written = 0
+    for epoch, record in sorted(records.items()):
+        metrics = clean_metrics(record.get("metrics"), limits.max_metrics)
+        steps = _number(record.get("steps"))
+        steps = int(steps) if steps is not None and 0 <= steps <= 2**62 else None
+        seconds = _number(record.get("seconds"))
+        seconds = float(seconds) if seconds is not None and seconds >= 0 else None
+        row = existing.get(epoch)
+        if row is None:
+            session.add(JobEpoch(job_id=job_id, epoch=epoch, metrics=metrics, steps=steps, seconds=seconds,
+                                 at=_at(record.get("at"))))
+            written += 1
+        elif (row.metrics, row.steps, row.seconds) != (metrics, steps, seconds):
+            row.metrics, row.steps, row.seconds = metrics, steps, seconds
+            written += 1
+    if written:
+        session.flush()
+        newest = session.scalar(select(func.max(JobEpoch.epoch)).where(JobEpoch.job_id == job_id))
+        # At most max_per_job rows: the window of the latest epoch numbers.
+        session.execute(delete(JobEpoch).where(JobEpoch.job_id == job_id,
+                                               JobEpoch.epoch <= newest - limits.max_per_job))
+    return written
+
+
+def list_epochs(session: Session, job_id: uuid.UUID, *, after: int | None = None,
+                limit: int | None = None) -> list[JobEpoch]:
+    q = select(JobEpoch).where(JobEpoch.job_id == job_id).order_by(JobEpoch.epoch)
+    if after is not None:
+        q = q.where(JobEpoch.epoch > after)
+    if limit is not None:
+        q = q.limit(limit)
+    return list(session.scalars(q))
