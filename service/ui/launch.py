@@ -178,6 +178,10 @@ def job_create(template: str, version: int, body: dict, lf: LaunchForm) -> JobCr
 def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
     """Each problem beside the field it names (parameters.epochs -> the epochs input)."""
     params = {p.name: p for p in lf.params}
+
+    def add(field_name: str, text: str) -> None:
+        lf.errors[field_name] = f"{lf.errors[field_name]}; {text}" if field_name in lf.errors else text
+
     for problem in problems:
         where = problem.field.lstrip(".")
         text = problem.message + (f" — {problem.fix}" if problem.fix else "")
@@ -185,8 +189,8 @@ def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
         if head == "parameters" and rest.split(".")[0] in params:
             params[rest.split(".")[0]].error = text
         elif head in ("labels", "display_name", "backend"):
-            lf.errors.setdefault(head, text)
+            add(head, f"{rest}: {text}" if rest else text)
         elif head in ("overrides", "spec"):
-            lf.errors.setdefault("overrides", f"{where}: {text}")
+            add("overrides", f"{where}: {text}")
         else:
             lf.other_errors.append(f"{where}: {text}" if where else text)

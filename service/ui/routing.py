@@ -30,7 +30,8 @@ def sign_in_redirect(request: Request) -> RedirectResponse:
 
 def _error_page(request: Request, status: int, title: str, detail: str, problems=()):
     if not _wants_html(request):
-        return PlainTextResponse(f"{title}: {detail}", status_code=status, headers=SECURITY_HEADERS)
+        text = "\n".join([f"{title}: {detail}", *problems])
+        return PlainTextResponse(text, status_code=status, headers=SECURITY_HEADERS)
     return render(request, "error.html", status, user=getattr(request.state, "ui_user", None), title=title,
                   detail=detail, problems=list(problems))
 

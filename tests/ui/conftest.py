@@ -60,9 +60,10 @@ def tokens(db_url) -> dict[str, str]:
 
 @pytest.fixture
 def ui_settings(db_url, work_dir):  # noqa: F811
-    # One local job at a time: a second one waits in QUEUED while the first runs.
+    # One local job at a time: a second one waits in QUEUED while the first runs. Event
+    # streams end after a second, so every browser test also reconnects and resumes them.
     return settings_for(db_url, work_dir, local_max_running_jobs=1, ui_stream_interval_seconds=0.2,
-                        logs_heartbeat_seconds=1.0)
+                        logs_heartbeat_seconds=0.5, ui_stream_max_seconds=1.0)
 
 
 @pytest.fixture
@@ -77,18 +78,9 @@ def client(app):
 
 
 @pytest.fixture
-def api(client, tokens) -> Api:
-    """The JSON API as team alpha's admin, on the same app."""
-    return Api(_Authed(client, tokens["admin"]))
-
-
-class _Authed:
-    def __init__(self, client, token):
-        self.client, self.headers = client, bearer(token)
-
-    def __getattr__(self, method):
-        return lambda url, **kw: getattr(self.client, method)(url, headers={**self.headers, **kw.pop("headers", {})},
-                                                              **kw)
+def api(app, client, tokens) -> Api:
+    """The JSON API as team alpha's admin, on the same app (`client` runs its lifespan)."""
+    return Api(TestClient(app, headers=bearer(tokens["admin"])))
 
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
