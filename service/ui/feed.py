@@ -79,9 +79,10 @@ class JobFeed:
     def subscribe(self, team_id: uuid.UUID, job_id: uuid.UUID | None = None) -> Subscriber:
         sub = Subscriber(team_id, job_id)
         self.subscribers.add(sub)
-        if self._task is None or self._task.done():
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
             self._since = datetime.now(timezone.utc)
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = loop.create_task(self._run())
         return sub
 
     def unsubscribe(self, sub: Subscriber) -> None:

@@ -11,7 +11,7 @@ from starlette.datastructures import FormData
 from service.auth.service import resolve
 from service.db import SessionDep
 from service.ui import sessions
-from service.ui.deps import Form, StaleForm, read_form
+from service.ui.deps import Form, read_form
 from service.ui.render import SECURITY_HEADERS, render
 from service.ui.routing import HtmlRoute
 
@@ -86,5 +86,3 @@ def logout(request: Request, form: Form):
                        secure=_secure(request))
     return resp
 
-
-__all__ = ["router", "StaleForm"]

@@ -21,6 +21,17 @@ def finished(api) -> dict:
     return api.wait_state(job["id"], "SUCCEEDED")
 
 
+@pytest.fixture
+def running(api, tmp_path):
+    """A one-replica job that runs until the test ends (its replica waits for a file never made)."""
+    body = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
+    api.template("sleeper", body["spec"], parameters=body["parameters"])
+    job = api.submit("sleeper", labels={"team": "nlp"})
+    api.wait_state(job["id"], "RUNNING")
+    yield job
+    api.c.post(f"/v1/jobs/{job['id']}/cancel")
+
+
 def _text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", page))
 
@@ -54,11 +65,7 @@ def test_the_epochs_of_a_real_run_reach_the_api_one_row_each(api, finished):
     assert r.json()["items"][3]["metrics"] == {"accuracy": 0.7, "loss": 0.25, "val_accuracy": 0.65, "val_loss": 0.3}
 
 
-def test_the_jobs_list_shows_state_progress_and_filters(app, api, finished, tokens, tmp_path):
-    body = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
-    api.template("sleeper", body["spec"], parameters=body["parameters"])
-    running = api.submit("sleeper", labels={"team": "nlp"})
-    api.wait_state(running["id"], "RUNNING")
+def test_the_jobs_list_shows_state_progress_and_filters(app, finished, running, tokens):
     c = new_client(app, tokens["viewer"])
 
     def rows(url: str) -> list[str]:
@@ -79,7 +86,6 @@ def test_the_jobs_list_shows_state_progress_and_filters(app, api, finished, toke
     assert bad.status_code == 422 and "label" in _text(bad.text)
     assert c.get("/ui/jobs?state=NOPE").status_code == 422
     assert c.get("/ui/jobs?cursor=forged").status_code == 422
-    api.c.post(f"/v1/jobs/{running['id']}/cancel")
 
 
 def test_pages_of_the_list_follow_the_cursor(db_url, work_dir, tokens, api):
@@ -116,11 +122,8 @@ def test_another_teams_jobs_and_templates_are_not_found(app, finished, tokens):
     assert c.get("/ui/jobs/not-a-uuid", headers={"Accept": "text/html"}).status_code == 404
 
 
-def test_a_viewer_is_refused_launch_and_cancel_by_the_server(app, api, tokens, tmp_path):
-    body = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
-    api.template("sleeper", body["spec"], parameters=body["parameters"])
-    job = api.submit("sleeper")
-    api.wait_state(job["id"], "RUNNING")
+def test_a_viewer_is_refused_launch_and_cancel_by_the_server(app, api, running, tokens):
+    job = running
     c = new_client(app, tokens["viewer"])
     token = csrf_of(c.get("/ui/jobs").text)
     r = c.post(f"/ui/jobs/{job['id']}/cancel", data={"csrf": token})
@@ -130,14 +133,10 @@ def test_a_viewer_is_refused_launch_and_cancel_by_the_server(app, api, tokens, t
     assert c.get("/ui/templates/sleeper/launch").status_code == 403
     assert 'href="/ui/templates/sleeper/launch' not in c.get("/ui/templates").text
     assert api.job(job["id"])["state"] == "RUNNING" and len(api.c.get("/v1/jobs").json()["items"]) == 1
-    api.c.post(f"/v1/jobs/{job['id']}/cancel")
 
 
-def test_forms_without_the_csrf_token_change_nothing(app, api, tokens, tmp_path):
-    body = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
-    api.template("sleeper", body["spec"], parameters=body["parameters"])
-    job = api.submit("sleeper")
-    api.wait_state(job["id"], "RUNNING")
+def test_forms_without_the_csrf_token_change_nothing(app, api, running, tokens):
+    job = running
     c = new_client(app, tokens["member"])
     assert c.post(f"/ui/jobs/{job['id']}/cancel", data={}).status_code == 403
     assert c.post(f"/ui/jobs/{job['id']}/cancel", data={"csrf": "f" * 64}).status_code == 403

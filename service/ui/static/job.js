@@ -104,7 +104,8 @@
       if (logs.dataset.follow === "ended") return;
       logs.dataset.follow = source.readyState === EventSource.CLOSED ? "closed" : "retrying";
       status.textContent = source.readyState === EventSource.CLOSED
-        ? "Following stopped (signed out?): reload the page." : "Reconnecting to the logs…";
+        ? "Following stopped (signed out, or the logs cannot be read now): reload the page to try again."
+        : "Reconnecting to the logs…";
     };
   }
 
