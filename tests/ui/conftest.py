@@ -159,6 +159,7 @@ def make_browser(chromium_paths, server):
                     f"--window-size={width},{height}", "--lang=en-US", "--no-first-run",
                     "--disable-background-timer-throttling", "--disable-renderer-backgrounding"):
             opts.add_argument(arg)
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, CSP refusals
         if not javascript:
             opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
         driver = webdriver.Chrome(options=opts, service=Service(executable_path=chromium_paths[1]))

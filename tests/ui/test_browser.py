@@ -116,6 +116,7 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     replicas = {ln.get_attribute("data-replica") for ln in page.find_elements(By.CSS_SELECTOR, "#log-lines .ln")}
     assert replicas == {"workerpool1-0"}
     assert page.find_element(By.ID, "log-download").get_attribute("href").endswith("logs.txt?replica=workerpool1-0")
+    assert console_errors(page) == [] and console_errors(listing) == []
 
 
 def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api, tokens, tmp_path):
@@ -212,6 +213,11 @@ def test_a_viewer_sees_no_buttons_and_the_server_refuses_them(make_browser, live
     assert api.job(job["id"])["state"] == "RUNNING"
 
 
+def console_errors(d) -> list[str]:
+    """What the page's console said at SEVERE level (script errors, refused by the CSP)."""
+    return [e["message"] for e in d.get_log("browser") if e["level"] == "SEVERE"]
+
+
 def _no_sideways_scroll(d) -> bool:
     return d.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
@@ -254,6 +260,8 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     laptop.save_screenshot(str(shots / "launch-preview-laptop-light.png"))
     laptop.get(f"{laptop.base_url}/ui/templates/demo-like/diff?a=1&b=2")
     assert laptop.find_elements(By.CSS_SELECTOR, ".diff ins") and laptop.find_elements(By.CSS_SELECTOR, ".diff del")
+    laptop.get(f"{laptop.base_url}/ui/templates/demo-like")
+    assert console_errors(laptop) == []
 
     phone = make_browser(390, 844, dark=True)
     sign_in(phone, tokens["member"])
@@ -266,6 +274,7 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     assert _no_sideways_scroll(phone)
     assert points(phone, "loss", "loss") == 6
     phone.save_screenshot(str(shots / "job-phone-dark.png"))
+    assert console_errors(phone) == []
 
     # Keyboard: from the top of the list, Tab reaches the newest job's link.
     phone.get(phone.base_url + "/ui/jobs")
