@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from service.models import JobEpoch, utcnow
@@ -103,44 +103,54 @@ def record_epoch(session: Session, job_id: uuid.UUID, progress: Any, limits: Epo
     """Upsert the epochs `progress` reports for `job_id`; returns how many rows were written.
 
     Called by the one writer of a job's progress, under its row lock, so a plain
-    read-then-write is enough (the unique (job_id, epoch) constraint backs it)."""
+    read-then-write is enough (the unique (job_id, epoch) constraint backs it). It
+    runs on every progress change: plain rows and bulk statements, no ORM objects,
+    and in the usual case (one new epoch) three statements."""
     if not isinstance(progress, dict):
         return 0
     records = _records(progress)
     if not records:
         return 0
     limits = limits or _limits()
-    existing = {row.epoch: row for row in session.scalars(
-        select(JobEpoch).where(JobEpoch.job_id == job_id, JobEpoch.epoch.in_(list(records))))}
-    written = 0
+    stored = {r.epoch: (r.metrics, r.steps, r.seconds) for r in session.execute(
+        select(JobEpoch.epoch, JobEpoch.metrics, JobEpoch.steps, JobEpoch.seconds)
+        .where(JobEpoch.job_id == job_id, JobEpoch.epoch.in_(list(records))))}
+    newest = max(records)
+    new, changed = [], []
     for epoch, record in sorted(records.items()):
-        metrics = clean_metrics(record.get("metrics"), limits.max_metrics)
+        if epoch in stored and epoch != newest:
+            continue  # it was the newest once, and written then
         steps = _number(record.get("steps"))
-        steps = int(steps) if steps is not None and 0 <= steps <= 2**62 else None
         seconds = _number(record.get("seconds"))
-        seconds = float(seconds) if seconds is not None and seconds >= 0 else None
-        row = existing.get(epoch)
-        if row is None:
-            session.add(JobEpoch(job_id=job_id, epoch=epoch, metrics=metrics, steps=steps, seconds=seconds,
-                                 at=_at(record.get("at"))))
-            written += 1
-        elif (row.metrics, row.steps, row.seconds) != (metrics, steps, seconds):
-            row.metrics, row.steps, row.seconds = metrics, steps, seconds
-            written += 1
-    if written:
-        session.flush()
-        newest = session.scalar(select(func.max(JobEpoch.epoch)).where(JobEpoch.job_id == job_id))
+        values = (clean_metrics(record.get("metrics"), limits.max_metrics),
+                  int(steps) if steps is not None and 0 <= steps <= 2**62 else None,
+                  float(seconds) if seconds is not None and seconds >= 0 else None)
+        if epoch not in stored:
+            new.append({"job_id": job_id, "epoch": epoch, "metrics": values[0], "steps": values[1],
+                        "seconds": values[2], "at": _at(record.get("at"))})
+        elif stored[epoch] != values:  # the epoch ran again (a resumed job): its latest numbers win
+            changed.append((epoch, values))
+    if new:
+        session.execute(insert(JobEpoch), new)
+    for epoch, (metrics, steps, seconds) in changed:
+        session.execute(update(JobEpoch).where(JobEpoch.job_id == job_id, JobEpoch.epoch == epoch)
+                        .values(metrics=metrics, steps=steps, seconds=seconds))
+    if new:
         # At most max_per_job rows: the window of the latest epoch numbers.
+        newest = select(func.max(JobEpoch.epoch)).where(JobEpoch.job_id == job_id).scalar_subquery()
         session.execute(delete(JobEpoch).where(JobEpoch.job_id == job_id,
-                                               JobEpoch.epoch <= newest - limits.max_per_job))
-    return written
+                                               JobEpoch.epoch <= newest - limits.max_per_job)
+                        .execution_options(synchronize_session=False))
+    return len(new) + len(changed)
 
 
-def list_epochs(session: Session, job_id: uuid.UUID, *, after: int | None = None,
-                limit: int | None = None) -> list[JobEpoch]:
-    q = select(JobEpoch).where(JobEpoch.job_id == job_id).order_by(JobEpoch.epoch)
+def list_epochs(session: Session, job_id: uuid.UUID, *, after: int | None = None, limit: int | None = None) -> list:
+    """Rows with .epoch, .metrics, .steps, .seconds, .at, oldest first (plain rows: a job page
+    reads up to max_per_job of them on every refresh)."""
+    q = (select(JobEpoch.epoch, JobEpoch.metrics, JobEpoch.steps, JobEpoch.seconds, JobEpoch.at)
+         .where(JobEpoch.job_id == job_id).order_by(JobEpoch.epoch))
     if after is not None:
         q = q.where(JobEpoch.epoch > after)
     if limit is not None:
         q = q.limit(limit)
-    return list(session.scalars(q))
+    return list(session.execute(q))

@@ -18,7 +18,7 @@ import anyio
 from sqlalchemy import select
 
 from service.models import Job
-from service.ui.render import iso
+from service.ui.render_format import iso
 
 log = logging.getLogger("trainjobs.ui.feed")
 LOOKBACK = timedelta(seconds=5)

@@ -3,16 +3,16 @@ helpers the pages share; and the security headers every UI answer carries."""
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from service.jobs.states import TERMINAL, JobState
+from service.ui import markup
+from service.ui.render_format import age, duration_between, iso, number, pretty, when
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -25,11 +25,6 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 
-STATE_ICONS = {
-    "QUEUED": "◷", "PENDING": "◔", "RUNNING": "▶", "SUCCEEDED": "✔", "FAILED": "✖",
-    "CANCELLING": "⊘", "CANCELLED": "⊘", "PAUSED": "❚❚", "EXPIRED": "⊗", "UPDATING": "↻",
-    "PARTIALLY_SUCCEEDED": "◐",
-}
 TERMINAL_NAMES = frozenset(s.value for s in TERMINAL)
 
 
@@ -42,55 +37,13 @@ def asset(name: str) -> str:
     return f"/ui/static/{name}?v={_VERSIONS.get(name, '0')}"
 
 
-def age(at: datetime | None, now: datetime | None = None) -> str:
-    if at is None:
-        return "—"
-    return duration((now or datetime.now(timezone.utc)) - at) + " ago"
-
-
-def duration_between(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:
-    if start is None:
-        return "—"
-    return duration((end or now or datetime.now(timezone.utc)) - start)
-
-
-def duration(delta) -> str:
-    s = max(0, int(delta.total_seconds()))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
-
-
-def iso(at: datetime | None) -> str:
-    # Fixed width (microseconds always), so the pages' scripts order these as strings.
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if at else ""
-
-
-def when(at: datetime | None) -> str:
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
-
-
-def pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def number(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
-    return str(value)
-
-
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(asset=asset, state_icons=STATE_ICONS, terminal=TERMINAL_NAMES,
-                       states=[s.value for s in JobState])
+    env.globals.update(asset=asset, state_icons=markup.STATE_ICONS, terminal=TERMINAL_NAMES,
+                       states=[s.value for s in JobState], state_badge=markup.state_badge,
+                       progress_bar=markup.progress_bar, time_ago=markup.time_ago, run_time=markup.run_time,
+                       csrf_field=markup.csrf_field, epoch_rows=markup.epoch_rows)
     env.filters.update(age=age, iso=iso, when=when, pretty=pretty, number=number, duration=duration_between)
     return env
 
