@@ -63,6 +63,9 @@ class Settings(BaseSettings):
                                          "this long and the browser reconnects where it left off (so open "
                                          "tabs never hold a stopping server for longer)")
     ui_page_size: int = Field(50, ge=1, le=200, description="Jobs per page of the UI's list")
+    ui_diff_max_lines: int = Field(5000, ge=10, le=100_000, description="Template versions longer than this "
+                                   "(as indented JSON) are not diffed on a page (the diff's cost grows faster "
+                                   "than the length)")
     ui_log_tail_lines: int = Field(200, ge=1, le=5000, description="Log lines a job page shows before "
                                    "JavaScript follows the rest")
 

@@ -56,12 +56,14 @@ def template_page(name: Name, request: Request, session: SessionDep, user: User,
 @router.get("/templates/{name}/diff")
 def template_diff(name: Name, request: Request, session: SessionDep, user: User,
                   a: Annotated[int, Query(ge=1, le=2**31 - 1)], b: Annotated[int, Query(ge=1, le=2**31 - 1)]):
-    old = templates.get_version(session, user.actor.team_id, name, a)
-    new = templates.get_version(session, user.actor.team_id, name, b)
-    lines = list(difflib.unified_diff(_document(old).splitlines(), _document(new).splitlines(),
-                                      f"version {a}", f"version {b}", lineterm="", n=3))
+    old = _document(templates.get_version(session, user.actor.team_id, name, a)).splitlines()
+    new = _document(templates.get_version(session, user.actor.team_id, name, b)).splitlines()
+    limit = request.app.state.settings.ui_diff_max_lines
+    too_long = max(len(old), len(new)) > limit
+    lines = [] if too_long else list(difflib.unified_diff(old, new, f"version {a}", f"version {b}", lineterm="", n=3))
     versions = templates.list_versions(session, user.actor.team_id, name)
-    return render(request, "template_diff.html", user=user, name=name, a=a, b=b, lines=lines, versions=versions)
+    return render(request, "template_diff.html", user=user, name=name, a=a, b=b, lines=lines, versions=versions,
+                  too_long=too_long, limit=limit)
 
 
 def _launch_page(request: Request, user: UiUser, tv: TemplateVersion, form: launch.LaunchForm,

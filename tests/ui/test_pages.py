@@ -317,3 +317,27 @@ def _sse(response) -> list[tuple[str, str]]:
         elif line.startswith("data: "):
             out.append((kind, line[6:]))
     return out
+
+
+def test_versions_too_long_to_diff_on_a_page_say_so(db_url, work_dir, api, tokens):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from tests.backends.localkit import settings_for
+    from tests.ui.conftest import sign_in
+    body = template_body("t")
+    api.template("t", body["spec"], parameters=body["parameters"])
+    app = create_app(settings_for(db_url, work_dir, ui_diff_max_lines=10, run_reconciler=False))
+    with TestClient(app) as c:
+        sign_in(c, tokens["viewer"])
+        r = c.get("/ui/templates/t/diff?a=1&b=1")
+        assert r.status_code == 200 and 'id="diff-too-long"' in r.text and "<ins>" not in r.text
+
+
+def test_unknown_ui_addresses_are_a_not_found_page(app, client, tokens):
+    c = new_client(app, tokens["viewer"])
+    r = c.get("/ui/no/such/page", headers={"Accept": "text/html"})
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert "no such page" in r.text and "viewer-alice@alpha" in r.text
+    assert c.get("/ui/static/ui.css").status_code == 200
+    assert c.get("/ui/static/nope.css").status_code == 404
