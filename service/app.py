@@ -24,6 +24,8 @@ from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for, sqlite_path
 from service.lifecycle.protocol import Backend
+from service.jobs import epochs
+from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
 from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
@@ -32,6 +34,7 @@ from service.overload import AdmissionMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.templates.router import router as templates_router
+from service.ui import mount as mount_ui
 
 log = logging.getLogger("trainjobs")
 
@@ -54,6 +57,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         from service.observability import configure_logging
         configure_logging(settings.log_level)
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes)
+    # Each epoch a job reports is kept for the charts, in the same transaction as the report.
+    lifecycle.listen(epochs.on_change)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -128,6 +133,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(jobs_router)
     app.include_router(logs_router)
     app.include_router(tokens_router)
+    app.include_router(epochs_router)
+    mount_ui(app)  # the web UI under /ui
 
     # Health checks answer whatever the load: no request slot, no shared thread, their own
     # database connection.

@@ -101,6 +101,33 @@ class Settings(BaseSettings):
                                                  "`resync` event (it resumes with Last-Event-ID)")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
 
+    # Epoch history (GET /v1/jobs/{id}/epochs, the UI's charts). Replica output is untrusted.
+    job_epochs_max_per_job: int = Field(1000, ge=1, le=1_000_000, description="Epochs kept per job: the "
+                                        "latest this many; older rows are dropped as new ones arrive")
+    job_epochs_max_metrics: int = Field(64, ge=1, le=1000, description="Metrics kept per epoch (by name); "
+                                        "the rest of a larger dict is dropped")
+
+    # Web UI (/ui)
+    ui_session_secret: SecretStr | None = Field(
+        None, description="Key that signs the UI's session cookies (32+ characters). Default: one "
+                          "generated on first use and kept in the database, shared by every worker")
+    ui_session_max_age_seconds: int = Field(43200, ge=60, le=30 * 86400,
+                                            description="A UI sign-in lasts this long")
+    ui_secure_cookies: bool | None = Field(None, description="Mark UI cookies Secure. Default: when the "
+                                           "request came over https")
+    ui_stream_interval_seconds: float = Field(1.0, gt=0, le=60, description="How often the UI's live feed "
+                                              "reads the jobs changed since its last read (one query for "
+                                              "every open page of this process)")
+    ui_stream_max_seconds: float = Field(60.0, gt=0, le=3600, description="A UI event stream ends after "
+                                         "this long and the browser reconnects where it left off (so open "
+                                         "tabs never hold a stopping server for longer)")
+    ui_page_size: int = Field(50, ge=1, le=200, description="Jobs per page of the UI's list")
+    ui_diff_max_lines: int = Field(5000, ge=10, le=100_000, description="Template versions longer than this "
+                                   "(as indented JSON) are not diffed on a page (the diff's cost grows faster "
+                                   "than the length)")
+    ui_log_tail_lines: int = Field(200, ge=1, le=5000, description="Log lines a job page shows before "
+                                   "JavaScript follows the rest")
+
     # Vertex backend
     vertex_project: str | None = None
     vertex_location: str = "us-central1"

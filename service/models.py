@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, BigInteger, DateTime, ForeignKey, Index, Integer, MetaData, String,
+from sqlalchemy import (JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, MetaData, String,
                         Text, TypeDecorator, UniqueConstraint, Uuid)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -117,6 +117,8 @@ class Job(Base):
         Index("ix_jobs_team_template_created", "team_id", "template_name", "created_at", "id"),
         # The reconciler's scan of active jobs, across teams.
         Index("ix_jobs_backend_state_created", "backend", "state", "created_at", "id"),
+        # The web UI's live feed: one scan of recently changed jobs per interval.
+        Index("ix_jobs_updated_at", "updated_at"),
         # Idempotency-Key: one job per key per team (NULLs never collide).
         UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
     )
@@ -186,3 +188,30 @@ class ControllerLease(Base):
     epoch: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), default=0)
     holder: Mapped[str] = mapped_column(String(300), default="")
     acquired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class JobEpoch(Base):
+    """One finished epoch of a job: the chief's metrics, kept for the charts (bounded per job)."""
+
+    __tablename__ = "job_epochs"
+    __table_args__ = (UniqueConstraint("job_id", "epoch", name="uq_job_epochs_job_epoch"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                                    autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    epoch: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict] = mapped_column(JSON)
+    steps: Mapped[int | None] = mapped_column(BigInteger)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ServiceSecret(Base):
+    """Secrets the service makes for itself (e.g. the web UI's cookie-signing key), shared by
+    every worker and every host of one deployment through the database."""
+
+    __tablename__ = "service_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -141,7 +141,12 @@ class Engine:
     def apply(self, session: Session, obs: Observation, *, actor: str = "backend",
               fence: int | None = None) -> bool:
         """Apply what a backend saw. Returns True if the job's state changed."""
-        progress = sanitize.bounded(obs.progress, self.progress_max_bytes, PROGRESS_KEEP)
+        # Listeners (e.g. the per-epoch history) get the whole cleaned report; the row keeps
+        # the latest progress only, bounded (the history of epochs has a table of its own).
+        reported = sanitize.clean(obs.progress) if obs.progress is not None else None
+        progress = sanitize.bounded({k: v for k, v in reported.items() if k != "recent_epochs"}
+                                    if isinstance(reported, dict) else reported,
+                                    self.progress_max_bytes, PROGRESS_KEEP)
         error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
                                                                     "exit_code", "signal"))
         for _ in range(CAS_ATTEMPTS):
@@ -179,9 +184,9 @@ class Engine:
                 continue  # someone moved it since we read it: decide again from what it is now
             if dst is not None:
                 at = values.get("ended_at", now) if dst in TERMINAL else now
-                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, at, progress)
+                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, at, reported)
             elif progress is not None:
-                self._notify(session, Change(obs.job_id, current, None, "", actor, now, progress))
+                self._notify(session, Change(obs.job_id, current, None, "", actor, now, reported))
             return dst is not None
         log.warning("job %s: kept changing under %d attempts to apply %s", obs.job_id, CAS_ATTEMPTS, obs)
         return False

@@ -7,8 +7,18 @@ them; `train_start` and `train_end` mark the phase."""
 from __future__ import annotations
 
 import json
+import math
 
 _KEEP_EPOCH = ("epoch", "epochs", "steps", "metrics", "examples_per_sec", "seconds", "task")
+# Several epochs may end between two polls and only the last progress is reported, so
+# the last few epoch records ride along for the epoch history (service/jobs/epochs.py).
+RECENT_EPOCHS = 20
+_RECENT_FIELDS = ("epoch", "steps", "seconds", "metrics")
+
+
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 def update(progress: dict | None, message: str, timestamp: str, tf_role: str | None) -> dict | None:
@@ -16,8 +26,9 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
     if not message.startswith("{") or '"event"' not in message:
         return None
     try:
-        event = json.loads(message)
-    except ValueError:
+        # NaN, Infinity and 1e999 become null: PostgreSQL's json type refuses them.
+        event = json.loads(message, parse_float=_finite, parse_constant=lambda _: None)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(event, dict):
         return None
@@ -35,6 +46,9 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
     elif kind == "epoch_end":
         out.update({k: event[k] for k in _KEEP_EPOCH if k in event})
         out["phase"] = "training"
+        record = {k: event[k] for k in _RECENT_FIELDS if k in event}
+        out["recent_epochs"] = [*(out.get("recent_epochs") or [])[-(RECENT_EPOCHS - 1):],
+                                {**record, "at": timestamp}]
     elif kind == "train_end":
         out["phase"] = "finished"
         if "model_dir" in event:

@@ -1,0 +1,196 @@
+"""The launch form, generated from a template version's typed parameters, and the
+way back: posted strings -> a JobCreate body, or the problems to show beside
+each field. The job service checks everything again (bounds, choices, the
+overrides); this only turns form text into typed JSON values."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from service.errors import Problem
+from service.jobs.schemas import JobCreate
+from service.jobspec import pydantic_problems
+
+LABEL_LINE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\S*)\s*$")
+
+
+@dataclass
+class ParamField:
+    name: str
+    type: str
+    description: str
+    required: bool
+    value: str = ""
+    checked: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: list[str] | None = None
+    default: Any = None
+    error: str | None = None
+
+    @property
+    def input_id(self) -> str:
+        return f"param-{self.name}"
+
+    @property
+    def step(self) -> str:
+        return "1" if self.type == "int" else "any"
+
+    @property
+    def bounds(self) -> str:
+        lo = "" if self.minimum is None else _num(self.minimum)
+        hi = "" if self.maximum is None else _num(self.maximum)
+        if lo and hi:
+            return f"{lo} to {hi}"
+        return f"at least {lo}" if lo else (f"at most {hi}" if hi else "")
+
+
+@dataclass
+class LaunchForm:
+    params: list[ParamField]
+    backend: str
+    display_name: str = ""
+    labels: str = ""
+    overrides: str = ""
+    idempotency_key: str = ""
+    errors: dict[str, str] = field(default_factory=dict)     # form field -> message
+    other_errors: list[str] = field(default_factory=list)    # problems no field owns
+
+    @property
+    def has_errors(self) -> bool:
+        return bool(self.errors or self.other_errors or any(p.error for p in self.params))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return _num(value) if isinstance(value, float) else str(value)
+
+
+def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, display_name: str = "",
+             labels: Mapping[str, str] | None = None, overrides: Any = None, idempotency_key: str = "") -> LaunchForm:
+    """A form filled with `values` over the parameters' defaults."""
+    params = []
+    for p in declared:
+        value = values.get(p["name"], p.get("default"))
+        choices = [_text(c) for c in p["choices"]] if p.get("choices") else None
+        params.append(ParamField(name=p["name"], type=p["type"], description=p.get("description", ""),
+                                 required=p.get("default") is None, value=_text(value), checked=value is True,
+                                 minimum=p.get("minimum"), maximum=p.get("maximum"), choices=choices,
+                                 default=p.get("default")))
+    return LaunchForm(params, backend, display_name,
+                      "\n".join(f"{k}={v}" for k, v in (labels or {}).items()),
+                      json.dumps(overrides, indent=2) if overrides not in (None, {}) else "", idempotency_key)
+
+
+def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
+    if p.choices is not None:
+        for choice in declared["choices"]:
+            if _text(choice) == raw:
+                return choice, None
+        return None, f"pick one of {', '.join(p.choices)}"
+    if p.type == "string":
+        return raw, None
+    raw = raw.strip()
+    if p.type == "int":
+        try:
+            return int(raw), None
+        except ValueError:
+            return None, "a whole number, e.g. 3"
+    try:
+        value = float(raw)
+    except ValueError:
+        return None, "a number, e.g. 0.01"
+    return (value, None) if math.isfinite(value) else (None, "a finite number")
+
+
+def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) -> tuple[LaunchForm, dict | None]:
+    """The form as posted (to show again) and the JobCreate body fields, or None if a field is unreadable."""
+    lf = new_form(declared, {}, backend=str(form.get("backend") or backend))
+    lf.display_name = str(form.get("display_name") or "")
+    lf.labels = str(form.get("labels") or "")
+    lf.overrides = str(form.get("overrides") or "")
+    lf.idempotency_key = str(form.get("idempotency_key") or "")
+    by_name = {p["name"]: p for p in declared}
+    values: dict[str, Any] = {}
+    for p in lf.params:
+        key = f"param.{p.name}"
+        if p.type == "bool" and p.choices is None:
+            p.checked = form.get(key) == "true"
+            p.value = "true" if p.checked else "false"
+            values[p.name] = p.checked
+            continue
+        raw = str(form.get(key) or "")
+        p.value = raw
+        if raw.strip() == "" and p.type != "string":
+            if p.required:
+                p.error = "required"
+            continue  # empty: the default applies
+        value, error = _typed(p, raw, by_name[p.name])
+        if error:
+            p.error = error
+        else:
+            values[p.name] = value
+
+    labels: dict[str, str] = {}
+    for n, line in enumerate(lf.labels.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = LABEL_LINE.match(line)
+        if not m:
+            lf.errors["labels"] = f"line {n}: write key=value, one label a line"
+            break
+        labels[m.group(1)] = m.group(2)
+
+    overrides = None
+    if lf.overrides.strip():
+        try:
+            overrides = json.loads(lf.overrides)
+        except ValueError as e:
+            lf.errors["overrides"] = f"not valid JSON: {e}"
+    if lf.has_errors:
+        return lf, None
+    body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend}
+    if lf.display_name.strip():
+        body["display_name"] = lf.display_name.strip()
+    return lf, body
+
+
+def job_create(template: str, version: int, body: dict, lf: LaunchForm) -> JobCreate | None:
+    try:
+        return JobCreate.model_validate({"template": template, "template_version": version, **body})
+    except ValidationError as e:
+        show_problems(lf, pydantic_problems(e, ""))
+        return None
+
+
+def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
+    """Each problem beside the field it names (parameters.epochs -> the epochs input)."""
+    params = {p.name: p for p in lf.params}
+
+    def add(field_name: str, text: str) -> None:
+        lf.errors[field_name] = f"{lf.errors[field_name]}; {text}" if field_name in lf.errors else text
+
+    for problem in problems:
+        where = problem.field.lstrip(".")
+        text = problem.message + (f" — {problem.fix}" if problem.fix else "")
+        head, _, rest = where.partition(".")
+        if head == "parameters" and rest.split(".")[0] in params:
+            params[rest.split(".")[0]].error = text
+        elif head in ("labels", "display_name", "backend"):
+            add(head, f"{rest}: {text}" if rest else text)
+        elif head in ("overrides", "spec"):
+            add("overrides", f"{where}: {text}")
+        else:
+            lf.other_errors.append(f"{where}: {text}" if where else text)

@@ -1,0 +1,63 @@
+"""Jinja2 rendering for the UI: one environment, autoescaped, with the formatting
+helpers the pages share; and the security headers every UI answer carries."""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from service.lifecycle.states import TERMINAL, JobState
+from service.ui import markup
+from service.ui.render_format import age, duration_between, iso, number, pretty, when
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+
+# Scripts and styles come from /ui/static only (no inline code): a hostile string that
+# slipped into a page still could not run.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+
+TERMINAL_NAMES = frozenset(s.value for s in TERMINAL)
+
+
+def _asset_versions() -> dict[str, str]:
+    # ?v=<content hash>: browsers may cache assets for long, and still get new ones.
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in STATIC.iterdir() if p.is_file()}
+
+
+def asset(name: str) -> str:
+    return f"/ui/static/{name}?v={_VERSIONS.get(name, '0')}"
+
+
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(asset=asset, state_icons=markup.STATE_ICONS, terminal=TERMINAL_NAMES,
+                       states=[s.value for s in JobState], state_badge=markup.state_badge,
+                       progress_bar=markup.progress_bar, time_ago=markup.time_ago, run_time=markup.run_time,
+                       csrf_field=markup.csrf_field, epoch_rows=markup.epoch_rows)
+    env.filters.update(age=age, iso=iso, when=when, pretty=pretty, number=number, duration=duration_between)
+    return env
+
+
+_VERSIONS = _asset_versions()
+ENV = _env()
+
+
+def render(request: Request, template_name: str, status: int = 200, /, **context) -> HTMLResponse:
+    user = context.pop("user", None)
+    html = ENV.get_template(template_name).render(request=request, user=user, now=datetime.now(timezone.utc),
+                                             **context)
+    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+
+def render_fragment(template_name: str, /, **context) -> str:
+    return ENV.get_template(template_name).render(now=datetime.now(timezone.utc), **context)

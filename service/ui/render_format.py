@@ -1,0 +1,50 @@
+"""Formatting helpers for the pages: relative times, durations, numbers."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+
+def age(at: datetime | None, now: datetime | None = None) -> str:
+    if at is None:
+        return "—"
+    return duration((now or datetime.now(timezone.utc)) - at) + " ago"
+
+
+def duration_between(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:
+    if start is None:
+        return "—"
+    return duration((end or now or datetime.now(timezone.utc)) - start)
+
+
+def duration(delta) -> str:
+    s = max(0, int(delta.total_seconds()))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def iso(at: datetime | None) -> str:
+    # Fixed width (microseconds always), so the pages' scripts order these as strings.
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if at else ""
+
+
+def when(at: datetime | None) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def number(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+    return str(value)

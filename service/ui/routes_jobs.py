@@ -1,0 +1,132 @@
+"""The jobs list and the job page (and its live panels), cancel, log download."""
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Iterator
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.db import SessionDep
+from service.errors import DomainError
+from service.jobs import epochs as epoch_history
+from service.jobs import service as jobs
+from service.lifecycle.handles import handle_of_job
+from service.lifecycle.states import TERMINAL, JobState
+from service.jobspec import CompiledJob
+from service.logs import service as logs
+from service.models import Job
+from service.templates import service as templates
+from service.templates.schemas import TEMPLATE_NAME_PATTERN
+from service.ui import charts, views
+from service.ui.deps import Form, Member, UiUser, User
+from service.ui.feed import COLUMNS, change, change_of
+from service.ui.render import SECURITY_HEADERS, render, render_fragment
+from service.ui.routing import HtmlRoute
+
+router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
+LABEL_PATTERN = r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$"  # as GET /v1/jobs?label=
+NOTICES = {"cancel": "Cancel requested: the replicas are being stopped.",
+           "launched": "Job launched."}
+
+
+@router.get("")
+@router.get("/")
+def home():
+    return RedirectResponse("/ui/jobs", status_code=303, headers=SECURITY_HEADERS)
+
+
+@router.get("/jobs")
+def jobs_page(request: Request, session: SessionDep, user: User,
+              state: Annotated[list[JobState], Query()] = [],
+              template: Annotated[str | None, Query(pattern=f"^$|{TEMPLATE_NAME_PATTERN}")] = None,
+              label: Annotated[str | None, Query(pattern=f"^$|{LABEL_PATTERN}")] = None,
+              cursor: Annotated[str | None, Query(max_length=512)] = None):
+    settings = request.app.state.settings
+    rows, next_cursor = jobs.list_jobs(session, user.actor.team_id, states=state, template=template or None,
+                                       labels=[label] if label else [], created_after=None, created_before=None,
+                                       limit=settings.ui_page_size, cursor=cursor or None)
+    live = {}
+    if rows:  # the progress column is deferred by the list query: read only its two numbers
+        live = {r.id: change_of(r) for r in session.execute(select(*COLUMNS).where(Job.id.in_([j.id for j in rows])))}
+    names = [t.name for t, _ in templates.list_templates(session, user.actor.team_id, include_archived=True,
+                                                          limit=200, cursor=None)[0]]
+    return render(request, "jobs.html", user=user, jobs=rows, live=live, next_cursor=next_cursor,
+                  chosen_states=[s.value for s in state], template=template or "", label=label or "",
+                  template_names=names, paged=bool(cursor), filtered=bool(state or template or label))
+
+
+def job_context(request: Request, session: Session, user: UiUser, job_id: uuid.UUID) -> dict:
+    job = jobs.get_job(session, user.actor.team_id, job_id)
+    compiled = CompiledJob.from_json(job.compiled)
+    rows = epoch_history.list_epochs(session, job.id)
+    return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
+                replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(job, compiled),
+                progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
+                events=jobs.list_events(session, user.actor.team_id, job.id), live=change_of_job(job))
+
+
+def change_of_job(job: Job) -> dict:
+    p = job.progress if isinstance(job.progress, dict) else {}
+    return change(job.id, job.state, job.display_name, job.updated_at, job.started_at, job.ended_at,
+                  job.created_at, p.get("epoch"), p.get("epochs"))
+
+
+def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:
+    """The first lines of the logs, so the page shows them without JavaScript."""
+    job = ctx["job"]
+    limit = request.app.state.settings.ui_log_tail_lines
+    view = logs.JobView(handle_of_job(job), job.backend, job.error)
+    try:
+        page = logs.read(logs.backend_of(request.app.state.backends, view), view.handle, replica, None, limit)
+    except DomainError as e:
+        return dict(lines=[], cursor=None, more=False, log_error=e.detail)
+    return dict(lines=page.lines, cursor=page.cursor, more=len(page.lines) >= limit, log_error=None)
+
+
+@router.get("/jobs/{job_id}")
+def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, user: User,
+             replica: Annotated[str | None, Query(max_length=64)] = None,
+             notice: Annotated[str | None, Query(max_length=32)] = None):
+    ctx = job_context(request, session, user, job_id)
+    if replica and replica not in {r.task_name for r in ctx["replicas"]}:
+        replica = None
+    return render(request, "job.html", **ctx, replica=replica, logs=_log_tail(request, ctx, replica),
+                  notice=NOTICES.get(notice or ""))
+
+
+@router.get("/jobs/{job_id}/panels")
+def job_panels(job_id: uuid.UUID, request: Request, session: SessionDep, user: User):
+    """The parts of the job page that change, for the page's script to swap in."""
+    ctx = job_context(request, session, user, job_id)
+    return HTMLResponse(render_fragment("job_panels.html", request=request, **ctx), headers=SECURITY_HEADERS)
+
+
+@router.post("/jobs/{job_id}/cancel")
+def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, user: Member, form: Form):
+    jobs.cancel_job(session, request.app.state.backends, job_id, user.actor)
+    request.app.state.reconciler_wake()
+    return RedirectResponse(f"/ui/jobs/{job_id}?notice=cancel", status_code=303, headers=SECURITY_HEADERS)
+
+
+@router.get("/jobs/{job_id}/logs.txt")
+def download_logs(job_id: uuid.UUID, request: Request, session: SessionDep, user: User,
+                  replica: Annotated[str | None, Query(max_length=64)] = None):
+    view = logs.view_of(session, user.actor.team_id, job_id)
+    backend = logs.backend_of(request.app.state.backends, view)
+    first = logs.read(backend, view.handle, replica, None, 1000)  # a bad replica is an error page, not a cut file
+
+    def lines() -> Iterator[str]:
+        page = first
+        while True:
+            for ln in page.lines:
+                yield f"{ln.timestamp.isoformat()} {ln.replica} {ln.stream}: {ln.message}\n"
+            if len(page.lines) < 1000:
+                return
+            page = logs.read(backend, view.handle, replica, page.cursor, 1000)
+
+    name = f"job-{job_id}" + (f"-{replica}" if replica else "") + ".log"
+    return StreamingResponse(lines(), media_type="text/plain; charset=utf-8",
+                             headers={**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})

@@ -1,0 +1,149 @@
+"""Templates: the list, a version's spec, a diff between versions, and the launch
+form with its dry-run preview (the API's POST /v1/jobs?dry_run=true)."""
+from __future__ import annotations
+
+import difflib
+import json
+import secrets
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import RedirectResponse
+from sqlalchemy.orm import Session
+
+from service.db import SessionDep
+from service.errors import Conflict, Invalid
+from service.jobs import service as jobs
+from service.jobs.schemas import JobPreview
+from service.jobspec import CompiledJob
+from service.models import TemplateVersion
+from service.templates import service as templates
+from service.templates.schemas import TEMPLATE_NAME_PATTERN
+from service.ui import launch, views
+from service.ui.deps import Form, Member, UiUser, User
+from service.ui.render import SECURITY_HEADERS, render
+from service.ui.routing import HtmlRoute
+
+router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
+Name = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN)]
+Version = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
+ROLES = ("chief", "workers", "parameter_servers", "evaluator", "reduction_server")
+
+
+@router.get("/templates")
+def templates_page(request: Request, session: SessionDep, user: User,
+                   cursor: Annotated[str | None, Query(max_length=512)] = None):
+    rows, next_cursor = templates.list_templates(session, user.actor.team_id, include_archived=True, limit=100,
+                                                 cursor=cursor or None)
+    return render(request, "templates.html", user=user, rows=rows, next_cursor=next_cursor)
+
+
+def _document(tv: TemplateVersion) -> str:
+    return json.dumps({"description": tv.description, "parameters": tv.parameters, "spec": tv.spec},
+                      indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@router.get("/templates/{name}")
+def template_page(name: Name, request: Request, session: SessionDep, user: User, version: Version = None):
+    tv = templates.get_version(session, user.actor.team_id, name, version)
+    versions = templates.list_versions(session, user.actor.team_id, name)
+    roles = [(r, tv.spec[r]) for r in ROLES if isinstance(tv.spec.get(r), dict)]
+    return render(request, "template.html", user=user, tv=tv, versions=versions, roles=roles,
+                  document=_document(tv))
+
+
+@router.get("/templates/{name}/diff")
+def template_diff(name: Name, request: Request, session: SessionDep, user: User,
+                  a: Annotated[int, Query(ge=1, le=2**31 - 1)], b: Annotated[int, Query(ge=1, le=2**31 - 1)]):
+    old = _document(templates.get_version(session, user.actor.team_id, name, a)).splitlines()
+    new = _document(templates.get_version(session, user.actor.team_id, name, b)).splitlines()
+    limit = request.app.state.settings.ui_diff_max_lines
+    too_long = max(len(old), len(new)) > limit
+    lines = [] if too_long else list(difflib.unified_diff(old, new, f"version {a}", f"version {b}", lineterm="", n=3))
+    versions = templates.list_versions(session, user.actor.team_id, name)
+    return render(request, "template_diff.html", user=user, name=name, a=a, b=b, lines=lines, versions=versions,
+                  too_long=too_long, limit=limit)
+
+
+def _launch_page(request: Request, user: UiUser, tv: TemplateVersion, form: launch.LaunchForm,
+                 preview: JobPreview | None = None, status: int = 200, source: uuid.UUID | None = None):
+    cluster = None
+    if preview is not None:
+        compiled = CompiledJob.from_json({"custom_job": preview.custom_job,
+                                          "replicas": [_replica_dict(r) for r in preview.cluster]})
+        cluster = dict(pools=views.pools(compiled),
+                       replicas=[(r.task_name, r.tf_role, _tf_config(r.env)) for r in preview.cluster])
+    return render(request, "launch.html", status, user=user, tv=tv, form=form, preview=preview, cluster=cluster,
+                  backends=sorted(request.app.state.backends), source=source)
+
+
+def _replica_dict(r) -> dict:
+    return {"pool": r.pool, "index": r.index, "task_name": r.task_name, "tf_role": r.tf_role,
+            "image_uri": r.image_uri, "command": r.command, "args": r.args, "container_env": {}}
+
+
+def _tf_config(env: dict) -> str | None:
+    raw = env.get("TF_CONFIG")
+    if raw is None:
+        return None
+    config = json.loads(raw)
+    config.pop("job", None)  # the whole CustomJobSpec again: shown once, above
+    return json.dumps(config, indent=2)
+
+
+def _source_job(session: Session, user: UiUser, job_id: uuid.UUID | None):
+    return jobs.get_job(session, user.actor.team_id, job_id) if job_id else None
+
+
+@router.get("/templates/{name}/launch")
+def launch_page(name: Name, request: Request, session: SessionDep, user: Member, version: Version = None,
+                source: Annotated[uuid.UUID | None, Query(alias="from")] = None):
+    """The form; `from=<job id>` fills it with that job's values ("launch again")."""
+    job = _source_job(session, user, source)
+    if job is not None:
+        name, version = job.template_name, job.template_version
+    tv = templates.get_version(session, user.actor.team_id, name, version)
+    settings = request.app.state.settings
+    form = launch.new_form(tv.parameters, job.parameters if job else {},
+                           backend=job.backend if job else settings.default_backend,
+                           labels=job.labels if job else None, overrides=job.overrides if job else None,
+                           idempotency_key=secrets.token_urlsafe(16))
+    return _launch_page(request, user, tv, form, source=source)
+
+
+@router.post("/templates/{name}/launch")
+def launch_post(name: Name, request: Request, session: SessionDep, user: Member, form: Form):
+    try:
+        version = int(str(form.get("version") or ""))
+    except ValueError:
+        version = None
+    tv = templates.get_version(session, user.actor.team_id, name, version)
+    state = request.app.state
+    lf, body = launch.read_form(tv.parameters, form, backend=state.settings.default_backend)
+    dry_run = form.get("action") != "launch"
+    job_body = launch.job_create(name, tv.version, body, lf) if body is not None else None
+    if job_body is None:
+        return _launch_page(request, user, tv, lf, status=422)
+    try:
+        result, _ = jobs.create_job(session, state.backends, job_body, default_backend=state.settings.default_backend,
+                                    dry_run=dry_run, actor=user.actor,
+                                    idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
+    except Invalid as e:
+        session.rollback()
+        launch.show_problems(lf, e.problems or [])
+        if not e.problems:
+            lf.other_errors.append(e.detail)
+        return _launch_page(request, user, tv, lf, status=422)
+    except Conflict as e:
+        if "job_id" not in e.extra:
+            raise
+        # This form (its idempotency key) launched another job already, then was changed.
+        session.rollback()
+        lf.idempotency_key = secrets.token_urlsafe(16)
+        lf.other_errors.append(f"This form already launched job {e.extra['job_id']} with other values. "
+                               "Launch again to start a new job with these.")
+        return _launch_page(request, user, tv, lf, status=409)
+    if dry_run:
+        return _launch_page(request, user, tv, lf, preview=result)
+    return RedirectResponse(f"/ui/jobs/{result.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)

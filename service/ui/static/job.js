@@ -1,0 +1,128 @@
+// The job page: its panels (state, progress, charts, cluster, history) are
+// fetched again when the feed says the job changed, and the logs follow the
+// job over Server-Sent Events, resuming where they stopped.
+"use strict";
+(function () {
+  const root = document.getElementById("job");
+  if (!root || !window.EventSource) return;
+  const jobId = root.dataset.jobId;
+
+  // --- panels -------------------------------------------------------------
+  let loading = false, again = false;
+
+  async function refresh() {
+    if (loading) { again = true; return; }
+    loading = true;
+    try {
+      const resp = await fetch(root.dataset.panelsUrl, { credentials: "same-origin", headers: { Accept: "text/x-fragment" } });
+      if (!resp.ok) return;
+      const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+      const before = root.querySelector("#panel-header").dataset.state;
+      const focused = document.activeElement && document.activeElement.id;
+      const openDetails = new Set([...root.querySelectorAll("[data-live] details[open]")].map((d) => d.className));
+      doc.querySelectorAll("[data-live]").forEach((fresh) => {
+        const old = document.getElementById(fresh.id);
+        if (!old) return;
+        fresh.querySelectorAll("details").forEach((d) => { if (openDetails.has(d.className)) d.open = true; });
+        old.replaceWith(document.importNode(fresh, true));
+      });
+      const header = root.querySelector("#panel-header");
+      root.dataset.updatedAt = header.dataset.updatedAt;
+      if (header.dataset.state !== before) TJ.announce("The job is now " + header.dataset.state);
+      if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+      TJ.tick();
+    } finally {
+      loading = false;
+      if (again) { again = false; refresh(); }
+    }
+  }
+
+  const feed = new EventSource("/ui/stream?job=" + encodeURIComponent(jobId) + "&since=" + encodeURIComponent(root.dataset.since));
+  feed.addEventListener("job", (e) => {
+    const change = JSON.parse(e.data);
+    if (change.updated_at > root.dataset.updatedAt) refresh();
+  });
+  feed.addEventListener("reload", refresh);
+
+  // --- logs ---------------------------------------------------------------
+  const logs = document.getElementById("logs");
+  const pre = document.getElementById("log-lines");
+  const status = document.getElementById("log-status");
+  const filter = document.getElementById("log-filter");
+  const follow = document.getElementById("log-follow");
+  const select = document.getElementById("log-replica");
+  const download = document.getElementById("log-download");
+  const MAX_LINES = 5000;  // the page keeps the newest; the download has them all
+  let replica = logs.dataset.replica;
+  let cursor = logs.dataset.cursor;
+  let source = null;
+
+  function matches(line, q) { return !q || line.textContent.toLowerCase().includes(q); }
+
+  function applyFilter() {
+    const q = filter.value.trim().toLowerCase();
+    let shown = 0, total = 0;
+    pre.querySelectorAll(".ln").forEach((line) => {
+      total += 1;
+      line.hidden = !matches(line, q);
+      if (!line.hidden) shown += 1;
+    });
+    logs.dataset.shown = String(shown);
+    if (q) status.textContent = shown + " of " + total + " lines contain “" + filter.value.trim() + "”.";
+  }
+
+  function append(l) {
+    const line = document.createElement("span");
+    line.className = "ln";
+    line.dataset.replica = l.replica;
+    const ts = document.createElement("span"); ts.className = "ts"; ts.textContent = l.timestamp;
+    const rep = document.createElement("span"); rep.className = "rep"; rep.textContent = l.replica;
+    const msg = document.createElement("span"); msg.className = "msg" + (l.stream === "stderr" ? " err" : "");
+    msg.textContent = l.message;
+    line.append(ts, " ", rep, " ", msg, "\n");
+    line.hidden = !matches(line, filter.value.trim().toLowerCase());
+    pre.append(line);
+    while (pre.childElementCount > MAX_LINES) pre.firstElementChild.remove();
+    if (follow.checked) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function open() {
+    const q = new URLSearchParams();
+    if (replica) q.set("replica", replica);
+    if (cursor) q.set("since", cursor);
+    source = new EventSource(logs.dataset.streamUrl + "?" + q.toString());
+    logs.dataset.follow = "connecting";
+    source.onopen = () => { logs.dataset.follow = "open"; if (!filter.value) status.textContent = "Following the logs live."; };
+    source.addEventListener("log", (e) => { const l = JSON.parse(e.data); cursor = l.cursor; append(l); });
+    source.addEventListener("end", (e) => {
+      const d = JSON.parse(e.data);
+      source.close();
+      logs.dataset.follow = "ended";
+      status.textContent = "The job ended (" + d.state + "): every line is shown.";
+    });
+    source.onerror = () => {
+      if (logs.dataset.follow === "ended") return;
+      logs.dataset.follow = source.readyState === EventSource.CLOSED ? "closed" : "retrying";
+      status.textContent = source.readyState === EventSource.CLOSED
+        ? "Following stopped (signed out, or the logs cannot be read now): reload the page to try again."
+        : "Reconnecting to the logs…";
+    };
+  }
+
+  select.addEventListener("change", () => {
+    if (source) source.close();
+    replica = select.value;
+    cursor = "";
+    pre.replaceChildren();
+    const url = new URL(download.href, location.href);
+    if (replica) url.searchParams.set("replica", replica); else url.searchParams.delete("replica");
+    download.href = url.pathname + url.search;
+    const page = new URL(location.href);
+    if (replica) page.searchParams.set("replica", replica); else page.searchParams.delete("replica");
+    history.replaceState(null, "", page.pathname + page.search + "#logs");
+    open();
+  });
+  filter.addEventListener("input", applyFilter);
+  if (follow.checked) pre.scrollTop = pre.scrollHeight;
+  open();
+})();

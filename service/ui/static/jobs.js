@@ -1,0 +1,63 @@
+// The jobs list: states, progress and run times change in place as the
+// service's feed (/ui/stream, Server-Sent Events) reports them.
+"use strict";
+(function () {
+  const table = document.getElementById("jobs");
+  if (!table || !window.EventSource) return;
+  const icons = JSON.parse(table.dataset.icons);
+  const since = table.dataset.since;
+  const status = document.getElementById("live-status");
+
+  function progress(cell, epoch, epochs) {
+    if (epoch === null || epoch === undefined) return;
+    cell.textContent = "";
+    const wrap = document.createElement("span");
+    wrap.className = "progress";
+    if (epochs) {
+      const bar = document.createElement("progress");
+      bar.max = epochs;
+      bar.value = Math.min(epoch, epochs);
+      bar.setAttribute("aria-label", "epoch " + epoch + " of " + epochs);
+      wrap.append(bar, " ");
+    }
+    const text = document.createElement("span");
+    text.className = "epochs";
+    text.textContent = epochs ? "epoch " + epoch + "/" + epochs : "epoch " + epoch;
+    wrap.append(text);
+    cell.append(wrap);
+  }
+
+  function apply(change) {
+    const row = table.querySelector('tr[data-job-id="' + change.id + '"]');
+    if (!row) {
+      if (table.dataset.filtered === "false" && change.created_at > since) {
+        document.getElementById("new-jobs").hidden = false;
+      }
+      return;
+    }
+    if (change.updated_at < row.dataset.updatedAt) return;  // older news than the row shows
+    row.dataset.updatedAt = change.updated_at;
+    if (row.dataset.state !== change.state) {
+      row.dataset.state = change.state;
+      const cell = row.querySelector(".state-cell");
+      cell.replaceChildren(TJ.stateBadge(change.state, icons));
+      TJ.announce(change.display_name + " is now " + change.state);
+    }
+    progress(row.querySelector(".progress-cell"), change.epoch, change.epochs);
+    const d = row.querySelector(".duration");
+    d.dataset.start = change.started_at || "";
+    d.dataset.end = change.ended_at || "";
+    TJ.tick();
+  }
+
+  const source = new EventSource("/ui/stream?since=" + encodeURIComponent(since));
+  source.addEventListener("job", (e) => apply(JSON.parse(e.data)));
+  source.addEventListener("reload", () => { document.getElementById("new-jobs").hidden = false; });
+  source.onopen = () => { status.textContent = "Live: states update by themselves."; table.dataset.live = "open"; };
+  source.onerror = () => {
+    const closed = source.readyState === EventSource.CLOSED;
+    status.textContent = closed ? "Live updates stopped (signed out?): reload the page."
+                                : "Reconnecting to the live feed…";
+    table.dataset.live = closed ? "closed" : "retrying";
+  };
+})();

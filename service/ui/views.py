@@ -1,0 +1,111 @@
+"""What the job pages show, shaped from the stored rows: the cluster table, the
+TensorBoard log folder, the latest metrics. No web framework here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from service.jobspec import CompiledJob
+from service.models import Job
+
+ROLE_NAMES = {"chief": "chief", "worker": "worker", "ps": "parameter server", "evaluator": "evaluator",
+              None: "reduction server"}
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    pool: int
+    task_name: str
+    role: str
+    machine: str
+    accelerators: str
+    status: str
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    pool: int
+    role: str
+    replicas: int
+    machine: str
+    accelerators: str
+    image: str
+
+
+def _machine(pool_spec: dict) -> tuple[str, str]:
+    spec = pool_spec.get("machineSpec") or {}
+    accel = spec.get("acceleratorType")
+    count = spec.get("acceleratorCount")
+    return spec.get("machineType", "—"), (f"{count} × {accel}" if accel else "none")
+
+
+def pools(compiled: CompiledJob) -> list[PoolRow]:
+    specs = (compiled.custom_job_dict.get("jobSpec") or {}).get("workerPoolSpecs") or []
+    out = []
+    for i, spec in enumerate(specs):
+        members = [r for r in compiled.replicas if r.pool == i]
+        if not members:
+            continue
+        machine, accel = _machine(spec)
+        out.append(PoolRow(i, ROLE_NAMES.get(members[0].tf_role, "?"), len(members), machine, accel,
+                           members[0].image_uri))
+    return out
+
+
+def replica_status(job: Job, task_name: str) -> str:
+    """What is known of one replica from the job's row: the failing one is named in its error."""
+    error = job.error or {}
+    if error.get("replica") == task_name:
+        code = error.get("exit_code")
+        return f"failed (exit code {code})" if code is not None else "failed"
+    return {"QUEUED": "waiting", "PENDING": "starting", "RUNNING": "running", "SUCCEEDED": "finished",
+            "CANCELLING": "stopping", "CANCELLED": "stopped", "FAILED": "stopped", "EXPIRED": "stopped",
+            }.get(job.state, job.state.lower())
+
+
+def replicas(job: Job, compiled: CompiledJob) -> list[ReplicaRow]:
+    specs = (compiled.custom_job_dict.get("jobSpec") or {}).get("workerPoolSpecs") or []
+    out = []
+    for r in compiled.replicas:
+        machine, accel = _machine(specs[r.pool]) if r.pool < len(specs) else ("—", "none")
+        out.append(ReplicaRow(r.pool, r.task_name, ROLE_NAMES.get(r.tf_role, "?"), machine, accel,
+                              replica_status(job, r.task_name)))
+    return out
+
+
+@dataclass(frozen=True)
+class LogDir:
+    path: str
+    url: str | None      # the Cloud console's browser for gs:// folders
+
+
+def tensorboard_dir(job: Job, compiled: CompiledJob) -> LogDir | None:
+    base = compiled.base_output_directory
+    if not base:
+        return None
+    if job.backend == "local":
+        # The local backend maps the output prefix to the run folder (docs/local.md).
+        if not job.backend_ref:
+            return None
+        return LogDir(str(Path(job.backend_ref) / "output" / "logs") + "/", None)
+    path = base.rstrip("/") + "/logs/"
+    url = None
+    if path.startswith("gs://"):
+        url = "https://console.cloud.google.com/storage/browser/" + quote(path[len("gs://"):])
+    return LogDir(path, url)
+
+
+def progress_summary(progress: dict | None) -> dict:
+    p = progress if isinstance(progress, dict) else {}
+    metrics = p.get("metrics") if isinstance(p.get("metrics"), dict) else {}
+    evaluation = p.get("evaluation") if isinstance(p.get("evaluation"), dict) else None
+    return {"epoch": _int(p.get("epoch")), "epochs": _int(p.get("epochs")), "phase": p.get("phase"),
+            "metrics": {k: v for k, v in sorted(metrics.items())[:64] if isinstance(v, (int, float)) or v is None},
+            "examples_per_sec": p.get("examples_per_sec") if isinstance(p.get("examples_per_sec"), (int, float))
+            else None,
+            "evaluation": evaluation, "model_dir": p.get("model_dir") if isinstance(p.get("model_dir"), str) else None}
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
