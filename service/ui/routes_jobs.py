@@ -106,8 +106,8 @@ def job_panels(job_id: uuid.UUID, request: Request, session: SessionDep, user: U
 
 @router.post("/jobs/{job_id}/cancel")
 def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, user: Member, form: Form):
-    jobs.cancel_job(session, request.app.state.backends, job_id, user.actor)
-    request.app.state.reconciler_wake()
+    job = jobs.cancel_job(session, request.app.state.lifecycle, job_id, user.actor)
+    request.app.state.wake_controller(job.backend)
     return RedirectResponse(f"/ui/jobs/{job_id}?notice=cancel", status_code=303, headers=SECURITY_HEADERS)
 
 

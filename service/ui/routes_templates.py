@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
 from service.db import SessionDep
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Forbidden, Invalid
 from service.jobs import service as jobs
 from service.jobs.schemas import JobPreview
 from service.jobspec import CompiledJob
@@ -126,15 +126,17 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     if job_body is None:
         return _launch_page(request, user, tv, lf, status=422)
     try:
-        result, _ = jobs.create_job(session, state.backends, job_body, default_backend=state.settings.default_backend,
+        result, _ = jobs.create_job(session, state.backends, state.lifecycle, job_body,
+                                    default_backend=state.settings.default_backend,
                                     dry_run=dry_run, actor=user.actor,
                                     idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
-    except Invalid as e:
+    except (Invalid, Forbidden) as e:
+        # Bad values (422) and overrides this member may not make (403): beside their fields.
         session.rollback()
         launch.show_problems(lf, e.problems or [])
         if not e.problems:
             lf.other_errors.append(e.detail)
-        return _launch_page(request, user, tv, lf, status=422)
+        return _launch_page(request, user, tv, lf, status=e.status)
     except Conflict as e:
         if "job_id" not in e.extra:
             raise
@@ -146,4 +148,5 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
         return _launch_page(request, user, tv, lf, status=409)
     if dry_run:
         return _launch_page(request, user, tv, lf, preview=result)
+    state.wake_controller(result.backend)
     return RedirectResponse(f"/ui/jobs/{result.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)

@@ -29,7 +29,9 @@ def trainer_spec(*, epochs: int = 3, wait_file: str | None = None, workers: int 
     spec = {"container": {"image_uri": "trainjobs-test:1", "command": [sys.executable, str(PROGRAM)], "args": args},
             "chief": {"machine_type": "n1-standard-4", "container": {"args": args + (chief_extra or [])
                                                                      + (["--exit", str(exit_code)] if exit_code else [])}},
-            "base_output_directory": "gs://trainjobs-test/ui"}
+            "base_output_directory": "gs://trainjobs-test/ui",
+            # What a member may change beyond the parameters (the override policy, README).
+            "overridable": ["workers.replica_count"]}
     if workers:
         spec["workers"] = {"replica_count": workers, "machine_type": "n1-standard-8",
                            "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}

@@ -228,6 +228,18 @@ def test_a_bad_launch_is_shown_beside_its_field_and_launches_nothing(app, api, t
     assert api.c.get("/v1/jobs").json()["items"] == []
 
 
+def test_an_override_a_member_may_not_make_is_refused_beside_its_field(app, api, tokens):
+    body = template_body("typed")
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["member"])
+    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+        c, "typed", action="launch", overrides='{"container": {"command": ["sh", "-c", "id"]}}'))
+    assert r.status_code == 403, _text(r.text)[:2000]
+    block = r.text.split('id="overrides-error"', 1)[1].split("</p>", 1)[0]
+    assert "does not let members change it" in html.unescape(block), block
+    assert api.c.get("/v1/jobs").json()["items"] == []
+
+
 def test_the_preview_is_the_apis_dry_run(app, api, tokens):
     body = template_body("typed", workers=2)
     api.template("typed", body["spec"], parameters=body["parameters"])
