@@ -13,7 +13,7 @@ from service.backends.local import LocalBackend
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
 from service.lifecycle.states import JobState
-from tests.backends.localkit import (run_path, Api, ServiceProcess, assert_no_processes, handle, job_processes,
+from tests.backends.localkit import (kill_all, run_path, Api, ServiceProcess, assert_no_processes, handle, job_processes,
                                      settings_for, spec, wait_for)
 from tests.conftest import bearer
 
@@ -155,3 +155,4 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
         assert_no_processes(work_dir)
     finally:
         second.close()
+        kill_all(work_dir)  # a failed assertion must not leave the replica behind

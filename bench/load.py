@@ -1,0 +1,283 @@
+"""The API under load (issue 11): one `trainjobs serve` process (1 worker) on PostgreSQL.
+
+1. mix: 300 concurrent clients for 30 s, each looping GET /v1/jobs?limit=5,
+   GET /v1/jobs/{id} and POST /v1/jobs (local backend holding jobs QUEUED). Every
+   answer must be 2xx or 503 (backpressure); every 201 must match a stored row and no
+   stored row may lack its 201. Prints counts, GET p50/p99 and /healthz p99 under load.
+2. followers: one running local job printing LINES lines; FOLLOWERS SSE followers of it
+   plus one sequential client doing GET /v1/jobs/{id}. Every follower must receive
+   every line, in order, and the end event. Prints GET p50/p99, the service's CPU and
+   how many reads of the log files the shared reader made.
+3. memory: RSS of the service at idle, after the mix and with the followers attached.
+
+Run: .venv/bin/python bench/load.py [--clients 300] [--seconds 30] [--followers 1000] [--lines 200]"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+TOKEN = "tj_" + secrets.token_urlsafe(32)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+
+
+class Service:
+    def __init__(self, db_url: str, work: Path, **env) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
+        full.update({"TRAINJOBS_DATABASE_URL": db_url, "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
+                     "TRAINJOBS_SEED_DEMO_TEMPLATE": "true", "TRAINJOBS_LOG_LEVEL": "WARNING",
+                     "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs"), **env})
+        self.log = open(work / "service.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
+                                      "--log-level", "warning"], env=full, cwd=work, stdout=self.log,
+                                     stderr=subprocess.STDOUT, preexec_fn=raise_fd_limit)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise SystemExit("the service did not start; see " + str(work / "service.log"))
+        self.ps = psutil.Process(self.proc.pid)
+
+    def rss_mb(self) -> float:
+        return self.ps.memory_info().rss / 2**20
+
+    def cpu_seconds(self) -> float:
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+H = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def mix(url: str, clients: int, seconds: float) -> dict:
+    statuses: dict[int, int] = {}
+    created: set[str] = set()
+    errors: list[str] = []
+    get_lat: list[float] = []
+    health_lat: list[float] = []
+    seed_ids: list[str] = []
+    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
+    async with httpx.AsyncClient(base_url=url, headers=H, timeout=60, limits=limits) as c:
+        for _ in range(5):
+            r = await c.post("/v1/jobs", json={"template": "mwms-demo"})
+            created.add(r.json()["id"])
+            seed_ids.append(r.json()["id"])
+        stop = time.monotonic() + seconds
+
+        async def one(i: int) -> None:
+            n = 0
+            while time.monotonic() < stop:
+                n += 1
+                kind = (i + n) % 3
+                t0 = time.perf_counter()
+                try:
+                    if kind == 0:
+                        r = await c.post("/v1/jobs", json={"template": "mwms-demo", "parameters": {"epochs": 2}})
+                    elif kind == 1:
+                        r = await c.get("/v1/jobs", params={"limit": 5})
+                    else:
+                        r = await c.get(f"/v1/jobs/{seed_ids[n % len(seed_ids)]}")
+                except httpx.HTTPError as e:
+                    errors.append(f"{type(e).__name__}")
+                    continue
+                dt = time.perf_counter() - t0
+                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                if kind == 0 and r.status_code == 201:
+                    created.add(r.json()["id"])
+                elif kind != 0 and r.status_code == 200:
+                    get_lat.append(dt)
+
+        async def health() -> None:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as hc:
+                while time.monotonic() < stop:
+                    t0 = time.perf_counter()
+                    r = await hc.get("/healthz")
+                    health_lat.append(time.perf_counter() - t0)
+                    assert r.status_code == 200
+                    await asyncio.sleep(0.2)
+        await asyncio.gather(health(), *(one(i) for i in range(clients)))
+    return {"statuses": statuses, "created": created, "errors": errors, "get": get_lat, "health": health_lat}
+
+
+async def follower(port: int, job_id: str, expect: int, results: list) -> None:
+    """A bare SSE client (asyncio streams: 1,000 of them fit in one process)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**20)
+    writer.write((f"GET /v1/jobs/{job_id}/logs?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                  "Accept: text/event-stream\r\nConnection: close\r\n\r\n").encode())
+    await writer.drain()
+    lines, event, ended, status = [], None, False, None
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split()[1])
+        while True:
+            raw = await reader.readline()
+            if not raw:
+                break
+            line = raw.decode().rstrip("\r\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "log":
+                msg = json.loads(line[6:])["message"]
+                if msg.startswith("workerpool0-0 line "):
+                    lines.append(int(msg.rsplit(" ", 1)[1]))
+            elif line.startswith("data: ") and event == "end":
+                ended = True
+                break
+            elif line.startswith("data: ") and event == "resync":
+                break
+    finally:
+        writer.close()
+    results.append((status, lines == list(range(expect)), ended, len(lines)))
+
+
+async def followers_run(url: str, port: int, n: int, lines: int, gate: Path) -> dict:
+    async with httpx.AsyncClient(base_url=url, headers=H, timeout=60) as c:
+        # The lines come after the gate opens, so every follower is attached by then.
+        spec = {"container": {"image_uri": "local", "command": [
+            "python", "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+            "for i in range(int(sys.argv[2])):\n    print(f'workerpool0-0 line {i}', flush=True)\n"
+            "    time.sleep(0.01)\n", str(gate), str(lines)]}}
+        r = await c.post("/v1/templates", json={"name": "talker", "spec": spec})
+        assert r.status_code == 201, r.text
+        job = (await c.post("/v1/jobs", json={"template": "talker", "backend": "local"})).json()
+        while (await c.get(f"/v1/jobs/{job['id']}")).json()["state"] != "RUNNING":
+            await asyncio.sleep(0.1)
+        results: list = []
+        tasks = [asyncio.create_task(follower(port, job["id"], lines, results)) for _ in range(n)]
+        # Attached: the streams' gauge says so (a real signal, not a sleep).
+        while True:
+            m = (await c.get("/metrics")).text
+            open_ = [ln for ln in m.splitlines() if ln.startswith("trainjobs_streams_open ")]
+            if open_ and float(open_[0].split()[1]) >= n:
+                break
+            await asyncio.sleep(0.1)
+        gate.touch()
+        get_lat: list[float] = []
+        while not all(t.done() for t in tasks):
+            t0 = time.perf_counter()
+            r = await c.get(f"/v1/jobs/{job['id']}")
+            get_lat.append(time.perf_counter() - t0)
+            assert r.status_code == 200
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*tasks)
+        return {"results": results, "get": get_lat}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=300)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--followers", type=int, default=1000)
+    ap.add_argument("--lines", type=int, default=200)
+    args = ap.parse_args()
+    raise_fd_limit()
+    name = f"trainjobs_load_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    db_url = f"{base}/{name}"
+    work = Path(tempfile.mkdtemp(prefix="trainjobs-load-"))
+    os.chmod(work, 0o711)
+    svc = None
+    try:
+        svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="0")
+        idle = svc.rss_mb()
+        peak = [idle]
+
+        async def sample():
+            while True:
+                peak.append(svc.rss_mb())
+                await asyncio.sleep(0.2)
+
+        async def run_mix():
+            s = asyncio.create_task(sample())
+            try:
+                return await mix(svc.url, args.clients, args.seconds)
+            finally:
+                s.cancel()
+        out = asyncio.run(run_mix())
+        with psycopg.connect(db_url.replace("+psycopg", "")) as conn:
+            stored = {str(r[0]) for r in conn.execute("SELECT id FROM jobs")}
+        st = out["statuses"]
+        bad = {k: v for k, v in st.items() if not (200 <= k < 300 or k == 503)}
+        print(f"mix: {args.clients} clients x {args.seconds:g} s, one worker, PostgreSQL")
+        print(f"  answers by status: {dict(sorted(st.items()))}; transport errors: {len(out['errors'])}")
+        print(f"  answers other than 2xx/503: {sum(bad.values())}")
+        print(f"  201s: {len(out['created']) - 5}; rows: {len(stored) - 5}; 201 without row: "
+              f"{len(out['created'] - stored)}; row without 201: {len(stored - out['created'])}")
+        print(f"  GET p50 {pct(out['get'], 50)*1000:.0f} ms, p99 {pct(out['get'], 99)*1000:.0f} ms; "
+              f"/healthz p99 {pct(out['health'], 99)*1000:.0f} ms")
+        print(f"  RSS: idle {idle:.0f} MB, peak under the mix {max(peak):.0f} MB")
+        svc.stop()
+
+        svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2")
+        idle2 = svc.rss_mb()
+        cpu0, t0 = svc.cpu_seconds(), time.monotonic()
+        gate = work / "gate"
+        res = asyncio.run(followers_run(svc.url, svc.port, args.followers, args.lines, gate))
+        cpu = svc.cpu_seconds() - cpu0
+        wall = time.monotonic() - t0
+        ok = sum(1 for status, complete, ended, _ in res["results"] if status == 200 and complete and ended)
+        print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines")
+        print(f"  complete (every line in order + end): {ok}/{args.followers}")
+        print(f"  GET /v1/jobs/{{id}} meanwhile: p50 {pct(res['get'], 50)*1000:.0f} ms, "
+              f"p99 {pct(res['get'], 99)*1000:.0f} ms ({len(res['get'])} requests)")
+        print(f"  service CPU {cpu:.1f} s over {wall:.1f} s ({cpu / wall:.2f} cores); RSS {idle2:.0f} MB idle, "
+              f"{svc.rss_mb():.0f} MB after")
+    finally:
+        if svc is not None:
+            svc.stop()
+        with psycopg.connect(ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
