@@ -106,6 +106,7 @@ class LogLine:
 class LogPage:
     lines: list[LogLine] = field(default_factory=list)
     cursor: str | None = None   # resume point after the last line (None: nothing read yet)
+    more: bool = False          # the backend knows more lines are waiting right now (a read cap stopped it)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ class Follower:
         """Queue a chunk; False (and a resync event queued) when the follower lags too far."""
         if self.done:
             return True
-        if self.pending + lines > limit:
+        if self.pending and self.pending + lines > limit:  # one batch is always taken: not a lag
             self.chunks.append(_event("resync", {"cursor": self.cursor, "reason": "this follower fell too far "
                                                  "behind; reconnect with Last-Event-ID to resume"}, None))
             self.done = True
@@ -113,8 +113,8 @@ class Reader:
                     interval = min(interval * 2, max(cfg.max_interval, 4 * floor))
                 self.changed.set()
                 self.changed = asyncio.Event()
-                if len(page.lines) >= self.limit:
-                    continue  # more is waiting
+                if page.more or len(page.lines) >= self.limit:
+                    continue  # more is waiting: read on at once (and read everything before an end)
                 if final:
                     self.ended = end_event(self.view, self.head)
                     for f in list(self.followers):
@@ -185,8 +185,8 @@ class Hub:
         if first.lines:
             yield retry + "".join(log_event(line) for line in first.lines)
             retry = ""
-        # Catch up alone while there is more than a page waiting, then join the shared reader.
-        while len(first.lines) >= limit:
+        # Catch up alone while more is waiting, then join the shared reader.
+        while first.more or len(first.lines) >= limit:
             first = await anyio.to_thread.run_sync(read, backend, view.handle, replica, cursor, limit)
             cursor = first.cursor or cursor
             if first.lines:
@@ -196,6 +196,8 @@ class Hub:
         try:
             while True:
                 if not follower.chunks:
+                    if follower.done:
+                        return  # everything given, the last `end` or `resync` included
                     follower.ready.clear()
                     try:
                         await asyncio.wait_for(follower.ready.wait(), self.cfg.heartbeat)
@@ -207,8 +209,6 @@ class Hub:
                 follower.pending = 0
                 yield retry + text
                 retry = ""
-                if follower.done:
-                    return
         finally:
             reader.followers.discard(follower)
 

@@ -49,6 +49,6 @@ async def job_logs(
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     return LogPageOut(job_id=job_id, state=view.handle.state, cursor=page.cursor,
-                      done=view.final and len(page.lines) < limit,
+                      done=view.final and not page.more and len(page.lines) < limit,
                       lines=[LogLineOut(replica=ln.replica, stream=ln.stream, timestamp=ln.timestamp,
                                         message=ln.message, cursor=ln.cursor) for ln in page.lines])

@@ -120,7 +120,15 @@ def read_page(files: dict[str, Path], since: str | None, limit: int) -> LogPage:
         current[task] = end
         lines.append(LogLine(cursor=encode_cursor(current), replica=task, stream=stream,
                              timestamp=_timestamp(ts), message=message))
-    return LogPage(lines=lines, cursor=encode_cursor(current))
+    more = len(lines) >= limit or any(_size(path) > current[task] for task, path in files.items())
+    return LogPage(lines=lines, cursor=encode_cursor(current), more=more)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def tail(path: Path, n: int = 20, max_bytes: int = 64 * 1024) -> list[str]:

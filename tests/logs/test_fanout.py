@@ -1,0 +1,127 @@
+"""Followers of one job share one reader (service/logs/fanout.py): every follower gets
+the same lines, in order, and the end; a follower resumes with Last-Event-ID; a slow
+follower is cut with a resync event and never holds up a fast one. Real local jobs,
+real uvicorn, real HTTP clients."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import httpx
+from httpx_sse import connect_sse
+
+from service.app import create_app
+from tests.backends.localkit import Api, assert_no_processes, settings_for, thread_server, wait_for
+from tests.conftest import bearer
+
+TALKER = ("import os, sys, time\n"
+          "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+          "for i in range(int(sys.argv[2])):\n"
+          "    print(f'line {i} ' + 'x' * int(sys.argv[3]), flush=True)\n")
+
+
+def talker(api: Api, name: str, gate, lines: int, width: int = 10) -> str:
+    api.template(name, {"container": {"image_uri": "local", "command": [
+        "python", "-c", TALKER, str(gate), str(lines), str(width)]}})
+    job = api.submit(name)
+    api.wait_state(job["id"], "RUNNING")
+    return job["id"]
+
+
+def follow_all(url: str, token: str, job_id: str, out: list, headers: dict | None = None) -> None:
+    with httpx.Client(base_url=url, headers={**bearer(token), **(headers or {})}, timeout=60) as c:
+        with connect_sse(c, "GET", f"/v1/jobs/{job_id}/logs", params={"follow": "true"}) as source:
+            for sse in source.iter_sse():
+                out.append((sse.event, sse.id, json.loads(sse.data)))
+                if sse.event in ("end", "resync"):
+                    return
+
+
+def test_followers_share_one_reader_and_get_identical_lines(db_url, work_dir, token, tmp_path):
+    settings = settings_for(db_url, work_dir)
+    app = create_app(settings)
+    with thread_server(app) as url, httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
+        api = Api(client)
+        gate = tmp_path / "gate"
+        job_id = talker(api, "talker", gate, 200)
+        seen: list[list] = [[] for _ in range(6)]
+        threads = [threading.Thread(target=follow_all, args=(url, token, job_id, s)) for s in seen]
+        for t in threads:
+            t.start()
+        wait_for(lambda: "trainjobs_streams_open 6.0" in client.get("/metrics").text, "six followers attached")
+        hub = app.state.log_hub
+        # All six joined one reader (its followers), not six readers.
+        wait_for(lambda: len(hub.readers) == 1 and len(next(iter(hub.readers.values())).followers) == 6,
+                 "six followers on one reader")
+        assert str(next(iter(hub.readers))[0]) == job_id
+        gate.touch()
+        for t in threads:
+            t.join(120)
+        expected = [f"line {i} " + "x" * 10 for i in range(200)]
+        for s in seen:
+            assert s[-1][0] == "end" and s[-1][2]["state"] == "SUCCEEDED"
+            assert [d["message"] for ev, _, d in s if ev == "log"] == expected
+            assert [i for ev, i, _ in s if ev == "log"] == [i for ev, i, _ in seen[0] if ev == "log"]
+        # One reader served all six: far fewer reads than six followers polling would make.
+        assert hub.readers == {}  # it ended with the job
+    assert_no_processes(work_dir)
+
+
+def test_a_follower_resumes_from_last_event_id(db_url, work_dir, token, tmp_path):
+    with thread_server(create_app(settings_for(db_url, work_dir))) as url, \
+            httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
+        api = Api(client)
+        gate = tmp_path / "gate"
+        job_id = talker(api, "talker", gate, 50)
+        gate.touch()
+        api.wait_state(job_id, "SUCCEEDED")
+        full: list = []
+        follow_all(url, token, job_id, full)
+        logs = [x for x in full if x[0] == "log"]
+        assert len(logs) == 50
+        rest: list = []
+        follow_all(url, token, job_id, rest, headers={"Last-Event-ID": logs[19][1]})
+        assert [d["message"] for ev, _, d in rest if ev == "log"] == [d["message"] for _, _, d in logs[20:]]
+        assert rest[-1][0] == "end"
+
+
+def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, token, tmp_path):
+    settings = settings_for(db_url, work_dir, logs_follower_buffer_lines=50)
+    app = create_app(settings)
+    with thread_server(app) as url, \
+            httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
+        api = Api(client)
+        gate = tmp_path / "gate"
+        job_id = talker(api, "talker", gate, 5000, width=2000)  # ~10 MB: more than socket buffers hold
+        # The slow one connects and then reads nothing at all until the fast one is done.
+        port = int(url.rsplit(":", 1)[1])
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        slow.connect(("127.0.0.1", port))
+        slow.sendall((f"GET /v1/jobs/{job_id}/logs?follow=true HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n").encode())
+        fast: list = []
+        t = threading.Thread(target=follow_all, args=(url, token, job_id, fast))
+        t.start()
+        hub = app.state.log_hub
+        wait_for(lambda: len(hub.readers) == 1 and len(next(iter(hub.readers.values())).followers) == 2,
+                 "both followers on the shared reader")
+        gate.touch()
+        t.join(180)
+        assert not t.is_alive()
+        assert fast[-1][0] == "end" and len([x for x in fast if x[0] == "log"]) == 5000
+        # Now the slow one reads what it was sent: its stream ends with a resync event that
+        # names the last line it was given, from which it can resume.
+        slow.settimeout(60)
+        data = b""
+        while b"event: resync" not in data:
+            chunk = slow.recv(1 << 16)
+            assert chunk, ("the slow follower's stream ended without a resync event: "
+                           f"{len(data)} bytes, {data.count(b'event: log')} lines, tail {data[-300:]!r}")
+            data += chunk
+        slow.close()
+        tail = data.split(b"event: resync", 1)[1].split(b"\n\n", 1)[0]
+        payload = json.loads(tail.split(b"data: ", 1)[1])
+        assert payload["cursor"] and "Last-Event-ID" in payload["reason"]
+    assert_no_processes(work_dir)
