@@ -21,7 +21,7 @@ from trainer.config import TrainConfig
 from trainer.data import make_inputs
 from trainer.errors import ConfigError
 from trainer.model import build_model, compile_model
-from trainer.progress import emit, metrics_dict
+from trainer.events import emit, metrics_dict
 
 # How long one wait for a new checkpoint lasts before the "is training done?" check.
 _POLL_SECONDS = 2
