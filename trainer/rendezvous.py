@@ -92,6 +92,7 @@ def wait_for_peers(
     log: Callable[[str], None],
     log_every: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> float:
     """Block until every peer accepts a connection; returns the seconds waited.
 
@@ -126,5 +127,5 @@ def wait_for_peers(
                 log(f"{me} waiting for {len(pending)} of {len(peers)} task(s) to start "
                     f"({now - start:.0f} s of {timeout:g} s): {_describe(pending, why)}")
                 next_log += log_every
-            time.sleep(min(_RETRY_SECONDS, max(deadline - now, 0)))
+            sleep(min(_RETRY_SECONDS, max(deadline - now, 0)))
     return clock() - start

@@ -72,9 +72,9 @@ def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int
     # 0. Everything that can be checked alone, before waiting for anybody.
     gpus = hardware.visible_gpus()
     hardware.check_gpus(expected_gpus, gpus, hardware.build_versions(), hardware.nvidia_driver())
-    outputs.check_outputs(cfg, cluster)
     if cfg.is_tfrecord:
         data.check_tfrecord_inputs(cfg)
+    outputs.check_outputs(cfg, cluster)
     if cluster.is_evaluator:
         distribute.set_mixed_precision(cfg.mixed_precision)
         tf.keras.utils.set_random_seed(cfg.seed)

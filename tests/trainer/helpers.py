@@ -43,9 +43,19 @@ def vertex_tf_config(cluster: dict[str, list[str]], task_type: str, index: int, 
     })
 
 
+def vertex_cluster_spec(pools: dict[str, list[str]], pool: str, index: int, **task_extra) -> str:
+    """CLUSTER_SPEC as Vertex AI writes it (pools named workerpool0..3)."""
+    specs = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": str(len(pools.get(f"workerpool{i}", []))),
+              "container_spec": {"image_uri": "trainer:test"}} for i in range(len(pools))]
+    return json.dumps({"cluster": pools, "environment": "cloud",
+                       "task": {"type": pool, "index": index, **task_extra},
+                       "job": {"worker_pool_specs": specs}})
+
+
 def trainer_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k != "TF_CONFIG" and not k.startswith("AIP_") and k != "TF_USE_LEGACY_KERAS"}
+           if k not in ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS")
+           and not k.startswith("AIP_") and not k.startswith("TRAINJOBS_")}
     env["PYTHONPATH"] = str(REPO)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env.update(extra)
