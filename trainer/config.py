@@ -3,7 +3,7 @@
 Pure Python (no TensorFlow): flag mistakes fail before the TensorFlow import.
 Output directories default to what Vertex AI sets from the job's base output
 directory (AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR), so a job
-template need not repeat them. Inside the trainer image (TRAINJOBS_IN_CONTAINER=1)
+template need not repeat them. Inside the trainer image (TRAINJOBS_IN_CONTAINER=true)
 the last fallback, a directory in the container, is refused: it disappears with
 the container, and the trained model with it.
 """
@@ -229,7 +229,7 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         "--tensorboard-dir": (a.tensorboard_dir, "AIP_TENSORBOARD_LOG_DIR", "logs"),
     }
     dirs = {flag: _output_dir(value, env, environ, a.job_dir, leaf) for flag, (value, env, leaf) in outputs.items()}
-    if environ.get(IN_CONTAINER_ENV) == "1":
+    if environ.get(IN_CONTAINER_ENV, "").strip().lower() in ("1", "true", "yes"):
         lost = [flag for flag, (value, env, _) in outputs.items()
                 if not (value or a.job_dir or environ.get(env))]
         if lost:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from service.errors import Problem
+from service.jobspec.cluster import EXPECTED_GPUS_ENV
 from service.jobspec.machines import check_machine
 from service.jobspec.spec import JobSpec
 
@@ -37,6 +38,7 @@ def check_spec(spec: JobSpec) -> list[Problem]:
 
     for where, role in _roles(spec):
         problems += check_machine(where, role.machine_type, role.accelerator_type, role.accelerator_count)
+    problems += _check_reserved_env(spec)
     if spec.reduction_server:
         problems += check_machine("reduction_server", spec.reduction_server.machine_type, None, 0)
     problems += check_labels("labels", spec.labels)
@@ -62,7 +64,26 @@ def _check_reduction_server(spec: JobSpec) -> list[Problem]:
         problems.append(Problem("chief.accelerator_count",
                                 "with Reduction Server the chief takes part in NCCL all-reduce and needs GPUs too",
                                 "give the chief the same accelerators as the workers"))
+    if not spec.reduction_server.client_installed:
+        # The service cannot look inside images, so their template must say so.
+        problems.append(Problem(
+            "reduction_server.client_installed",
+            "Reduction Server only works when the chief and worker images include Google's reduction client "
+            "(the google-reduction-server package, which NCCL loads); without it the workers all-reduce among "
+            "themselves and the reducer pool idles, billed. The packaged trainer image does not include it",
+            "use images that have it (Google's prebuilt TensorFlow GPU training containers do; a custom image "
+            "installs the package as Google's Reduction Server docs show) and set "
+            "reduction_server.client_installed to true, or remove reduction_server"))
     return problems
+
+
+def _check_reserved_env(spec: JobSpec) -> list[Problem]:
+    # The compiler sets it from accelerator_count; a template's own value would be overwritten.
+    envs = [("container.env", spec.container.env)] + [
+        (f"{where}.container.env", role.container.env) for where, role in _roles(spec) if role.container]
+    return [Problem(f"{where}.{EXPECTED_GPUS_ENV}", "set by trainjobs from each pool's accelerator_count",
+                    f"remove {EXPECTED_GPUS_ENV} from the env; give the pool accelerator_count instead")
+            for where, env in envs if EXPECTED_GPUS_ENV in env]
 
 
 def _roles(spec: JobSpec):

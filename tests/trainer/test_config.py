@@ -91,7 +91,7 @@ def test_bad_flags_are_config_errors(argv, message):
 
 
 def test_in_the_container_outputs_that_would_be_lost_are_refused():
-    inside = {"TRAINJOBS_IN_CONTAINER": "1"}
+    inside = {"TRAINJOBS_IN_CONTAINER": "true"}  # as Dockerfile.trainer sets it
     with pytest.raises(ConfigError) as err:
         parse_args([], environ=inside)
     assert "--model-dir, --checkpoint-dir, --tensorboard-dir" in str(err.value)

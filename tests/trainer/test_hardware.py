@@ -17,6 +17,12 @@ from trainer.errors import ConfigError
 CUDA_BUILD = {"tensorflow": "2.21.0", "is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}
 
 
+def test_the_service_and_the_trainer_agree_on_the_variable():
+    from service.jobspec.cluster import EXPECTED_GPUS_ENV
+
+    assert hardware.EXPECTED_GPUS_ENV == EXPECTED_GPUS_ENV == "TRAINJOBS_EXPECTED_GPUS"
+
+
 def test_expected_gpu_count_comes_from_the_environment():
     assert hardware.expected_gpus({}) == 0
     assert hardware.expected_gpus({"TRAINJOBS_EXPECTED_GPUS": "4"}) == 4
