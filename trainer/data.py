@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -211,21 +212,66 @@ def _suggest(kinds: dict[str, str], kind: str, hints: tuple[str, ...]) -> str | 
     return candidates[0] if len(candidates) == 1 else None
 
 
+def first_record(path: str) -> bytes | None:
+    """The first record of a TFRecord file, read by hand from its framing
+    (uint64 length, uint32 CRC, data, uint32 CRC). tf.data would do it too, but
+    it starts TensorFlow's eager runtime, which must not exist yet when the
+    check runs: MultiWorkerMirroredStrategy can only configure a fresh one."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        header = f.read(12)
+        if not header:
+            return None
+        if len(header) < 12:
+            raise ValueError("the file ends inside the first record's header")
+        (length,) = struct.unpack("<Q", header[:8])
+        if _masked_crc(header[:8]) != struct.unpack("<I", header[8:12])[0]:
+            raise ValueError("the first record's length has a bad checksum")
+        data = f.read(length)
+        if len(data) < length:
+            raise ValueError("the file ends inside the first record")
+        return data
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
 def check_example_features(files: list[str], image_key: str, label_key: str, what: str) -> None:
     """Read the first record and refuse, naming the features present, unless it
     holds an encoded image (bytes) under image_key and an int64 label under label_key."""
     first, path = None, files[0]
     for path in files:
         try:
-            first = next(iter(tf.data.TFRecordDataset([path]).take(1)), None)
-        except tf.errors.DataLossError as exc:
-            raise ConfigError(f"{what}: {path} is not a TFRecord file ({exc.message.splitlines()[0]})") from None
+            first = first_record(path)
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {path} is not a TFRecord file ({exc})") from None
         if first is not None:
             break
     if first is None:
         raise ConfigError(f"{what}: the files hold no records")
     try:
-        example = tf.train.Example.FromString(first.numpy())
+        example = tf.train.Example.FromString(first)
     except Exception:  # protobuf's DecodeError
         raise ConfigError(f"{what}: the records in {path} are not tf.train.Example protos") from None
     kinds = {key: _KIND_NAMES.get(f.WhichOneof("kind"), "empty")
