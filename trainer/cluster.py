@@ -132,6 +132,11 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
             raise ConfigError(f"TF_CONFIG cluster[{role!r}] must be a list of host:port strings")
         if role in _TRAINING_POOLS and addresses:
             cluster[role] = list(addresses)
+    reduction_server = _has_reduction_server(doc.get("job"))
+    if reduction_server:
+        # Pool 2 runs Google's reducers, which are no TensorFlow tasks. Should a launcher
+        # list them as "ps" (not seen here: no Vertex AI access), MWMS would refuse the cluster.
+        cluster.pop(PS, None)
     if len(cluster.get(CHIEF, [])) > 1:
         raise ConfigError("TF_CONFIG cluster has more than one chief")
 
@@ -166,7 +171,7 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
         cluster=cluster,
         trial=None if trial in (None, "") else str(trial),
         raw_task_type=raw_type,
-        reduction_server=_has_reduction_server(doc.get("job")),
+        reduction_server=reduction_server,
     )
 
 

@@ -164,6 +164,11 @@ def test_reduction_server_is_read_from_tf_config_job_in_either_field_naming():
     camel["job"]["workerPoolSpecs"].append({"containerSpec": {
         "imageUri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}})
     assert parse_environment({"TF_CONFIG": json.dumps(camel)}).reduction_server
+    # Reducers listed as "ps" would make MWMS refuse the cluster: they are no TensorFlow tasks.
+    camel["cluster"] = {**CLUSTER, "ps": ["r0:2222"]}
+    listed = parse_environment({"TF_CONFIG": json.dumps(camel)})
+    assert listed.reduction_server and "ps" not in listed.cluster
+    check_role(listed, "auto")
     assert not parse_environment({"TF_CONFIG": vertex_tf_config(CLUSTER, "chief", 0)}).reduction_server
 
 
