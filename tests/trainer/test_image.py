@@ -52,24 +52,25 @@ def test_the_trainer_extra_agrees_with_the_image_pins():
 
 def _closure(roots: list[Requirement]) -> set[str]:
     """Names of everything the installed distributions of `roots` pull in (markers evaluated here)."""
-    seen: set[str] = set()
-    todo = [(r, tuple(r.extras)) for r in roots]
+    names: set[str] = set()
+    visited: set[tuple[str, frozenset[str]]] = set()  # a package again with other extras is a new visit
+    todo = [(r, frozenset(r.extras)) for r in roots]
     while todo:
         req, extras = todo.pop()
         name = canonicalize_name(req.name)
+        names.add(name)
+        if (name, extras) in visited:
+            continue
+        visited.add((name, extras))
         try:
             dist = metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
-            seen.add(name)  # e.g. the NVIDIA wheels, not installed on this CPU machine
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
+            continue  # e.g. the NVIDIA wheels, not installed on this CPU machine
         for text in dist.requires or []:
             dep = Requirement(text)
-            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in (extras or ("",))):
-                todo.append((dep, tuple(dep.extras)))
-    return seen
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in (extras or {""})):
+                todo.append((dep, frozenset(dep.extras)))
+    return names
 
 
 def test_every_dependency_installed_here_with_the_trainer_is_pinned():
