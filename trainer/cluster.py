@@ -49,6 +49,8 @@ class ClusterInfo:
     # The job's pool 2 runs Google's Reduction Server (from the job spec Vertex
     # puts in TF_CONFIG / CLUSTER_SPEC).
     reduction_server: bool = False
+    # The job has an evaluator pool (from the job spec or CLUSTER_SPEC); None: nothing says.
+    has_evaluator: bool | None = None
 
     @property
     def task_name(self) -> str:
@@ -172,6 +174,7 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
         trial=None if trial in (None, "") else str(trial),
         raw_task_type=raw_type,
         reduction_server=reduction_server,
+        has_evaluator=True if task_type == EVALUATOR else _has_evaluator_pool(doc.get("job")),
     )
 
 
@@ -196,6 +199,9 @@ def parse_environment(environ: Mapping[str, str]) -> ClusterInfo:
             info = replace(info, trial=str(trial))
     if not info.reduction_server and spec_doc is not None and _has_reduction_server(spec_doc.get("job")):
         info = replace(info, reduction_server=True)
+    if info.has_evaluator is None and spec_doc is not None and isinstance(spec_doc.get("cluster"), dict):
+        # CLUSTER_SPEC lists every pool of the job.
+        info = replace(info, has_evaluator=bool(spec_doc["cluster"].get("workerpool3")))
     return info
 
 
@@ -243,12 +249,25 @@ def _tf_config_from_cluster_spec(doc: dict) -> dict:
     return {"cluster": cluster, "task": out_task, "job": job}
 
 
+def _job_pools(job) -> list | None:
+    if not isinstance(job, dict):
+        return None
+    pools = job.get("worker_pool_specs") or job.get("workerPoolSpecs")
+    return pools if isinstance(pools, list) else None
+
+
+def _has_evaluator_pool(job) -> bool | None:
+    """Pool 3 of the job spec is the evaluator's; None when there is no job spec."""
+    pools = _job_pools(job)
+    if pools is None:
+        return None
+    return len(pools) > 3 and isinstance(pools[3], dict) and bool(pools[3])
+
+
 def _has_reduction_server(job) -> bool:
     """Does pool 2 of the job spec (either JSON field naming) run Google's reducer image?"""
-    if not isinstance(job, dict):
-        return False
-    pools = job.get("worker_pool_specs") or job.get("workerPoolSpecs") or []
-    if not isinstance(pools, list) or len(pools) < 3 or not isinstance(pools[2], dict):
+    pools = _job_pools(job) or []
+    if len(pools) < 3 or not isinstance(pools[2], dict):
         return False
     container = pools[2].get("container_spec") or pools[2].get("containerSpec") or {}
     image = (container.get("image_uri") or container.get("imageUri") or "") if isinstance(container, dict) else ""

@@ -54,7 +54,7 @@ class TrainConfig:
     model_dir: str
     checkpoint_dir: str
     tensorboard_dir: str
-    keep_checkpoints: int
+    keep_checkpoints: int | None  # None: 2 when the job has an evaluator (or nothing says), else 0
     shuffle_buffer: int
     seed: int
     evaluator_timeout: float | None
@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--tensorboard-dir", default=None)
     out.add_argument("--job-dir", default=None,
                      help="legacy AI Platform base dir: outputs go to JOB_DIR/{model,checkpoints,logs}")
-    out.add_argument("--keep-checkpoints", type=int, default=2,
-                     help="per-epoch checkpoints kept for the evaluator (0: write none)")
+    out.add_argument("--keep-checkpoints", type=int, default=None,
+                     help="per-epoch checkpoints kept for the evaluator (0: write none; default: 2 when the job "
+                     "has an evaluator pool or the trainer cannot tell, else 0)")
     out.add_argument("--evaluator-timeout", type=float, default=None,
                      help="evaluator: give up after this many seconds without a new checkpoint")
     return p
@@ -202,7 +203,8 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
     for name, value, low in (
         ("--epochs", a.epochs, 1), ("--batch-size", a.batch_size, 1), ("--image-size", a.image_size, 32),
         ("--synthetic-examples", a.synthetic_examples, 1), ("--synthetic-eval-examples", a.synthetic_eval_examples, 0),
-        ("--keep-checkpoints", a.keep_checkpoints, 0), ("--shuffle-buffer", a.shuffle_buffer, 1),
+        ("--keep-checkpoints", 0 if a.keep_checkpoints is None else a.keep_checkpoints, 0),
+        ("--shuffle-buffer", a.shuffle_buffer, 1),
         ("--fine-tune-layers", a.fine_tune_layers, -1),
     ):
         if value < low:

@@ -184,3 +184,20 @@ def test_peers_each_replica_waits_for():
     assert parse_tf_config(vertex_tf_config(ps_cluster, "ps", 0)).peers_to_wait_for("parameter_server") == {}
     assert parse_tf_config(vertex_tf_config(CLUSTER, "evaluator", 0)).peers_to_wait_for("mwms") == {}
     assert parse_tf_config(None).peers_to_wait_for("default") == {}
+
+
+def test_whether_the_job_has_an_evaluator():
+    from trainer.callbacks import epoch_checkpoints_to_keep
+    from trainer.config import parse_args
+
+    with_eval = parse_tf_config(vertex_tf_config(CLUSTER, "chief", 0, evaluator=True))
+    without = parse_tf_config(vertex_tf_config(CLUSTER, "chief", 0))
+    unknown = parse_tf_config(json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}}))
+    assert (with_eval.has_evaluator, without.has_evaluator, unknown.has_evaluator) == (True, False, None)
+    spec = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec({**POOLS, "workerpool3": ["e:1"]}, "workerpool0", 0)})
+    assert spec.has_evaluator is True
+    assert parse_environment({"CLUSTER_SPEC": vertex_cluster_spec(POOLS, "workerpool0", 0)}).has_evaluator is False
+    # Per-epoch checkpoints are only for the evaluator: none when the job surely has none.
+    auto = parse_args([], environ={})
+    assert [epoch_checkpoints_to_keep(auto, c) for c in (with_eval, without, unknown)] == [2, 0, 2]
+    assert epoch_checkpoints_to_keep(parse_args(["--keep-checkpoints=5"], environ={}), without) == 5
