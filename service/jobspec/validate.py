@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from service.errors import Problem
-from service.jobspec.cluster import EXPECTED_GPUS_ENV
 from service.jobspec.machines import check_machine
 from service.jobspec.spec import JobSpec
 
@@ -38,7 +37,6 @@ def check_spec(spec: JobSpec) -> list[Problem]:
 
     for where, role in _roles(spec):
         problems += check_machine(where, role.machine_type, role.accelerator_type, role.accelerator_count)
-    problems += _check_reserved_env(spec)
     if spec.reduction_server:
         problems += check_machine("reduction_server", spec.reduction_server.machine_type, None, 0)
     problems += check_labels("labels", spec.labels)
@@ -75,15 +73,6 @@ def _check_reduction_server(spec: JobSpec) -> list[Problem]:
             "installs the package as Google's Reduction Server docs show) and set "
             "reduction_server.client_installed to true, or remove reduction_server"))
     return problems
-
-
-def _check_reserved_env(spec: JobSpec) -> list[Problem]:
-    # The compiler sets it from accelerator_count; a template's own value would be overwritten.
-    envs = [("container.env", spec.container.env)] + [
-        (f"{where}.container.env", role.container.env) for where, role in _roles(spec) if role.container]
-    return [Problem(f"{where}.{EXPECTED_GPUS_ENV}", "set by trainjobs from each pool's accelerator_count",
-                    f"remove {EXPECTED_GPUS_ENV} from the env; give the pool accelerator_count instead")
-            for where, env in envs if EXPECTED_GPUS_ENV in env]
 
 
 def _roles(spec: JobSpec):
