@@ -3,7 +3,9 @@
 Pure Python (no TensorFlow): flag mistakes fail before the TensorFlow import.
 Output directories default to what Vertex AI sets from the job's base output
 directory (AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR), so a job
-template need not repeat them.
+template need not repeat them. Inside the trainer image (TRAINJOBS_IN_CONTAINER=true)
+the last fallback, a directory in the container, is refused: it disappears with
+the container, and the trained model with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ STRATEGIES = ("auto", "mwms", "mirrored", "default", "parameter_server")
 SYNTHETIC, TFRECORD = "synthetic", "tfrecord"
 # Where outputs go when neither a flag, AIP_* nor --job-dir says (local runs).
 LOCAL_OUTPUT_ROOT = "trainer-output"
+# Set by Dockerfile.trainer: the local fallback would be inside the container.
+IN_CONTAINER_ENV = "TRAINJOBS_IN_CONTAINER"
+ALL_REDUCE = ("auto", "nccl", "ring")
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,13 @@ class TrainConfig:
     model_dir: str
     checkpoint_dir: str
     tensorboard_dir: str
-    keep_checkpoints: int
+    keep_checkpoints: int | None  # None: 2 when the job has an evaluator (or nothing says), else 0
     shuffle_buffer: int
     seed: int
     evaluator_timeout: float | None
+    cluster_timeout: float
+    all_reduce: str
+    nan_check_steps: int
 
     @property
     def is_synthetic(self) -> bool:
@@ -130,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--mixed-precision", action="store_true",
                        help="float16 compute on GPUs (bfloat16 elsewhere), float32 variables")
     train.add_argument("--strategy", default="auto", choices=STRATEGIES)
+    train.add_argument("--all-reduce", default="auto", choices=ALL_REDUCE,
+                       help="multi-worker all-reduce: auto = NCCL when the replica has GPUs, ring on CPUs")
+    train.add_argument("--cluster-timeout", type=float, default=300,
+                       help="seconds to wait for the other replicas to start before giving up (exit 3); "
+                       "the ones missing are logged every 30 s")
+    train.add_argument("--nan-check-steps", type=int, default=50,
+                       help="stop (exit 3, nothing saved) when the loss is NaN or infinite, checked every N steps "
+                       "and at each epoch end (0: epoch ends only)")
     train.add_argument("--shuffle-buffer", type=int, default=1024)
     train.add_argument("--seed", type=int, default=42)
 
@@ -140,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--tensorboard-dir", default=None)
     out.add_argument("--job-dir", default=None,
                      help="legacy AI Platform base dir: outputs go to JOB_DIR/{model,checkpoints,logs}")
-    out.add_argument("--keep-checkpoints", type=int, default=2,
-                     help="per-epoch checkpoints kept for the evaluator (0: write none)")
+    out.add_argument("--keep-checkpoints", type=int, default=None,
+                     help="per-epoch checkpoints kept for the evaluator (0: write none; default: 2 when the job "
+                     "has an evaluator pool or the trainer cannot tell, else 0)")
     out.add_argument("--evaluator-timeout", type=float, default=None,
                      help="evaluator: give up after this many seconds without a new checkpoint")
     return p
@@ -186,13 +203,18 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
     for name, value, low in (
         ("--epochs", a.epochs, 1), ("--batch-size", a.batch_size, 1), ("--image-size", a.image_size, 32),
         ("--synthetic-examples", a.synthetic_examples, 1), ("--synthetic-eval-examples", a.synthetic_eval_examples, 0),
-        ("--keep-checkpoints", a.keep_checkpoints, 0), ("--shuffle-buffer", a.shuffle_buffer, 1),
+        ("--keep-checkpoints", 0 if a.keep_checkpoints is None else a.keep_checkpoints, 0),
+        ("--shuffle-buffer", a.shuffle_buffer, 1),
         ("--fine-tune-layers", a.fine_tune_layers, -1),
     ):
         if value < low:
             raise ConfigError(f"{name} must be at least {low}, got {value}")
     if a.steps_per_epoch is not None and a.steps_per_epoch < 1:
         raise ConfigError(f"--steps-per-epoch must be at least 1, got {a.steps_per_epoch}")
+    if a.cluster_timeout <= 0:
+        raise ConfigError(f"--cluster-timeout must be positive, got {a.cluster_timeout}")
+    if a.nan_check_steps < 0:
+        raise ConfigError(f"--nan-check-steps must be at least 0, got {a.nan_check_steps}")
     if a.learning_rate <= 0:
         raise ConfigError(f"--learning-rate must be positive, got {a.learning_rate}")
     num_classes = a.num_classes
@@ -202,6 +224,23 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         raise ConfigError("--num-classes is required with --train-files (TFRecords carry no class list)")
     if num_classes is not None and num_classes < 2:
         raise ConfigError(f"--num-classes must be at least 2, got {num_classes}")
+
+    outputs = {
+        "--model-dir": (a.model_dir, "AIP_MODEL_DIR", "model"),
+        "--checkpoint-dir": (a.checkpoint_dir, "AIP_CHECKPOINT_DIR", "checkpoints"),
+        "--tensorboard-dir": (a.tensorboard_dir, "AIP_TENSORBOARD_LOG_DIR", "logs"),
+    }
+    dirs = {flag: _output_dir(value, env, environ, a.job_dir, leaf) for flag, (value, env, leaf) in outputs.items()}
+    if environ.get(IN_CONTAINER_ENV, "").strip().lower() in ("1", "true", "yes"):
+        lost = [flag for flag, (value, env, _) in outputs.items()
+                if not (value or a.job_dir or environ.get(env))]
+        if lost:
+            raise ConfigError(
+                f"no output location for {', '.join(lost)}: without the flag, --job-dir or the AIP_* variable "
+                f"(Vertex AI sets them from the job's base_output_directory) they would go to ./{LOCAL_OUTPUT_ROOT} "
+                "inside the container and be lost when it exits; set base_output_directory in the job, or pass "
+                "--job-dir=gs://BUCKET/PATH"
+            )
 
     return TrainConfig(
         dataset=dataset,
@@ -226,11 +265,14 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         fine_tune_layers=a.fine_tune_layers,
         mixed_precision=a.mixed_precision,
         strategy=a.strategy,
-        model_dir=_output_dir(a.model_dir, "AIP_MODEL_DIR", environ, a.job_dir, "model"),
-        checkpoint_dir=_output_dir(a.checkpoint_dir, "AIP_CHECKPOINT_DIR", environ, a.job_dir, "checkpoints"),
-        tensorboard_dir=_output_dir(a.tensorboard_dir, "AIP_TENSORBOARD_LOG_DIR", environ, a.job_dir, "logs"),
+        model_dir=dirs["--model-dir"],
+        checkpoint_dir=dirs["--checkpoint-dir"],
+        tensorboard_dir=dirs["--tensorboard-dir"],
         keep_checkpoints=a.keep_checkpoints,
         shuffle_buffer=a.shuffle_buffer,
         seed=a.seed,
         evaluator_timeout=a.evaluator_timeout,
+        cluster_timeout=a.cluster_timeout,
+        all_reduce=a.all_reduce,
+        nan_check_steps=a.nan_check_steps,
     )

@@ -10,11 +10,22 @@ as many TFRecord shards as workers (each worker reads only its files), DATA
 otherwise (every worker reads everything and keeps its share of elements). DATA
 only splits correctly if all workers see the same element order, so shuffles
 are seeded and the parallel maps stay ordered whenever DATA sharding is in play.
+
+TFRecords are checked before training: the first record must be a
+tf.train.Example with the image and label features the flags name (the error
+lists the features it does have). The number of training examples comes from
+the file names when they follow the NAME-NN-SIZE.tfrec convention of Kaggle's
+and the Docker/TFRecords blog's datasets; otherwise it is counted by reading the
+files once, on the chief only under MWMS (see `distribute.counted_by_chief`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +58,8 @@ class Inputs:
     train_examples: int | None
     steps_per_epoch: int
     shard_policy: str  # "FILE" or "DATA", for the train_start line
+    # How train_examples was found: "dataset info", "file names", "counted" (None: not needed).
+    examples_from: str | None = None
 
 
 def _options(policy: tf.data.experimental.AutoShardPolicy) -> tf.data.Options:
@@ -168,7 +181,116 @@ def tfrecord_records(
 
 
 def count_records(files: list[str]) -> int:
-    return int(tf.data.TFRecordDataset(files).reduce(np.int64(0), lambda n, _: n + 1))
+    records = tf.data.TFRecordDataset(files, num_parallel_reads=min(len(files), 16) or None)
+    return int(records.reduce(np.int64(0), lambda n, _: n + 1))
+
+
+# NAME-NN-SIZE.tfrec (flowers00-230.tfrec, train-07-512.tfrec): SIZE records.
+_SIZE_IN_NAME = re.compile(r"\d+-(\d+)\.tfrec$")
+
+
+def size_from_name(path: str) -> int | None:
+    match = _SIZE_IN_NAME.search(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
+def sizes_from_names(files: list[str]) -> int | None:
+    """Total records when every file name states its size, else None."""
+    sizes = [size_from_name(f) for f in files]
+    return sum(sizes) if sizes and all(s is not None for s in sizes) else None
+
+
+_KIND_NAMES = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
+
+
+def _suggest(kinds: dict[str, str], kind: str, hints: tuple[str, ...]) -> str | None:
+    candidates = [k for k, v in kinds.items() if v == kind]
+    for hint in hints:
+        for key in candidates:
+            if hint in key.lower():
+                return key
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def first_record(path: str) -> bytes | None:
+    """The first record of a TFRecord file, read by hand from its framing
+    (uint64 length, uint32 CRC, data, uint32 CRC). tf.data would do it too, but
+    it starts TensorFlow's eager runtime, which must not exist yet when the
+    check runs: MultiWorkerMirroredStrategy can only configure a fresh one."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        header = f.read(12)
+        if not header:
+            return None
+        if len(header) < 12:
+            raise ValueError("the file ends inside the first record's header")
+        (length,) = struct.unpack("<Q", header[:8])
+        if _masked_crc(header[:8]) != struct.unpack("<I", header[8:12])[0]:
+            raise ValueError("the first record's length has a bad checksum")
+        data = f.read(length)
+        if len(data) < length:
+            raise ValueError("the file ends inside the first record")
+        return data
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def check_example_features(files: list[str], image_key: str, label_key: str, what: str) -> None:
+    """Read the first record and refuse, naming the features present, unless it
+    holds an encoded image (bytes) under image_key and an int64 label under label_key."""
+    first, path = None, files[0]
+    for path in files:
+        try:
+            first = first_record(path)
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {path} is not a TFRecord file ({exc})") from None
+        if first is not None:
+            break
+    if first is None:
+        raise ConfigError(f"{what}: the files hold no records")
+    try:
+        example = tf.train.Example.FromString(first)
+    except Exception:  # protobuf's DecodeError
+        raise ConfigError(f"{what}: the records in {path} are not tf.train.Example protos") from None
+    kinds = {key: _KIND_NAMES.get(f.WhichOneof("kind"), "empty")
+             for key, f in sorted(example.features.feature.items())}
+    wrong = []
+    if kinds.get(image_key) != "bytes":
+        wrong.append(f"the encoded image (bytes) under {image_key!r} (--image-key)")
+    if kinds.get(label_key) != "int64":
+        wrong.append(f"the class index (int64) under {label_key!r} (--label-key)")
+    if not wrong:
+        return
+    present = ", ".join(f"{k!r}: {v}" for k, v in kinds.items()) or "none"
+    hint = ""
+    image = _suggest(kinds, "bytes", ("image", "img", "encoded", "jpeg", "png"))
+    label = _suggest(kinds, "int64", ("label", "class", "target"))
+    if image and label:
+        hint = f"; try --image-key={image} --label-key={label}"
+    raise ConfigError(f"{what}: the first record of {path} has features {{{present}}}; expected "
+                      f"{' and '.join(wrong)}{hint}")
 
 
 def tfds_split(cfg: TrainConfig, split: str, *, shuffle_files: bool):
@@ -224,13 +346,19 @@ def synthetic_dataset(
 # ---------------------------------------------------------------------------
 
 
-def make_inputs(cfg: TrainConfig, global_batch: int, num_workers: int) -> Inputs:
-    """Build the train and validation pipelines for this replica."""
+def make_inputs(
+    cfg: TrainConfig,
+    global_batch: int,
+    num_workers: int,
+    count: Callable[[list[str]], int] = count_records,
+) -> Inputs:
+    """Build the train and validation pipelines for this replica. `count`
+    counts TFRecords when their names do not say how many they hold."""
     multi_worker = num_workers > 1
     if cfg.is_synthetic:
         return _synthetic_inputs(cfg, global_batch)
     if cfg.is_tfrecord:
-        return _tfrecord_inputs(cfg, global_batch, num_workers)
+        return _tfrecord_inputs(cfg, global_batch, num_workers, count)
 
     train_records, info = tfds_split(cfg, cfg.train_split, shuffle_files=True)
     num_classes = cfg.num_classes or info.features[info.supervised_keys[1]].num_classes
@@ -250,12 +378,23 @@ def make_inputs(cfg: TrainConfig, global_batch: int, num_workers: int) -> Inputs
         train_examples=train_examples,
         steps_per_epoch=cfg.steps_per_epoch or steps_per_epoch(train_examples, global_batch),
         shard_policy="DATA",
+        examples_from="dataset info",
     )
 
 
-def _tfrecord_inputs(cfg: TrainConfig, global_batch: int, num_workers: int) -> Inputs:
+def check_tfrecord_inputs(cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """The train and eval files, after checking they exist and hold the features the flags name."""
     train_files = tfrecord_files(cfg.train_files, "--train-files")
     eval_files = tfrecord_files(cfg.eval_files, "--eval-files") if cfg.eval_files else []
+    check_example_features(train_files, cfg.image_key, cfg.label_key, "--train-files")
+    if eval_files:
+        check_example_features(eval_files, cfg.image_key, cfg.label_key, "--eval-files")
+    return train_files, eval_files
+
+
+def _tfrecord_inputs(cfg: TrainConfig, global_batch: int, num_workers: int,
+                     count: Callable[[list[str]], int]) -> Inputs:
+    train_files, eval_files = check_tfrecord_inputs(cfg)
 
     def policy_for(files: list[str]):
         if len(files) >= num_workers and num_workers > 1:
@@ -277,8 +416,11 @@ def _tfrecord_inputs(cfg: TrainConfig, global_batch: int, num_workers: int) -> I
         validation = _finish(eval_records, training=False, image_size=cfg.image_size,
                              global_batch=global_batch, shuffle_buffer=1, seed=cfg.seed, ordered=True)
         validation = validation.with_options(_options(eval_policy))
-    # Counting reads every record once; --steps-per-epoch skips it for big sets.
-    train_examples = None if cfg.steps_per_epoch else count_records(train_files)
+    # Counting reads every record once; file names that state sizes and
+    # --steps-per-epoch both spare it.
+    train_examples, examples_from = sizes_from_names(train_files), "file names"
+    if train_examples is None:
+        train_examples, examples_from = (None, None) if cfg.steps_per_epoch else (count(train_files), "counted")
     return Inputs(
         train=train.with_options(_options(train_policy)),
         validation=validation,
@@ -286,6 +428,7 @@ def _tfrecord_inputs(cfg: TrainConfig, global_batch: int, num_workers: int) -> I
         train_examples=train_examples,
         steps_per_epoch=cfg.steps_per_epoch or steps_per_epoch(train_examples, global_batch),
         shard_policy=train_policy.name,
+        examples_from=examples_from,
     )
 
 
@@ -313,4 +456,5 @@ def _synthetic_inputs(cfg: TrainConfig, global_batch: int) -> Inputs:
         train_examples=cfg.synthetic_examples,
         steps_per_epoch=cfg.steps_per_epoch or steps_per_epoch(cfg.synthetic_examples, global_batch),
         shard_policy="DATA",
+        examples_from="flags",
     )

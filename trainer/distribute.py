@@ -31,7 +31,9 @@ def choose_strategy(requested: str, cluster: ClusterInfo, num_gpus: int) -> str:
     return "default"
 
 
-def create_strategy(name: str, cluster: ClusterInfo) -> tf.distribute.Strategy:
+def create_strategy(name: str, cluster: ClusterInfo, all_reduce: str = "RING") -> tf.distribute.Strategy:
+    """`all_reduce` (NCCL or RING, see hardware.all_reduce) is MWMS's collective
+    implementation; TensorFlow's own AUTO never picks NCCL."""
     if name in ("mwms", "parameter_server"):
         # TensorFlow's resolver reads TF_CONFIG itself and understands neither
         # "master" nor Vertex's extra keys: hand it the normalised form.
@@ -40,11 +42,9 @@ def create_strategy(name: str, cluster: ClusterInfo) -> tf.distribute.Strategy:
         else:
             os.environ.pop("TF_CONFIG", None)
     if name == "mwms":
-        # AUTO picks NCCL on GPUs and ring all-reduce on CPUs.
-        options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.AUTO
-        )
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        from trainer.hardware import communication_options
+
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options(all_reduce))
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "default":
@@ -58,6 +58,26 @@ def create_strategy(name: str, cluster: ClusterInfo) -> tf.distribute.Strategy:
         )
         return tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
     raise ValueError(f"unknown strategy {name!r}")
+
+
+def counted_by_chief(strategy: tf.distribute.Strategy, cluster: ClusterInfo):
+    """A record counter for data.make_inputs under MWMS: the chief reads the
+    files, and one all-reduce hands its count to every replica (which all need
+    the same steps per epoch), instead of every replica reading everything."""
+    from trainer.data import count_records
+
+    def count(files: list[str]) -> int:
+        local = tf.constant(count_records(files) if cluster.is_chief else 0, tf.int64)
+
+        def only_first_replica():
+            # Replica 0 is the chief's first device.
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            return tf.where(tf.equal(replica, 0), local, tf.zeros_like(local))
+
+        per_replica = tf.function(lambda: strategy.run(only_first_replica))()
+        return int(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
+
+    return count
 
 
 def run_server(cluster: ClusterInfo) -> None:

@@ -21,7 +21,7 @@ from trainer.config import TrainConfig
 from trainer.data import make_inputs
 from trainer.errors import ConfigError
 from trainer.model import build_model, compile_model
-from trainer.progress import emit, metrics_dict
+from trainer.events import emit, metrics_dict
 
 # How long one wait for a new checkpoint lasts before the "is training done?" check.
 _POLL_SECONDS = 2
@@ -29,7 +29,7 @@ _POLL_SECONDS = 2
 
 def run_sidecar(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     task = cluster.task_name
-    if cfg.keep_checkpoints < 1:
+    if cfg.keep_checkpoints == 0:
         raise ConfigError("the evaluator reads the per-epoch checkpoints, which --keep-checkpoints=0 turns off")
     watch_dir = checkpoints.epochs_dir(cfg.checkpoint_dir)
     # One replica on one device: the global batch is the per-replica batch.

@@ -99,6 +99,15 @@ def build_backbone(name: str, image_size: int, weights: str) -> tuple[tf.keras.M
         )
     except ValueError as exc:  # e.g. a weights file for another architecture
         raise ConfigError(f"cannot build {name} with --weights={weights}: {exc}") from None
+    except Exception as exc:
+        # Keras' get_file raises a bare Exception("URL fetch failure on ...").
+        if keras_weights == "imagenet" and "URL fetch failure" in str(exc):
+            raise ConfigError(
+                f"cannot download the ImageNet weights of {name} ({str(exc).splitlines()[0]}); copy Keras' "
+                f"*_notop.h5 file for {name} to a bucket this job can read and pass --weights=gs://..., "
+                "or use --weights=none"
+            ) from None
+        raise
     return backbone, mode
 
 

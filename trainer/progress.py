@@ -1,43 +1,13 @@
-"""Structured progress lines on stdout, one JSON object per line, for the service.
-
-  {"event": "train_start", ...}                              once, when the first epoch starts
-  {"event": "epoch_end", "epoch": 1, "epochs": 5, "steps": 89,
-   "metrics": {"loss": .., "accuracy": .., "val_loss": .., "val_accuracy": ..},
-   "examples_per_sec": 812.3, "seconds": 7.0, "task": "chief:0"}  per finished epoch
-  {"event": "evaluation", "epoch": 3, "metrics": {...}, ...} evaluator, per checkpoint
-  {"event": "train_end", "model_dir": ..., ...}              once, at the end
-
-Every line is flushed at once: replica logs are read while the job runs.
-"""
+"""The per-epoch progress callback (the line format is in trainer/events.py)."""
 
 from __future__ import annotations
 
-import json
-import math
-import sys
 import time
 from typing import Any
 
 import tensorflow as tf
 
-
-def _jsonable(value: Any) -> Any:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    # NaN and infinities are not JSON; a diverged loss shows up as null.
-    return number if math.isfinite(number) else None
-
-
-def emit(event: str, task: str, **fields: Any) -> None:
-    line = json.dumps({"event": event, **fields, "task": task}, allow_nan=False)
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def metrics_dict(logs: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in sorted((logs or {}).items())}
+from trainer.events import emit, metrics_dict
 
 
 class EpochProgress(tf.keras.callbacks.Callback):

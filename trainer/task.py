@@ -5,22 +5,29 @@ strategy.scope() -> fit -> save. The role comes from TF_CONFIG (see
 trainer.cluster): chief and workers train, an evaluator evaluates checkpoints,
 parameter servers serve (only with --strategy=parameter_server).
 
-Exit status: 0 on success, 2 with a one-line message on stderr for a
-configuration error, 1 for anything else (with TensorFlow's traceback).
+Exit status: 0 on success; 2 with a one-line `trainer: error: ...` on stderr
+for a configuration error (flags, TF_CONFIG, data, outputs, missing GPUs); 3,
+also with one such line, when the trainer stopped the run itself (the other
+replicas never came, the loss diverged); 1 for anything else (with
+TensorFlow's traceback).
+
+stdout carries the JSON progress lines only (trainer/events.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 
 import trainer  # noqa: F401  (selects tf-keras before TensorFlow is imported)
-from trainer.cluster import ClusterInfo, check_role, parse_tf_config
+from trainer import events, hardware
+from trainer.cluster import ClusterInfo, check_role, parse_environment
 from trainer.config import TrainConfig, parse_args
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, TrainerError
 
 
 # TensorFlow's class names are historical (MWMS is CollectiveAllReduceStrategy).
@@ -33,43 +40,72 @@ _STRATEGY_NAMES = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    events.claim_stdout()
     try:
         cfg = parse_args(argv)
-        cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+        cluster = parse_environment(os.environ)
         check_role(cluster, cfg.strategy)
+        expected_gpus = hardware.expected_gpus(os.environ)
+        events.set_common_fields(trial=cluster.trial)
         # TensorFlow is imported only now, so the mistakes above are reported
         # in milliseconds rather than after a multi-second import.
-        return train(cfg, cluster)
-    except ConfigError as exc:
+        return train(cfg, cluster, expected_gpus)
+    except TrainerError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return exc.exit_code
 
 
-def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
+def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int:
     import tensorflow as tf
 
-    from trainer import checkpoints, data, distribute, evaluator, model as models
-    from trainer.progress import EpochProgress, emit
+    from trainer import checkpoints, data, distribute, evaluator, outputs, rendezvous
+    from trainer import model as models
+    from trainer.callbacks import training_callbacks
+    from trainer.events import emit, note
 
     task = cluster.task_name
     if (cluster.is_chief or cluster.is_evaluator) and importlib.util.find_spec("tensorboard") is None:
         # TensorFlow 2.21 no longer depends on it, and without it tf.summary
         # fails only at the end of the first epoch.
         raise ConfigError("TensorBoard logging needs the 'tensorboard' package in the trainer's environment")
+
+    # 0. Everything that can be checked alone, before waiting for anybody.
+    gpus = hardware.visible_gpus()
+    hardware.check_gpus(expected_gpus, gpus, hardware.build_versions(), hardware.nvidia_driver())
+    if cfg.is_tfrecord:
+        data.check_tfrecord_inputs(cfg)
+    outputs.check_outputs(cfg, cluster)
     if cluster.is_evaluator:
         distribute.set_mixed_precision(cfg.mixed_precision)
         tf.keras.utils.set_random_seed(cfg.seed)
         return evaluator.run_sidecar(cfg, cluster)
 
-    # 1. The strategy comes first: MWMS sets up the collective runtime.
-    strategy_name = distribute.choose_strategy(
-        cfg.strategy, cluster, num_gpus=len(tf.config.list_physical_devices("GPU"))
-    )
+    strategy_name = distribute.choose_strategy(cfg.strategy, cluster, num_gpus=len(gpus))
+    if cluster.reduction_server and strategy_name != "mwms":
+        raise ConfigError(f"the job has a Reduction Server pool, which needs MultiWorkerMirroredStrategy, "
+                          f"not --strategy={cfg.strategy}")
+    all_reduce = hardware.all_reduce(cfg.all_reduce, len(gpus), cluster.reduction_server)
+    if cluster.reduction_server:
+        hardware.check_reduction_client()
     if strategy_name == "parameter_server" and cluster.task_type in ("worker", "ps"):
-        emit("train_start", task, role=cluster.task_type, strategy="ParameterServerStrategy")
+        note(f"{task} serving the parameter-server cluster (it runs until the job is torn down)")
         distribute.run_server(cluster)  # blocks until the job is torn down
         return 0
-    strategy = distribute.create_strategy(strategy_name, cluster)
+
+    # 1. The strategy comes first: MWMS sets up the collective runtime. Its
+    #    constructor waits for every peer inside TensorFlow (for up to an hour,
+    #    silently), so the replicas first find each other with a deadline.
+    peers = cluster.peers_to_wait_for(strategy_name)
+    if peers:
+        waited = rendezvous.wait_for_peers(task, cluster.address, peers, cfg.cluster_timeout, log=note)
+        note(f"{task} sees all {len(peers)} other task(s) after {waited:.0f} s; joining the TensorFlow cluster")
+        # Backstop for a peer that vanishes in between: TensorFlow holds the GIL
+        # while it waits, so only faulthandler's own thread can end the wait.
+        faulthandler.dump_traceback_later(cfg.cluster_timeout, exit=True)
+    try:
+        strategy = distribute.create_strategy(strategy_name, cluster, all_reduce)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     distribute.exit_on_sigterm(task)
     policy = distribute.set_mixed_precision(cfg.mixed_precision)
     tf.keras.utils.set_random_seed(cfg.seed)
@@ -77,7 +113,8 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     # 2. Input: batched at the global batch, which MWMS splits over the replicas.
     replicas = strategy.num_replicas_in_sync
     global_batch = data.global_batch_size(cfg.batch_size, replicas)
-    inputs = data.make_inputs(cfg, global_batch, num_workers=max(cluster.num_workers, 1))
+    count = distribute.counted_by_chief(strategy, cluster) if strategy_name == "mwms" and peers else data.count_records
+    inputs = data.make_inputs(cfg, global_batch, num_workers=max(cluster.num_workers, 1), count=count)
     train_data, validation_data = inputs.train, inputs.validation
     if strategy_name == "parameter_server":
         train_data, validation_data = _per_worker_input(cfg, global_batch), None
@@ -89,28 +126,23 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
                                    cfg.fine_tune_layers)
         models.compile_model(model, cfg.learning_rate)
 
-    # 4. Callbacks. Order matters: the backup is written before the epoch line
-    #    goes out, so a replica killed right after printing epoch N resumes at N+1.
-    callbacks: list[tf.keras.callbacks.Callback] = [
-        tf.keras.callbacks.BackupAndRestore(checkpoints.backup_dir(cfg.checkpoint_dir)),
-    ]
-    if cfg.keep_checkpoints:
-        # All replicas: Keras routes non-chief copies to temp dirs it deletes.
-        callbacks.append(tf.keras.callbacks.ModelCheckpoint(
-            checkpoints.epoch_checkpoint_pattern(cfg.checkpoint_dir), save_weights_only=True))
-        if cluster.is_chief:
-            callbacks.append(checkpoints.PruneEpochCheckpoints(cfg.checkpoint_dir, cfg.keep_checkpoints))
+    # 4. Callbacks (trainer/callbacks.py holds their order).
     if cluster.is_chief:
-        callbacks.append(tf.keras.callbacks.TensorBoard(cfg.tensorboard_dir, update_freq="epoch", profile_batch=0))
         checkpoints.clear_done_marker(cfg.checkpoint_dir)
-    callbacks.append(EpochProgress(task, cfg.epochs, inputs.steps_per_epoch, global_batch, start_fields={
-        "strategy": _STRATEGY_NAMES[strategy_name], "replicas": replicas, "workers": _training_workers(cluster, strategy_name),
-        "global_batch_size": global_batch, "steps_per_epoch": inputs.steps_per_epoch,
-        "train_examples": inputs.train_examples, "shard_policy": inputs.shard_policy,
-        "model": cfg.model, "dataset": cfg.dataset, "precision": policy,
-    }))
+    callbacks = training_callbacks(
+        cfg, cluster, steps_per_epoch=inputs.steps_per_epoch, global_batch=global_batch,
+        parameter_server=strategy_name == "parameter_server",
+        start_fields={
+            "strategy": _STRATEGY_NAMES[strategy_name], "replicas": replicas,
+            "workers": _training_workers(cluster, strategy_name), "all_reduce": all_reduce if strategy_name == "mwms" else None,
+            "gpus": len(gpus), "global_batch_size": global_batch, "steps_per_epoch": inputs.steps_per_epoch,
+            "train_examples": inputs.train_examples, "train_examples_from": inputs.examples_from,
+            "shard_policy": inputs.shard_policy, "model": cfg.model, "dataset": cfg.dataset, "precision": policy,
+        })
+    if not cluster.is_chief:
+        note(f"{task} training ({replicas} replicas in sync); the chief reports progress")
 
-    # 5. Fit.
+    # 5. Fit. A diverged loss raises out of fit (TrainingDiverged): nothing below runs.
     model.fit(
         train_data,
         epochs=cfg.epochs,
@@ -125,9 +157,10 @@ def train(cfg: TrainConfig, cluster: ClusterInfo) -> int:
     # 6. Save. Every replica saves (saving runs collectives); only the chief's copy is kept.
     with distribute.save_dir(cfg.model_dir, cluster.is_chief) as target:
         model.save(target, include_optimizer=False)
-    # save_path shows where this replica's copy went (a removed temp dir on workers).
-    emit("train_end", task, model_dir=cfg.model_dir, saved=cluster.is_chief, save_path=target,
-         epochs=cfg.epochs)
+    if cluster.is_chief:
+        emit("train_end", task, model_dir=cfg.model_dir, saved=True, save_path=target, epochs=cfg.epochs)
+    else:
+        note(f"{task} finished; its copy of the model went to {target} (removed): only the chief's is kept")
     return 0
 
 

@@ -9,6 +9,11 @@ if TYPE_CHECKING:
     from service.jobspec.compile import CompiledJob, Replica
 
 VERTEX_PORT = 2222
+# The GPUs each replica of a pool with accelerators should see (its machine's
+# accelerator_count). Not a Vertex variable: compile.py puts it in the pool's
+# container env, so Vertex and the local backend both pass it on, and the trainer
+# (trainer/hardware.py, same name) stops at start when TensorFlow sees fewer.
+EXPECTED_GPUS_ENV = "TRAINJOBS_EXPECTED_GPUS"
 
 
 def default_address(task_name: str) -> str:

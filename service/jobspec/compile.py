@@ -140,6 +140,8 @@ def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[v1.WorkerPoolSpec,
     command = over.command if over and over.command is not None else spec.container.command
     args = over.args if over and over.args is not None else spec.container.args
     env = {**spec.container.env, **(over.env if over else {})}
+    if role.accelerator_count:
+        env[cluster.EXPECTED_GPUS_ENV] = str(role.accelerator_count)
 
     machine = v1.MachineSpec(machine_type=role.machine_type)
     if role.accelerator_type:

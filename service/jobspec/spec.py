@@ -61,6 +61,10 @@ class ReductionServer(Strict):
     replica_count: int = Field(1, ge=1, le=1000)
     image_uri: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = REDUCTION_SERVER_IMAGE
     disk: Disk = Field(default_factory=Disk)
+    client_installed: bool = Field(
+        False, description="The chief and worker images include Google's reduction client (the "
+                           "google-reduction-server package; Google's prebuilt TensorFlow GPU training containers "
+                           "have it, the packaged trainer image does not). Required: without it the reducers idle.")
 
 
 class Scheduling(Strict):

@@ -62,6 +62,16 @@ def _check_reduction_server(spec: JobSpec) -> list[Problem]:
         problems.append(Problem("chief.accelerator_count",
                                 "with Reduction Server the chief takes part in NCCL all-reduce and needs GPUs too",
                                 "give the chief the same accelerators as the workers"))
+    if not spec.reduction_server.client_installed:
+        # The service cannot look inside images, so their template must say so.
+        problems.append(Problem(
+            "reduction_server.client_installed",
+            "Reduction Server only works when the chief and worker images include Google's reduction client "
+            "(the google-reduction-server package, which NCCL loads); without it the workers all-reduce among "
+            "themselves and the reducer pool idles, billed. The packaged trainer image does not include it",
+            "use images that have it (Google's prebuilt TensorFlow GPU training containers do; a custom image "
+            "installs the package as Google's Reduction Server docs show) and set "
+            "reduction_server.client_installed to true, or remove reduction_server"))
     return problems
 
 

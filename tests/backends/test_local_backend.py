@@ -142,7 +142,7 @@ def test_reduction_server_is_refused_at_submit(make_client):
     gpus = dict(machine_type="n1-standard-16", accelerator_type="NVIDIA_TESLA_V100", accelerator_count=2)
     s["workers"].update(gpus)
     s["chief"].update(gpus)
-    s["reduction_server"] = {"replica_count": 2}
+    s["reduction_server"] = {"replica_count": 2, "client_installed": True}
     api.template("rs", s)
     r = api.c.post("/v1/jobs", json={"template": "rs", "backend": "local"})
     assert r.status_code == 422, r.text

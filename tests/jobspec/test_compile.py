@@ -65,7 +65,7 @@ def test_trailing_empty_pools_are_dropped():
 
 def test_reduction_server_takes_pool_two_without_gpus():
     c = build(spec(chief=GPU, workers={**GPU, "replica_count": 2},
-                   reduction_server={"replica_count": 4}))
+                   reduction_server={"replica_count": 4, "client_installed": True}))
     rs = pools(c)[2]
     assert rs["replicaCount"] == "4"
     assert rs["machineSpec"] == {"machineType": "n1-highcpu-16"}
@@ -87,7 +87,8 @@ def test_legacy_master_naming_is_never_emitted():
 
 
 def test_custom_job_round_trips_through_the_client_types():
-    c = build(spec(chief=GPU, workers={**GPU, "replica_count": 3}, reduction_server={"replica_count": 2},
+    c = build(spec(chief=GPU, workers={**GPU, "replica_count": 3},
+                   reduction_server={"replica_count": 2, "client_installed": True},
                    evaluator={"machine_type": "n1-standard-4"},
                    base_output_directory="gs://bucket/run",
                    scheduling={"timeout_seconds": 7200, "strategy": "SPOT", "restart_job_on_worker_restart": True},
@@ -141,3 +142,17 @@ def test_compiled_job_survives_storage_as_json():
     again = CompiledJob.from_json(json.loads(json.dumps(c.to_json())))
     assert again.custom_job_dict == c.custom_job_dict
     assert [again.env(r) for r in again.replicas] == [c.env(r) for r in c.replicas]
+
+
+def test_replicas_of_gpu_pools_are_told_how_many_gpus_to_expect():
+    c = build(spec(chief=GPU, workers={**GPU, "accelerator_count": 4, "replica_count": 2},
+                   evaluator={"machine_type": "n1-standard-4"}))
+    by_task = envs(c)
+    assert by_task["workerpool0-0"]["TRAINJOBS_EXPECTED_GPUS"] == "2"
+    assert by_task["workerpool1-0"]["TRAINJOBS_EXPECTED_GPUS"] == "4"
+    assert by_task["workerpool1-1"]["TRAINJOBS_EXPECTED_GPUS"] == "4"
+    assert "TRAINJOBS_EXPECTED_GPUS" not in by_task["workerpool3-0"]  # a CPU pool: nothing to check
+    # On Vertex it travels in the pool's container env.
+    env = {e["name"]: e["value"] for e in pools(c)[1]["containerSpec"]["env"]}
+    assert env["TRAINJOBS_EXPECTED_GPUS"] == "4"
+    assert "env" not in pools(c)[3]["containerSpec"]

@@ -32,8 +32,30 @@ def test_parameter_servers_need_the_parameter_server_strategy():
 
 
 def test_reduction_server_needs_gpu_workers():
-    p = refused(spec(workers={"replica_count": 2}, reduction_server={"replica_count": 1}))
+    p = refused(spec(workers={"replica_count": 2}, reduction_server={"replica_count": 1, "client_installed": True}))
     assert "GPU workers" in p["spec.reduction_server"]
+
+
+GPU = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2}
+
+
+def test_reduction_server_needs_images_that_declare_the_reduction_client():
+    s = spec(chief=GPU, workers={**GPU, "replica_count": 2}, reduction_server={"replica_count": 1})
+    p = refused(s)
+    assert list(p) == ["spec.reduction_server.client_installed"]
+    message = p["spec.reduction_server.client_installed"]
+    assert "google-reduction-server" in message and "the reducer pool idles" in message
+    assert "packaged trainer image does not include it" in message
+    s["reduction_server"]["client_installed"] = True
+    build(s)
+
+
+def test_the_expected_gpu_variable_is_the_services_to_set():
+    # TRAINJOBS_* names are reserved (env_policy); the compiler sets this one from accelerator_count.
+    s = spec(chief={**GPU, "container": {"env": {"TRAINJOBS_EXPECTED_GPUS": "0"}}})
+    s["container"]["env"] = {"TRAINJOBS_EXPECTED_GPUS": "8"}
+    p = refused(s)
+    assert {"spec.container.env.TRAINJOBS_EXPECTED_GPUS", "spec.chief.container.env.TRAINJOBS_EXPECTED_GPUS"} <= set(p)
 
 
 @pytest.mark.parametrize("machine,accel,count,field,words", [

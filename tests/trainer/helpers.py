@@ -26,14 +26,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def vertex_tf_config(cluster: dict[str, list[str]], task_type: str, index: int, **task_extra) -> str:
-    """TF_CONFIG exactly as Vertex AI writes it on each replica."""
-    pools = [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-              "containerSpec": {"imageUri": "trainer:test"}}]
-    if cluster.get("worker"):
-        pools.append({"machineSpec": {"machineType": "n1-standard-4"},
-                      "replicaCount": str(len(cluster["worker"])),
-                      "containerSpec": {"imageUri": "trainer:test"}})
+def vertex_tf_config(cluster: dict[str, list[str]], task_type: str, index: int, evaluator: bool = False,
+                     **task_extra) -> str:
+    """TF_CONFIG exactly as Vertex AI writes it on each replica. The evaluator is
+    never in "cluster" but its pool (pool 3) is in the job spec."""
+    def pool(count):
+        return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": str(count),
+                "containerSpec": {"imageUri": "trainer:test"}}
+
+    pools = [pool(1), pool(len(cluster.get("worker", []))) if cluster.get("worker") else {},
+             pool(len(cluster.get("ps", []))) if cluster.get("ps") else {}, pool(1) if evaluator else {}]
+    while pools and not pools[-1]:
+        pools.pop()
     return json.dumps({
         "cluster": cluster,
         "task": {"type": task_type, "index": index, **task_extra},
@@ -43,9 +47,21 @@ def vertex_tf_config(cluster: dict[str, list[str]], task_type: str, index: int, 
     })
 
 
+def vertex_cluster_spec(pools: dict[str, list[str]], pool: str, index: int, **task_extra) -> str:
+    """CLUSTER_SPEC as Vertex AI writes it (pools named workerpool0..3)."""
+    last = max(int(name.removeprefix("workerpool")) for name in pools)
+    specs = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": str(len(pools[f"workerpool{i}"])),
+              "container_spec": {"image_uri": "trainer:test"}} if pools.get(f"workerpool{i}") else {}
+             for i in range(last + 1)]
+    return json.dumps({"cluster": pools, "environment": "cloud",
+                       "task": {"type": pool, "index": index, **task_extra},
+                       "job": {"worker_pool_specs": specs}})
+
+
 def trainer_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k != "TF_CONFIG" and not k.startswith("AIP_") and k != "TF_USE_LEGACY_KERAS"}
+           if k not in ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS")
+           and not k.startswith("AIP_") and not k.startswith("TRAINJOBS_")}
     env["PYTHONPATH"] = str(REPO)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     env.update(extra)

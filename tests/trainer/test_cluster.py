@@ -109,3 +109,95 @@ def test_single_machine_strategies_refuse_a_multi_worker_cluster():
 def test_malformed_tf_config_is_a_config_error(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_tf_config(text)
+
+
+# --- CLUSTER_SPEC, Reduction Server, peers -------------------------------------------
+
+from tests.trainer.helpers import vertex_cluster_spec  # noqa: E402
+from trainer.cluster import parse_environment  # noqa: E402
+
+POOLS = {"workerpool0": ["h0:2222"], "workerpool1": ["h1:2222", "h2:2222"]}
+
+
+def test_cluster_spec_alone_is_translated_into_the_tf_cluster():
+    c = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec(POOLS, "workerpool1", 1)})
+    assert c.task_name == "worker:1" and not c.is_chief
+    assert c.cluster == {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
+    assert c.address == "h2:2222"
+    chief = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec(POOLS, "workerpool0", 0)})
+    assert chief.is_chief and chief.num_workers == 3
+
+
+def test_cluster_spec_evaluator_and_single_replica_trial():
+    pools = {**POOLS, "workerpool3": ["e:2222"]}
+    ev = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec(pools, "workerpool3", 0)})
+    assert ev.is_evaluator and "evaluator" not in ev.cluster
+    # Vertex sets no TF_CONFIG for one replica; the trial id is only in CLUSTER_SPEC.
+    single = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec({"workerpool0": ["h:1"]}, "workerpool0", 0,
+                                                                     trial="12")})
+    assert single.task_name == "chief:0" and not single.is_multi_worker and single.trial == "12"
+    # With both, TF_CONFIG decides the role; CLUSTER_SPEC still fills in a missing trial.
+    both = parse_environment({"TF_CONFIG": vertex_tf_config(CLUSTER, "worker", 0),
+                              "CLUSTER_SPEC": vertex_cluster_spec(POOLS, "workerpool1", 0, trial="3")})
+    assert both.task_name == "worker:0" and both.trial == "3"
+
+
+def test_cluster_spec_pool_two_needs_the_job_spec_to_tell_ps_from_reduction_server():
+    pools = {**POOLS, "workerpool2": ["r:2222"]}
+    doc = json.loads(vertex_cluster_spec(pools, "workerpool1", 0))
+    ps = parse_environment({"CLUSTER_SPEC": json.dumps(doc)})
+    assert ps.cluster["ps"] == ["r:2222"] and not ps.reduction_server
+
+    doc["job"]["worker_pool_specs"][2]["container_spec"]["image_uri"] = (
+        "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest")
+    rs = parse_environment({"CLUSTER_SPEC": json.dumps(doc)})
+    assert rs.reduction_server and "ps" not in rs.cluster
+    assert rs.cluster == {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
+
+    del doc["job"]
+    with pytest.raises(ConfigError, match="cannot tell parameter servers from Reduction Server"):
+        parse_environment({"CLUSTER_SPEC": json.dumps(doc)})
+
+
+def test_reduction_server_is_read_from_tf_config_job_in_either_field_naming():
+    camel = json.loads(vertex_tf_config(CLUSTER, "chief", 0))
+    camel["job"]["workerPoolSpecs"].append({"containerSpec": {
+        "imageUri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}})
+    assert parse_environment({"TF_CONFIG": json.dumps(camel)}).reduction_server
+    # Reducers listed as "ps" would make MWMS refuse the cluster: they are no TensorFlow tasks.
+    camel["cluster"] = {**CLUSTER, "ps": ["r0:2222"]}
+    listed = parse_environment({"TF_CONFIG": json.dumps(camel)})
+    assert listed.reduction_server and "ps" not in listed.cluster
+    check_role(listed, "auto")
+    assert not parse_environment({"TF_CONFIG": vertex_tf_config(CLUSTER, "chief", 0)}).reduction_server
+
+
+def test_peers_each_replica_waits_for():
+    chief = parse_tf_config(vertex_tf_config(CLUSTER, "chief", 0))
+    assert chief.peers_to_wait_for("mwms") == {"worker:0": "10.0.0.2:2222", "worker:1": "10.0.0.3:2222"}
+    worker = parse_tf_config(vertex_tf_config(CLUSTER, "worker", 1))
+    assert worker.peers_to_wait_for("mwms") == {"chief:0": "10.0.0.1:2222", "worker:0": "10.0.0.2:2222"}
+    assert worker.address == "10.0.0.3:2222"
+    ps_cluster = {**CLUSTER, "ps": ["10.0.0.9:2222"]}
+    coordinator = parse_tf_config(vertex_tf_config(ps_cluster, "chief", 0))
+    assert set(coordinator.peers_to_wait_for("parameter_server")) == {"worker:0", "worker:1", "ps:0"}
+    assert parse_tf_config(vertex_tf_config(ps_cluster, "ps", 0)).peers_to_wait_for("parameter_server") == {}
+    assert parse_tf_config(vertex_tf_config(CLUSTER, "evaluator", 0)).peers_to_wait_for("mwms") == {}
+    assert parse_tf_config(None).peers_to_wait_for("default") == {}
+
+
+def test_whether_the_job_has_an_evaluator():
+    from trainer.callbacks import epoch_checkpoints_to_keep
+    from trainer.config import parse_args
+
+    with_eval = parse_tf_config(vertex_tf_config(CLUSTER, "chief", 0, evaluator=True))
+    without = parse_tf_config(vertex_tf_config(CLUSTER, "chief", 0))
+    unknown = parse_tf_config(json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}}))
+    assert (with_eval.has_evaluator, without.has_evaluator, unknown.has_evaluator) == (True, False, None)
+    spec = parse_environment({"CLUSTER_SPEC": vertex_cluster_spec({**POOLS, "workerpool3": ["e:1"]}, "workerpool0", 0)})
+    assert spec.has_evaluator is True
+    assert parse_environment({"CLUSTER_SPEC": vertex_cluster_spec(POOLS, "workerpool0", 0)}).has_evaluator is False
+    # Per-epoch checkpoints are only for the evaluator: none when the job surely has none.
+    auto = parse_args([], environ={})
+    assert [epoch_checkpoints_to_keep(auto, c) for c in (with_eval, without, unknown)] == [2, 0, 2]
+    assert epoch_checkpoints_to_keep(parse_args(["--keep-checkpoints=5"], environ={}), without) == 5

@@ -88,3 +88,29 @@ def test_train_files_imply_tfrecord_and_split_on_commas():
 def test_bad_flags_are_config_errors(argv, message):
     with pytest.raises(ConfigError, match=message):
         parse_args(argv, environ={})
+
+
+def test_in_the_container_outputs_that_would_be_lost_are_refused():
+    inside = {"TRAINJOBS_IN_CONTAINER": "true"}  # as Dockerfile.trainer sets it
+    with pytest.raises(ConfigError) as err:
+        parse_args([], environ=inside)
+    assert "--model-dir, --checkpoint-dir, --tensorboard-dir" in str(err.value)
+    assert "lost when it exits" in str(err.value) and "base_output_directory" in str(err.value)
+    with pytest.raises(ConfigError, match="no output location for --tensorboard-dir"):
+        parse_args(["--model-dir=gs://b/m", "--checkpoint-dir=gs://b/c"], environ=inside)
+    # Any real location is fine: Vertex's AIP_* variables, --job-dir, or the flags.
+    assert parse_args([], environ={**inside, **AIP}).model_dir == "gs://bucket/job/model"
+    assert parse_args(["--job-dir=gs://b/j"], environ=inside).tensorboard_dir == "gs://b/j/logs"
+    # Outside the image the local fallback stays (local runs and tests).
+    assert parse_args([], environ={}).model_dir == "trainer-output/model"
+
+
+def test_cluster_timeout_all_reduce_and_nan_check_flags():
+    cfg = parse_args([], environ={})
+    assert (cfg.cluster_timeout, cfg.all_reduce, cfg.nan_check_steps) == (300, "auto", 50)
+    cfg = parse_args(["--cluster-timeout=20", "--all-reduce=nccl", "--nan-check-steps=0"], environ={})
+    assert (cfg.cluster_timeout, cfg.all_reduce, cfg.nan_check_steps) == (20, "nccl", 0)
+    for argv, message in ((["--cluster-timeout=0"], "must be positive"), (["--all-reduce=auto2"], "invalid choice"),
+                          (["--nan-check-steps=-1"], "at least 0")):
+        with pytest.raises(ConfigError, match=message):
+            parse_args(argv, environ={})

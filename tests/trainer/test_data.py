@@ -113,3 +113,67 @@ def test_synthetic_data_is_deterministic_and_separates_train_from_validation():
     labels = np.concatenate([y.numpy() for _, y in a.validation])
     nearest = np.argmin(((estimated[:, None, :] - colours[None]) ** 2).sum(-1), axis=1)
     assert (nearest == labels).mean() > 0.9
+
+
+# --- checking records before training; sizes from file names ----------------------------
+
+from trainer.records import example_bytes  # noqa: E402
+
+
+def test_sizes_come_from_names_that_follow_the_tfrec_convention():
+    assert data.size_from_name("gs://b/flowers00-230.tfrec") == 230
+    assert data.size_from_name("/d/train-07-512.tfrec") == 512
+    # Our own shards name their position, not their size.
+    assert data.size_from_name("/d/train-00000-of-00004.tfrecord") is None
+    assert data.sizes_from_names(["/d/a00-10.tfrec", "/d/a01-7.tfrec"]) == 17
+    assert data.sizes_from_names(["/d/a00-10.tfrec", "/d/other.tfrec"]) is None
+
+
+def write_records(path, examples, **keys):
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for encoded, label in examples:
+            w.write(example_bytes(encoded, label, **keys))
+    return str(path)
+
+
+def test_first_record_check_names_the_features_present(tmp_path, shards):
+    examples = shards[3][:3]
+    ok = [str(p) for p in shards[1]]
+    data.check_example_features(ok, "image/encoded", "image/class/label", "--train-files")
+
+    blog = write_records(tmp_path / "f00-3.tfrec", examples, image_key="image", label_key="class")
+    with pytest.raises(ConfigError) as err:
+        data.check_example_features([blog], "image/encoded", "image/class/label", "--train-files")
+    assert "{'class': int64, 'image': bytes}" in str(err.value)
+    assert "'image/encoded' (--image-key)" in str(err.value) and "--image-key=image --label-key=class" in str(err.value)
+    data.check_example_features([blog], "image", "class", "--train-files")
+
+    float_label = tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"x"])),
+        "label": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0]))})).SerializeToString()
+    path = tmp_path / "float.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as w:
+        w.write(float_label)
+    with pytest.raises(ConfigError, match=r"'label': float.*class index \(int64\) under 'label'"):
+        data.check_example_features([str(path)], "image", "label", "--train-files")
+
+    not_records = tmp_path / "notes.txt"
+    not_records.write_text("these are not TFRecords, just some text long enough to be read as a header\n" * 4)
+    with pytest.raises(ConfigError, match="is not a TFRecord file"):
+        data.check_example_features([str(not_records)], "image", "label", "--train-files")
+
+
+def test_blog_layout_reads_with_flags_and_counts_from_names(tmp_path, shards):
+    examples = shards[3]
+    files = [write_records(tmp_path / f"flowers{i:02d}-{n}.tfrec", part, image_key="image", label_key="class")
+             for i, (n, part) in enumerate(((12, examples[:12]), (18, examples[12:])))]
+    cfg = parse_args([f"--train-files={tmp_path}/flowers*.tfrec", "--image-key=image", "--label-key=class",
+                      "--num-classes=3", "--image-size=32"], environ={})
+
+    def must_not_count(files):
+        raise AssertionError("the file names say how many records there are")
+
+    inputs = data.make_inputs(cfg, 4, num_workers=1, count=must_not_count)
+    assert (inputs.train_examples, inputs.examples_from, inputs.steps_per_epoch) == (30, "file names", 8)
+    images, labels = next(iter(inputs.train))
+    assert images.shape == (4, 32, 32, 3) and set(labels.numpy()) <= {0, 1, 2}

@@ -11,8 +11,10 @@ def test_evaluator_follows_the_chief_and_exits_when_training_is_done(replicas, t
     cluster = {"chief": [f"127.0.0.1:{free_port()}"]}  # Vertex leaves the evaluator out of "cluster"
     args = [*DEMO_ARGS, "--epochs=3", "--steps-per-epoch=15", "--batch-size=16", *output_flags(tmp_path)]
     # The evaluator starts first and waits for checkpoints to appear.
-    evaluator = replicas.start("evaluator", args, trainer_env(TF_CONFIG=vertex_tf_config(cluster, "evaluator", 0)))
-    chief = replicas.start("chief", args, trainer_env(TF_CONFIG=vertex_tf_config(cluster, "chief", 0)))
+    evaluator = replicas.start("evaluator", args, trainer_env(
+        TF_CONFIG=vertex_tf_config(cluster, "evaluator", 0, evaluator=True)))
+    # The job spec shows the evaluator pool, so the chief writes per-epoch checkpoints for it.
+    chief = replicas.start("chief", args, trainer_env(TF_CONFIG=vertex_tf_config(cluster, "chief", 0, evaluator=True)))
     chief_run = replicas.wait(chief)
     assert chief_run.returncode == 0, chief_run.explain()
     eval_run = replicas.wait(evaluator, timeout=120)

@@ -52,8 +52,8 @@ def test_killed_job_resumes_at_the_next_epoch(replicas, tmp_path):
     runs = {role: replicas.wait(proc) for role, proc in procs.items()}
     for role, run in runs.items():
         assert run.returncode == 0, f"{role}: {run.explain()}"
-        assert of(run.events, "train_start")[0]["initial_epoch"] == 2
-        assert [e["epoch"] for e in of(run.events, "epoch_end")] == [2, 3]
+    assert of(runs["chief"].events, "train_start")[0]["initial_epoch"] == 2
+    assert [e["epoch"] for e in of(runs["chief"].events, "epoch_end")] == [2, 3]
     ends = of(runs["chief"].events, "epoch_end")
     # Weights were restored, not re-initialised: the resumed epoch starts where
     # epoch 1 left off, so its loss is already below epoch 1's.

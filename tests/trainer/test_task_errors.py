@@ -48,3 +48,52 @@ def test_unprepared_tfds_dataset(tmp_path):
                        "--image-size=32", *output_flags(tmp_path)])
     line = assert_config_error(run, "TFDS dataset 'cassava'")
     assert "--tfds-download" in line
+
+
+def test_unwritable_model_dir_fails_before_training(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the model dir's parent should be")
+    run = run_trainer([*DEMO_ARGS, f"--model-dir={blocker}/model", f"--checkpoint-dir={tmp_path}/ckpt",
+                       f"--tensorboard-dir={tmp_path}/logs"])
+    line = assert_config_error(run, f"cannot write to --model-dir {blocker}/model")
+    assert "checked before training" in line
+
+
+def test_tfrecords_with_other_feature_names_fail_early_naming_the_features(tmp_path):
+    import trainer  # noqa: F401
+    import tensorflow as tf
+
+    from tests.trainer.helpers import write_jpeg_examples
+    from trainer.records import example_bytes
+
+    path = tmp_path / "flowers00-4.tfrec"
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for encoded, label in write_jpeg_examples(tf, 4, num_classes=2):
+            w.write(example_bytes(encoded, label, image_key="image", label_key="class"))
+    run = run_trainer([f"--train-files={path}", "--num-classes=2", "--model=tiny_cnn", "--image-size=32",
+                       *output_flags(tmp_path)])
+    line = assert_config_error(run, "the first record of")
+    assert "{'class': int64, 'image': bytes}" in line
+    assert "--image-key=image --label-key=class" in line
+
+
+def test_loss_that_becomes_nan_stops_with_exit_3_and_nothing_saved(tmp_path):
+    # A learning rate of 1e30 sends the weights to infinity within a couple of steps.
+    run = run_trainer([*DEMO_ARGS, "--epochs=3", "--steps-per-epoch=8", "--batch-size=8", "--learning-rate=1e30",
+                       "--nan-check-steps=2", *output_flags(tmp_path)])
+    assert run.returncode == 3, run.explain()
+    error = run.stderr.rstrip().splitlines()[-1]
+    assert error.startswith("trainer: error: training diverged: the loss is nan at epoch 1, step ")
+    assert of(run.events, "epoch_end") == [] and of(run.events, "train_end") == []
+    assert not (tmp_path / "model" / "saved_model.pb").exists()
+    assert not list((tmp_path / "checkpoints").rglob("ckpt-*"))  # no checkpoint of diverged weights
+
+
+def test_stdout_carries_only_progress_lines(tmp_path):
+    """Keras prints "Downloading data from ..." to stdout; the trainer sends it to
+    stderr. (The download fails here: no internet, which is also worth a clear error.)"""
+    run = run_trainer(["--dataset=synthetic", "--model=mobilenet_v3_small", "--weights=imagenet",
+                       "--image-size=32", *output_flags(tmp_path)])
+    assert "Downloading data from" in run.stderr
+    assert run.stdout == ""
+    assert_config_error(run, "cannot download the ImageNet weights of mobilenet_v3_small")
