@@ -28,6 +28,7 @@ from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware, metrics_access
+from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 
 log = logging.getLogger("trainjobs")
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     app.state.lifecycle = lifecycle
+    app.state.template_cache = TemplateCache(settings.template_cache_size)
     app.state.metrics = metrics
     problems.install(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)

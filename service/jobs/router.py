@@ -51,6 +51,7 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
                                "the same key with another body answers 409.")] = None):
     state = request.app.state
     result, replayed = service.create_job(session, state.backends, state.lifecycle, body,
+                                          template_cache=state.template_cache,
                                           default_backend=state.settings.default_backend, dry_run=dry_run,
                                           actor=actor, idempotency_key=idempotency_key)
     if dry_run:

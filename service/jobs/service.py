@@ -28,6 +28,7 @@ from service.lifecycle.states import TERMINAL, JobState
 from service.models import Job, JobEvent, JobLabel, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates import service as templates
+from service.templates.cache import TemplateCache
 
 log = logging.getLogger("trainjobs.jobs")
 
@@ -63,7 +64,7 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
-               default_backend: str, dry_run: bool, actor: Actor,
+               template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
                idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool]:
     """Returns (job or preview, replayed): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead."""
@@ -73,22 +74,22 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         if existing is not None:
             return existing, True
 
-    tv = templates.get_version(session, actor.team_id, body.template, body.template_version)
-    if tv.template.archived_at is not None:
+    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
+    if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
-    submitted = overrides_policy.enforce(actor, tv.template.name, tv.version, tv.spec, body.overrides)
+    submitted = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
     backend_name = body.backend or default_backend
     backend = _backend(backends, backend_name)
     job_id = uuid.uuid4()
     display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
-    _spec, compiled = jobspec.build(tv.spec, tv.parameters, body.parameters, body.overrides,
-                                    display_name=display_name, labels=body.labels,
-                                    reserved_labels={JOB_ID_LABEL: str(job_id)})
+    _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
+                                         display_name=display_name, labels=body.labels,
+                                         reserved_labels={JOB_ID_LABEL: str(job_id)})
     problems = backend.check_launchable(compiled)
     if problems:
         raise Invalid.of(problems)
-    ref = TemplateRef(name=tv.template.name, version=tv.version)
+    ref = TemplateRef(name=tv.name, version=tv.version)
     if dry_run:
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
                           labels=compiled.custom_job_dict.get("labels", {}),
