@@ -99,6 +99,15 @@ class CompiledJob:
             out["stall_timeout_seconds"] = self.stall_timeout_seconds
         return out
 
+    def to_json_text(self) -> str:
+        """`json.dumps(self.to_json())`, assembled from the JSON already written at compile time."""
+        job_spec = self.job_spec_json if self.job_spec_json is not None else _dumps(self.job_spec_dict)
+        out = (f'{{"custom_job":{self.custom_job_json},"replicas":{_dumps([r.as_dict() for r in self.replicas])},'
+               f'"job_spec":{job_spec}')
+        if self.stall_timeout_seconds:
+            out += f',"stall_timeout_seconds":{int(self.stall_timeout_seconds)}'
+        return out + "}"
+
     @classmethod
     def from_json(cls, data: dict) -> "CompiledJob":
         spec = data.get("job_spec")
