@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
 
 from service.db import SessionDep
-from service.auth.deps import Member, Viewer
+from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import service
 from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
                                   TemplateRef)
@@ -43,17 +43,19 @@ def job_out(job: Job, compiled: CompiledJob | None = None) -> JobOut:
 @router.post("", status_code=201, response_model=JobOut | JobPreview,
              summary="Launch a job from a template (or preview it with ?dry_run=true)",
              responses={200: {"model": JobPreview, "description": "Dry run: what would be launched"}})
-def create_job(body: JobCreate, request: Request, response: Response, session: SessionDep, actor: Member,
+def create_job(body: JobCreate, request: Request, response: Response, submitter: Submitter,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
                    max_length=255, pattern=r"^[\x21-\x7e]+$",
                    description="Retry-safe submit: the same key and body return the same job; "
                                "the same key with another body answers 409.")] = None):
+    # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
+    # cheaper SessionDep + Member; create_job commits here, in this thread.
     state = request.app.state
-    result, replayed = service.create_job(session, state.backends, state.lifecycle, body,
-                                          template_cache=state.template_cache,
-                                          default_backend=state.settings.default_backend, dry_run=dry_run,
-                                          actor=actor, idempotency_key=idempotency_key)
+    result, replayed, compiled = service.create_job(
+        submitter.session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
+        default_backend=state.settings.default_backend, dry_run=dry_run, actor=submitter.actor,
+        idempotency_key=idempotency_key)
     if dry_run:
         response.status_code = 200
         return result
@@ -61,7 +63,7 @@ def create_job(body: JobCreate, request: Request, response: Response, session: S
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result), 201, headers)
+    return _json(job_out(result, compiled), 201, headers)
 
 
 @router.get("", response_model=JobPage, summary="List jobs, newest first")

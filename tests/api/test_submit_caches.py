@@ -34,6 +34,13 @@ def other(settings, tokens):
         yield c
 
 
+@pytest.fixture
+def anon_client(settings, tokens):
+    """No token unless a request sends one."""
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
 def test_an_archived_template_refuses_new_jobs_at_once(client, other, demo):
     assert client.post("/v1/jobs", json=JOB).status_code == 201  # the version is now cached here
     assert len(client.app.state.template_cache) == 1
@@ -94,3 +101,30 @@ def test_a_revoked_token_is_refused_on_the_next_request(client, db_url):
     assert done.returncode == 0, done.stderr
     assert_problem(client.get("/v1/templates", headers=member), 401)
     assert_problem(client.post("/v1/jobs", json=JOB, headers=member), 401)
+
+
+def test_the_submit_path_checks_the_token_before_the_body(anon_client, tokens, demo):
+    bad_body = {"template": "mwms-demo", "no_such_field": 1}
+    assert_problem(anon_client.post("/v1/jobs", json=bad_body), 401)
+    assert_problem(anon_client.post("/v1/jobs", json=bad_body, headers=bearer("tj_unknown")), 401)
+    assert_problem(anon_client.post("/v1/jobs", json=bad_body, headers=bearer(tokens["viewer"])), 403)
+    assert_problem(anon_client.post("/v1/jobs", json=bad_body, headers=bearer(tokens["member"])), 422)
+
+
+def test_every_outcome_of_a_submit_gives_its_connection_back(anon_client, tokens, demo):
+    pool = anon_client.app.state.engine.pool
+    member = bearer(tokens["member"])
+    outcomes = [
+        ({"template": "mwms-demo"}, member, {}, 201),
+        ({"template": "mwms-demo"}, member, {"dry_run": True}, 200),
+        ({"template": "mwms-demo"}, {}, {}, 401),
+        ({"template": "mwms-demo"}, bearer(tokens["viewer"]), {}, 403),
+        ({"template": "mwms-demo", "bogus": 1}, member, {}, 422),           # the body, after the token
+        ({"template": "mwms-demo", "parameters": {"epochs": 0}}, member, {}, 422),  # the compiler
+        ({"template": "nope"}, member, {}, 404),
+    ]
+    for body, headers, params, status in outcomes:
+        r = anon_client.post("/v1/jobs", json=body, headers=headers, params=params)
+        assert r.status_code == status, (body, r.text)
+        assert pool.checkedout() == 0, (body, status)
+    assert len(anon_client.get("/v1/jobs", headers=member).json()["items"]) == 1
