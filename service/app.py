@@ -33,6 +33,7 @@ from service.limits import BodySizeLimitMiddleware
 from service.overload import AdmissionMiddleware
 from service.models import Job
 from service.observability import Metrics, RequestContextMiddleware, metrics_access
+from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
 
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                   docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id)
     app.state.settings = settings
     app.state.lifecycle = lifecycle
+    app.state.template_cache = TemplateCache(settings.template_cache_size)
     app.state.metrics = metrics
     problems.install(app)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here

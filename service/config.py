@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token that /metrics needs for job counts (trainjobs_jobs). Without it /metrics "
                           "shows only process metrics: request counts, latencies, reconciler passes")
+    template_cache_size: int = Field(
+        256, ge=0, le=100_000, description="Template versions each API process keeps parsed and checked for "
+                                           "submits (versions never change; 0: parse on every submit)")
     log_format: str = Field("json", description="json (structured, one object a line) or text")
     log_level: str = "INFO"
 

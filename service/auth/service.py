@@ -9,7 +9,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -67,11 +67,17 @@ def create_token(session: Session, team: Team, name: str, role: str, created_by:
     return token, secret
 
 
+# Every request runs this: built once (building a statement per call costs more than its
+# round trip), and not cached — one indexed lookup, so a revocation holds from the very
+# next request in every process.
+_T, _TEAM = ApiToken.__table__.c, Team.__table__.c
+_RESOLVE = (select(_T.id, _T.name, _T.role, _T.team_id, _TEAM.name)
+            .join_from(ApiToken.__table__, Team.__table__, _TEAM.id == _T.team_id)
+            .where(_T.token_hash == bindparam("token_hash"), _T.revoked_at.is_(None)))
+
+
 def resolve(session: Session, secret: str) -> Actor | None:
-    row = session.execute(
-        select(ApiToken.id, ApiToken.name, ApiToken.role, ApiToken.team_id, Team.name)
-        .join(Team, Team.id == ApiToken.team_id)
-        .where(ApiToken.token_hash == hash_token(secret), ApiToken.revoked_at.is_(None))).first()
+    row = session.connection().execute(_RESOLVE, {"token_hash": hash_token(secret)}).first()
     if row is None:
         return None
     return Actor(token_id=row[0], token_name=row[1], role=row[2], team_id=row[3], team=row[4])

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
 
 from service.db import SessionDep
-from service.auth.deps import Member, Viewer
+from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import service
 from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
                                   TemplateRef)
@@ -45,23 +45,26 @@ def job_out(job: Job, compiled: CompiledJob | None = None) -> JobOut:
              response_description="The job, stored and QUEUED (or already further along)",
              responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
                         **problem_responses(401, 403, 404, 409, 413, 422, 503)})
-def create_job(body: JobCreate, request: Request, session: SessionDep, actor: Member,
+def create_job(body: JobCreate, request: Request, submitter: Submitter,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
                    max_length=255, pattern=r"^[\x21-\x7e]+$",
                    description="Retry-safe submit: the same key and body return the same job; "
                                "the same key with another body answers 409.")] = None):
+    # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
+    # cheaper SessionDep + Member; create_job commits here, in this thread.
     state = request.app.state
-    result, replayed = service.create_job(session, state.backends, state.lifecycle, body,
-                                          default_backend=state.settings.default_backend, dry_run=dry_run,
-                                          actor=actor, idempotency_key=idempotency_key)
+    result, replayed, compiled = service.create_job(
+        submitter.session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
+        default_backend=state.settings.default_backend, dry_run=dry_run, actor=submitter.actor,
+        idempotency_key=idempotency_key)
     if dry_run:
         return _json(result, 200)
     state.wake_controller(result.backend)
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result), 201, headers)
+    return _json(job_out(result, compiled), 201, headers)
 
 
 @router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",

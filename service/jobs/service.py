@@ -9,16 +9,17 @@ import json
 import logging
 import uuid
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Mapping
 
-from sqlalchemy import insert, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, defer, make_transient_to_detached
+from sqlalchemy.orm import Session, defer
 
 from service import jobspec
 from service.auth.service import Actor
 from service.errors import Conflict, Invalid, NotFound, Problem
-from service.jobs import overrides_policy
+from service.jobs import overrides_policy, store
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.controller import notify_controller
@@ -28,6 +29,7 @@ from service.lifecycle.states import TERMINAL, JobState
 from service.models import Job, JobEvent, JobLabel, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates import service as templates
+from service.templates.cache import TemplateCache
 
 log = logging.getLogger("trainjobs.jobs")
 
@@ -63,36 +65,37 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
-               default_backend: str, dry_run: bool, actor: Actor,
-               idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool]:
-    """Returns (job or preview, replayed): replayed is True when the Idempotency-Key
-    matched an earlier identical request and that job is returned instead."""
+               template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
+               idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+    """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
+    matched an earlier identical request and that job is returned instead; compiled is the
+    new job's CompiledJob (None for a replayed one: read it from the row)."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         existing = _replay(session, actor, idempotency_key, digest)
         if existing is not None:
-            return existing, True
+            return existing, True, None
 
-    tv = templates.get_version(session, actor.team_id, body.template, body.template_version)
-    if tv.template.archived_at is not None:
+    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
+    if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
-    submitted = overrides_policy.enforce(actor, tv.template.name, tv.version, tv.spec, body.overrides)
+    submitted = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
     backend_name = body.backend or default_backend
     backend = _backend(backends, backend_name)
     job_id = uuid.uuid4()
     display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
-    _spec, compiled = jobspec.build(tv.spec, tv.parameters, body.parameters, body.overrides,
-                                    display_name=display_name, labels=body.labels,
-                                    reserved_labels={JOB_ID_LABEL: str(job_id)})
+    _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
+                                         display_name=display_name, labels=body.labels,
+                                         reserved_labels={JOB_ID_LABEL: str(job_id)})
     problems = backend.check_launchable(compiled)
     if problems:
         raise Invalid.of(problems)
-    ref = TemplateRef(name=tv.template.name, version=tv.version)
+    ref = TemplateRef(name=tv.name, version=tv.version)
     if dry_run:
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
                           labels=compiled.custom_job_dict.get("labels", {}),
-                          custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled)), False
+                          custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled)), False, compiled
 
     now = utcnow()
     values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
@@ -102,15 +105,13 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
                   created_at=now, updated_at=now, idempotency_key=idempotency_key,
                   request_hash=digest if idempotency_key else None, backend_ref=None, console_url=None,
                   error=None, progress=None, started_at=None, ended_at=None, launch_attempted_at=None)
-    # Bulk-style inserts: the hot path of the service, and the unit-of-work machinery
-    # costs more than the three statements themselves.
+    # JSON columns as the text stored; the compiled job from the JSON the compiler already wrote.
+    row = {k: (compiled.to_json_text() if k == "compiled" else store.encode(v)) if k in store.JSON_COLUMNS else v
+           for k, v in values.items()}
+    event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
-        session.execute(insert(Job), [values])
-        if body.labels:
-            session.execute(insert(JobLabel), [{"job_id": job_id, "key": k, "value": v}
-                                               for k, v in body.labels.items()])
-        engine.created(session, job_id, actor.name, now, reason=submitted)
-        notify_controller(session, backend_name)
+        store.insert_job(session, row, body.labels, event, wake=backend_name)
+        engine.announce_created(session, event)
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()
     except IntegrityError:
@@ -119,12 +120,11 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         if idempotency_key:
             existing = _replay(session, actor, idempotency_key, digest)
             if existing is not None:
-                return existing, True
+                return existing, True, None
         raise
-    # The stored row, without a SELECT: the response is built from it.
-    job = Job(**values)
-    make_transient_to_detached(job)
-    return job, False
+    # The stored row, without a SELECT or an ORM object (its instrumentation costs more than
+    # the view needs): the response reads these attributes, as it would a Job's.
+    return SimpleNamespace(**values), False, compiled
 
 
 def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> Job:

@@ -3,19 +3,21 @@
 Both backends consume the CompiledJob, so the worker-pool rules live here only."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pydantic import ValidationError
 
 from service.errors import Invalid, Problem
 from service.jobspec import env_policy, overridable
-from service.jobspec import parameters as params
+from service.jobspec import parameters as params_mod
 from service.jobspec.compile import CompiledJob, Replica, compile_spec
 from service.jobspec.merge_patch import merge_patch
 from service.jobspec.spec import JobSpec, Parameter
 from service.jobspec.validate import check_display_name, check_labels, check_spec
 
-__all__ = ["CompiledJob", "Replica", "JobSpec", "Parameter", "build", "check_patch", "check_template",
+__all__ = ["CompiledJob", "Prepared", "Replica", "JobSpec", "Parameter", "build", "build_from", "check_patch",
+           "check_template", "prepare",
            "env_policy", "merge_patch", "overridable", "pydantic_problems"]
 
 
@@ -76,7 +78,7 @@ def _string_fields(spec: JobSpec) -> list[tuple[str, str]]:
 
 def _substituted(spec: JobSpec, values: Mapping[str, Any]) -> JobSpec:
     data = spec.model_dump()
-    sub = lambda s: params.substitute(s, values)  # noqa: E731
+    sub = lambda s: params_mod.substitute(s, values)  # noqa: E731
 
     def fix_container(c: dict | None) -> None:
         if not c:
@@ -111,8 +113,8 @@ def check_template(spec: dict, declared: list[dict]) -> tuple[JobSpec, list[Para
         parsed = JobSpec.model_validate(spec)
     except ValidationError as e:
         raise Invalid.of(problems + pydantic_problems(e, "spec")) from None
-    problems += params.check_declarations(parsed_params)
-    problems += [p.prefixed("spec") for p in params.check_references(_string_fields(parsed), parsed_params)]
+    problems += params_mod.check_declarations(parsed_params)
+    problems += [p.prefixed("spec") for p in params_mod.check_references(_string_fields(parsed), parsed_params)]
     problems += [p.prefixed("spec") for p in check_spec(parsed)]
     problems += [p.prefixed("spec") for p in overridable.check_declared(parsed.overridable)]
     problems += [p.prefixed("spec") for p in env_policy.check_template_env(spec, parsed_params)]
@@ -139,30 +141,91 @@ def _declared_params(declared: list[dict]) -> list[Parameter]:
     try:
         return [Parameter.model_validate(p) for p in declared]
     except ValidationError as e:
-        # Stored before a rule tightened (e.g. a NaN bound on SQLite): the template must be fixed.
-        raise Invalid.of([Problem("template", "the template's stored parameters are no longer valid: "
-                                  + pydantic_problems(e, "parameters")[0].message,
-                                  "an admin must PUT a corrected version of the template")]) from None
+        raise Invalid.of(_stale_params(e)) from None
+
+
+def _stale_params(e: ValidationError) -> list[Problem]:
+    # Stored before a rule tightened (e.g. a NaN bound on SQLite): the template must be fixed.
+    return [Problem("template", "the template's stored parameters are no longer valid: "
+                    + pydantic_problems(e, "parameters")[0].message,
+                    "an admin must PUT a corrected version of the template")]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A template version parsed and checked once, for every job launched from it.
+
+    Versions are immutable, so this is cached by (template id, version)
+    (service.templates.cache). Everything here is shared between requests and
+    threads: read it, never change it. A job without overrides uses `parsed` as is;
+    one with overrides merges them over `spec` and validates the result itself."""
+
+    spec: dict                                  # the spec as stored
+    parsed: JobSpec | None                      # `spec` validated; None: see spec_problems
+    spec_problems: tuple[Problem, ...]          # why `spec` is no longer a valid JobSpec
+    params: tuple[Parameter, ...] | None        # None: see params_problems
+    params_problems: tuple[Problem, ...]        # why the stored parameters are no longer valid
+    reserved: tuple[Problem, ...]               # reserved env names in `spec`
+    references: tuple[Problem, ...]             # `${name}`s in `spec` that no parameter declares
+
+
+def prepare(template_spec: dict, declared: list[dict]) -> Prepared:
+    try:
+        parsed, spec_problems = JobSpec.model_validate(template_spec), ()
+    except ValidationError as e:
+        parsed, spec_problems = None, tuple(pydantic_problems(e, "spec"))
+    try:
+        params, params_problems = tuple(Parameter.model_validate(p) for p in declared), ()
+    except ValidationError as e:
+        params, params_problems = None, tuple(_stale_params(e))
+    reserved = tuple(p.prefixed("spec") for p in env_policy.reserved_problems(template_spec))
+    references: tuple[Problem, ...] = ()
+    if parsed is not None and params is not None:
+        references = tuple(p.prefixed("spec")
+                           for p in params_mod.check_references(_string_fields(parsed), list(params)))
+    return Prepared(template_spec, parsed, spec_problems, params, params_problems, reserved, references)
 
 
 def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] | None,
           overrides: Any, *, display_name: str, labels: Mapping[str, str],
           reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
     """Apply overrides (JSON merge patch) and parameter values, validate, compile."""
+    return build_from(prepare(template_spec, declared), values, overrides, display_name=display_name,
+                      labels=labels, reserved_labels=reserved_labels)
+
+
+def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: Any, *, display_name: str,
+               labels: Mapping[str, str],
+               reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
+    """`build` for a prepared template: the same checks, in the same order, with the same
+    problems; what depends on the template alone was worked out once, in `prepare`."""
     problems: list[Problem] = []
     check_patch(overrides)
-    merged = merge_patch(template_spec, overrides or {})
-    try:
-        spec = JobSpec.model_validate(merged)
-    except ValidationError as e:
-        raise Invalid.of(pydantic_problems(e, "spec")) from None
+    if overrides:
+        merged = merge_patch(template.spec, overrides)
+        try:
+            spec = JobSpec.model_validate(merged)
+        except ValidationError as e:
+            raise Invalid.of(pydantic_problems(e, "spec")) from None
+    elif template.parsed is None:
+        raise Invalid.of(list(template.spec_problems))
+    else:
+        spec = template.parsed
 
-    declared_params = _declared_params(declared)
-    problems += [p.prefixed("spec") for p in env_policy.reserved_problems(merged)]
+    if template.params is None:
+        raise Invalid.of(list(template.params_problems))
+    declared_params = list(template.params)
+    if overrides:
+        problems += [p.prefixed("spec") for p in env_policy.reserved_problems(merged)]
+    else:
+        problems += template.reserved
     values = dict(values or {})
-    resolved, param_problems = params.resolve(declared_params, values)
+    resolved, param_problems = params_mod.resolve(declared_params, values)
     problems += param_problems
-    problems += [p.prefixed("spec") for p in params.check_references(_string_fields(spec), declared_params)]
+    if overrides:
+        problems += [p.prefixed("spec") for p in params_mod.check_references(_string_fields(spec), declared_params)]
+    else:
+        problems += template.references
     problems += check_display_name(display_name)
     problems += check_labels("labels", dict(labels))
     if problems:

@@ -2,20 +2,27 @@
 
 Pool positions are fixed by Vertex: [0] chief, [1] workers, [2] parameter
 servers or Reduction Server, [3] evaluator. A skipped middle pool is an empty
-WorkerPoolSpec; trailing empty pools are dropped."""
+WorkerPoolSpec; trailing empty pools are dropped.
+
+The CustomJob is written directly as the JSON that `aiplatform_v1.CustomJob.to_json`
+prints (proto3 JSON: camelCase names, int64 as strings, enums by name, zero values
+left out), without building proto-plus messages: those cost more than the rest of a
+submit together. tests/jobspec/test_compile_json.py checks, for many generated specs,
+that this JSON is what the client types print and that it round-trips through them
+unchanged. The client library is imported only when a proto is asked for."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Mapping
-
-from google.cloud import aiplatform_v1 as v1
-from google.protobuf import duration_pb2
+from typing import TYPE_CHECKING, Any, Mapping
 
 from service.jobspec import cluster
 from service.jobspec.spec import JobSpec, ReductionServer, Role
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import CustomJob
 
 POOL_ROLES = {0: "chief", 1: "worker", 2: "ps", 3: "evaluator"}
 
@@ -56,8 +63,9 @@ class CompiledJob:
     # trainjobs' own scheduling, not part of the CustomJob (see Scheduling.stall_timeout_seconds).
     stall_timeout_seconds: int | None = None
 
-    def custom_job(self) -> v1.CustomJob:
-        return v1.CustomJob.from_json(self.custom_job_json)
+    def custom_job(self) -> "CustomJob":
+        from google.cloud.aiplatform_v1 import CustomJob
+        return CustomJob.from_json(self.custom_job_json)
 
     @cached_property
     def custom_job_dict(self) -> dict:
@@ -67,7 +75,11 @@ class CompiledJob:
     def job_spec_dict(self) -> dict:
         if self.job_spec_json is not None:
             return json.loads(self.job_spec_json)
-        return json.loads(_job_spec_json(self.custom_job().job_spec))
+        # A row stored before job_spec_json existed.
+        from google.cloud.aiplatform_v1 import CustomJobSpec
+        return json.loads(CustomJobSpec.to_json(self.custom_job().job_spec, preserving_proto_field_name=True,
+                                                use_integers_for_enums=False,
+                                                always_print_fields_with_no_presence=False, indent=None))
 
     @property
     def base_output_directory(self) -> str | None:
@@ -87,6 +99,15 @@ class CompiledJob:
             out["stall_timeout_seconds"] = self.stall_timeout_seconds
         return out
 
+    def to_json_text(self) -> str:
+        """`json.dumps(self.to_json())`, assembled from the JSON already written at compile time."""
+        job_spec = self.job_spec_json if self.job_spec_json is not None else _dumps(self.job_spec_dict)
+        out = (f'{{"custom_job":{self.custom_job_json},"replicas":{_dumps([r.as_dict() for r in self.replicas])},'
+               f'"job_spec":{job_spec}')
+        if self.stall_timeout_seconds:
+            out += f',"stall_timeout_seconds":{int(self.stall_timeout_seconds)}'
+        return out + "}"
+
     @classmethod
     def from_json(cls, data: dict) -> "CompiledJob":
         spec = data.get("job_spec")
@@ -97,7 +118,7 @@ class CompiledJob:
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
-    pools: list[tuple[v1.WorkerPoolSpec, list[Replica]]] = [
+    pools: list[tuple[dict, list[Replica]]] = [
         _role_pool(0, spec, spec.chief),
         _role_pool(1, spec, spec.workers) if spec.workers else _empty(),
         (_role_pool(2, spec, spec.parameter_servers) if spec.parameter_servers
@@ -107,34 +128,76 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str])
     while pools and not pools[-1][1]:
         pools.pop()
 
-    job_spec = v1.CustomJobSpec(worker_pool_specs=[p for p, _ in pools], scheduling=_scheduling(spec))
-    if spec.base_output_directory:
-        job_spec.base_output_directory = v1.GcsDestination(output_uri_prefix=spec.base_output_directory)
+    # CustomJobSpec with proto field names, in field-number order (as the client prints it).
+    job_spec: dict[str, Any] = {"worker_pool_specs": [p for p, _ in pools], "scheduling": _scheduling(spec)}
     if spec.service_account:
-        job_spec.service_account = spec.service_account
+        job_spec["service_account"] = spec.service_account
     if spec.network:
-        job_spec.network = spec.network
+        job_spec["network"] = spec.network
+    if spec.base_output_directory:
+        job_spec["base_output_directory"] = {"output_uri_prefix": spec.base_output_directory}
     if spec.enable_web_access:
-        job_spec.enable_web_access = True
+        job_spec["enable_web_access"] = True
 
-    job = v1.CustomJob(display_name=display_name, job_spec=job_spec, labels=dict(labels))
-    as_json = v1.CustomJob.to_json(job, use_integers_for_enums=False,
-                                   always_print_fields_with_no_presence=False, indent=None)
-    return CompiledJob(as_json, tuple(r for _, rs in pools for r in rs), _job_spec_json(job.job_spec),
-                       spec.scheduling.stall_timeout_seconds)
-
-
-def _job_spec_json(spec: v1.CustomJobSpec) -> str:
-    # TF_CONFIG["job"] carries the CustomJobSpec as a Python dict (proto field names).
-    return v1.CustomJobSpec.to_json(spec, preserving_proto_field_name=True, use_integers_for_enums=False,
-                                    always_print_fields_with_no_presence=False, indent=None)
+    custom_job = {"displayName": display_name, "jobSpec": _camel(job_spec)}
+    if labels:
+        custom_job["labels"] = dict(labels)
+    compiled = CompiledJob(_dumps(custom_job), tuple(r for _, rs in pools for r in rs), _dumps(job_spec),
+                           spec.scheduling.stall_timeout_seconds)
+    # Already in hand: spare the first readers a json.loads (cached_property's own slot).
+    compiled.__dict__["custom_job_dict"] = custom_job
+    compiled.__dict__["job_spec_dict"] = job_spec
+    return compiled
 
 
-def _empty() -> tuple[v1.WorkerPoolSpec, list[Replica]]:
-    return v1.WorkerPoolSpec(), []
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
 
 
-def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[v1.WorkerPoolSpec, list[Replica]]:
+# proto field name -> JSON name, for every field compile_spec writes inside the CustomJobSpec.
+_JSON_NAMES = {
+    "worker_pool_specs": "workerPoolSpecs", "scheduling": "scheduling", "service_account": "serviceAccount",
+    "network": "network", "base_output_directory": "baseOutputDirectory", "enable_web_access": "enableWebAccess",
+    "output_uri_prefix": "outputUriPrefix", "machine_spec": "machineSpec", "replica_count": "replicaCount",
+    "disk_spec": "diskSpec", "container_spec": "containerSpec", "machine_type": "machineType",
+    "accelerator_type": "acceleratorType", "accelerator_count": "acceleratorCount",
+    "boot_disk_type": "bootDiskType", "boot_disk_size_gb": "bootDiskSizeGb", "image_uri": "imageUri",
+    "command": "command", "args": "args", "env": "env", "name": "name", "value": "value",
+    "timeout": "timeout", "restart_job_on_worker_restart": "restartJobOnWorkerRestart", "strategy": "strategy",
+    "disable_retries": "disableRetries", "max_wait_duration": "maxWaitDuration",
+}
+
+
+def _camel(value: Any) -> Any:
+    """A copy with JSON names. Every key inside a CustomJobSpec is a field name (no maps there)."""
+    if isinstance(value, dict):
+        return {_JSON_NAMES[k]: _camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+def _empty() -> tuple[dict, list[Replica]]:
+    return {}, []
+
+
+def _disk(disk) -> dict:
+    return {"boot_disk_type": disk.boot_disk_type, "boot_disk_size_gb": disk.boot_disk_size_gb}
+
+
+def _container(image: str, command: list[str], args: list[str], env: Mapping[str, str]) -> dict:
+    # proto3 leaves out empty lists and empty strings (an EnvVar's empty value included).
+    out: dict[str, Any] = {"image_uri": image}
+    if command:
+        out["command"] = list(command)
+    if args:
+        out["args"] = list(args)
+    if env:
+        out["env"] = [{"name": k, "value": v} if v else {"name": k} for k, v in env.items()]
+    return out
+
+
+def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[dict, list[Replica]]:
     over = role.container
     image = (over.image_uri if over and over.image_uri else spec.container.image_uri)
     command = over.command if over and over.command is not None else spec.container.command
@@ -143,37 +206,37 @@ def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[v1.WorkerPoolSpec,
     if role.accelerator_count:
         env[cluster.EXPECTED_GPUS_ENV] = str(role.accelerator_count)
 
-    machine = v1.MachineSpec(machine_type=role.machine_type)
+    machine: dict[str, Any] = {"machine_type": role.machine_type}
     if role.accelerator_type:
-        machine.accelerator_type = role.accelerator_type
-        machine.accelerator_count = role.accelerator_count
-    container = v1.ContainerSpec(image_uri=image, command=command, args=args,
-                                 env=[v1.EnvVar(name=k, value=v) for k, v in env.items()])
-    pool_spec = v1.WorkerPoolSpec(
-        machine_spec=machine, replica_count=role.replica_count, container_spec=container,
-        disk_spec=v1.DiskSpec(boot_disk_type=role.disk.boot_disk_type,
-                              boot_disk_size_gb=role.disk.boot_disk_size_gb))
+        machine["accelerator_type"] = role.accelerator_type
+        if role.accelerator_count:
+            machine["accelerator_count"] = role.accelerator_count
+    pool_spec = {"machine_spec": machine, "replica_count": str(role.replica_count),  # int64: a string
+                 "disk_spec": _disk(role.disk), "container_spec": _container(image, command, args, env)}
+    frozen_env = MappingProxyType(env)
     replicas = [Replica(pool, i, f"workerpool{pool}-{i}", POOL_ROLES[pool], image,
-                        tuple(command), tuple(args), MappingProxyType(dict(env)))
+                        tuple(command), tuple(args), frozen_env)
                 for i in range(role.replica_count)]
     return pool_spec, replicas
 
 
-def _reduction_pool(rs: ReductionServer) -> tuple[v1.WorkerPoolSpec, list[Replica]]:
-    pool_spec = v1.WorkerPoolSpec(
-        machine_spec=v1.MachineSpec(machine_type=rs.machine_type), replica_count=rs.replica_count,
-        container_spec=v1.ContainerSpec(image_uri=rs.image_uri),
-        disk_spec=v1.DiskSpec(boot_disk_type=rs.disk.boot_disk_type, boot_disk_size_gb=rs.disk.boot_disk_size_gb))
+def _reduction_pool(rs: ReductionServer) -> tuple[dict, list[Replica]]:
+    pool_spec = {"machine_spec": {"machine_type": rs.machine_type}, "replica_count": str(rs.replica_count),
+                 "disk_spec": _disk(rs.disk), "container_spec": {"image_uri": rs.image_uri}}
     return pool_spec, [Replica(2, i, f"workerpool2-{i}", None, rs.image_uri, (), ())
                        for i in range(rs.replica_count)]
 
 
-def _scheduling(spec: JobSpec) -> v1.Scheduling:
+def _scheduling(spec: JobSpec) -> dict:
     s = spec.scheduling
-    out = v1.Scheduling(restart_job_on_worker_restart=s.restart_job_on_worker_restart,
-                        disable_retries=s.disable_retries, strategy=s.strategy)
+    out: dict[str, Any] = {}
     if s.timeout_seconds:
-        out.timeout = duration_pb2.Duration(seconds=s.timeout_seconds)
+        out["timeout"] = f"{s.timeout_seconds}s"  # google.protobuf.Duration
+    if s.restart_job_on_worker_restart:
+        out["restart_job_on_worker_restart"] = True
+    out["strategy"] = s.strategy  # never STRATEGY_UNSPECIFIED (0), so always printed
+    if s.disable_retries:
+        out["disable_retries"] = True
     if s.max_wait_duration_seconds:
-        out.max_wait_duration = duration_pb2.Duration(seconds=s.max_wait_duration_seconds)
+        out["max_wait_duration"] = f"{s.max_wait_duration_seconds}s"
     return out

@@ -97,11 +97,15 @@ class Engine:
     def fence_holds(self, session: Session, fence: int) -> bool:
         return session.scalar(select(ControllerLease.epoch).where(ControllerLease.name == LEASE)) == fence
 
+    @staticmethod
+    def _event_row(job_id: uuid.UUID, src: str | None, dst: JobState, reason: str, actor: str,
+                   at: datetime) -> dict:
+        return {"job_id": job_id, "from_state": src, "to_state": dst.value,
+                "reason": sanitize.clean_text(reason, 2000), "actor": sanitize.clean_text(actor, 200), "at": at}
+
     def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
                actor: str, at: datetime, progress: dict | None = None) -> None:
-        session.execute(insert(JobEvent), [{"job_id": job_id, "from_state": src, "to_state": dst.value,
-                                            "reason": sanitize.clean_text(reason, 2000),
-                                            "actor": sanitize.clean_text(actor, 200), "at": at}])
+        session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
         self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
 
     def _notify(self, session: Session, change: Change) -> None:
@@ -113,6 +117,15 @@ class Engine:
                 reason: str = "submitted") -> None:
         """The first event of a job whose row (state QUEUED) the caller inserted."""
         self._event(session, job_id, None, S.QUEUED, reason, actor, at)
+
+    def creation_event(self, job_id: uuid.UUID, actor: str, at: datetime, reason: str = "submitted") -> dict:
+        """The row of a job's first event (QUEUED), for a caller that writes it in the same
+        statement as the job row (one round trip); it then calls `announce_created`."""
+        return self._event_row(job_id, None, S.QUEUED, reason, actor, at)
+
+    def announce_created(self, session: Session, event: dict) -> None:
+        """The listeners' part of `created`, once the caller has written `creation_event`'s row."""
+        self._notify(session, Change(event["job_id"], None, S.QUEUED, event["reason"], event["actor"], event["at"]))
 
     def move(self, session: Session, job_id: uuid.UUID, dst: JobState, *, reason: str, actor: str,
              allowed_from: Callable[[JobState], bool] | None = None, fence: int | None = None,

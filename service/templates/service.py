@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
@@ -12,6 +13,7 @@ from service import jobspec
 from service.errors import Conflict, Invalid, NotFound, Problem
 from service.models import Template, TemplateVersion, utcnow
 from service.pagination import decode_cursor, encode_cursor
+from service.templates.cache import TemplateCache
 from service.templates.schemas import TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate
 
 
@@ -59,6 +61,46 @@ def get_version(session: Session, team_id: uuid.UUID, name: str, version: int | 
         return tv
     template = get_template(session, team_id, name)  # 404 if the template itself is missing
     raise NotFound(f"template {name!r} has no version {version}; versions are 1 to {template.latest_version}")
+
+
+@dataclass(frozen=True)
+class Launchable:
+    """What a submit needs of a template version."""
+
+    template_id: uuid.UUID
+    name: str
+    version: int
+    archived: bool
+    prepared: jobspec.Prepared
+
+
+# Built once: a statement built per call costs more than its round trip (SQLAlchemy's cache key).
+_T, _TV = Template.__table__.c, TemplateVersion.__table__.c
+_HEAD = select(_T.id, _T.name, _T.latest_version, _T.archived_at).where(
+    _T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
+_VERSION = select(_TV.spec, _TV.parameters).where(
+    _TV.template_id == bindparam("template_id"), _TV.version == bindparam("version"))
+
+
+def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name: str,
+               version: int | None = None) -> Launchable:
+    """The submit path's template lookup: one small query for the template's current
+    state (latest version, archived), and the version itself parsed and checked only
+    the first time this process sees it (versions are immutable)."""
+    conn = session.connection()
+    head = conn.execute(_HEAD, {"team_id": team_id, "name": name}).first()
+    if head is None:
+        raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
+    wanted = version or head.latest_version
+    prepared = cache.get((head.id, wanted))
+    if prepared is None:
+        row = conn.execute(_VERSION, {"template_id": head.id, "version": wanted}).first()
+        if row is None:
+            raise NotFound(f"template {name!r} has no version {version}; "
+                           f"versions are 1 to {head.latest_version}")
+        prepared = jobspec.prepare(row.spec, row.parameters)
+        cache.put((head.id, wanted), prepared)
+    return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared)
 
 
 def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:

@@ -1,0 +1,92 @@
+"""What a submit stores, now written in one statement on PostgreSQL (service/jobs/store.py):
+the job row with its JSON columns, its label rows, its first event, and the controller's
+wake-up — all at commit, none without the others."""
+import json
+import uuid
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, text
+
+from service.app import create_app
+from service.config import Settings
+from service.db import make_engine, make_session_factory
+from service.jobspec import CompiledJob
+from service.lifecycle.leader import WAKE_CHANNEL
+from service.models import Job, JobEvent, JobLabel
+from tests.api.conftest import DEMO, assert_problem
+from tests.conftest import bearer, make_token, truncate_all
+
+
+def _rows(db_url: str, job_id: str):
+    engine = make_engine(db_url)
+    try:
+        with make_session_factory(engine)() as s:
+            jid = uuid.UUID(job_id)
+            job = s.get(Job, jid)
+            labels = {r.key: r.value for r in s.scalars(select(JobLabel).where(JobLabel.job_id == jid))}
+            events = [(e.from_state, e.to_state, e.reason, e.actor)
+                      for e in s.scalars(select(JobEvent).where(JobEvent.job_id == jid))]
+            raw = s.execute(text("SELECT overrides IS NULL, error IS NULL, progress IS NULL, backend_ref IS NULL "
+                                 "FROM jobs WHERE id = :i"),
+                            {"i": jid.hex if engine.dialect.name == "sqlite" else jid}).one()
+            return job, labels, events, raw
+    finally:
+        engine.dispose()
+
+
+def test_the_stored_job_is_what_the_response_shows(client, demo, db_url):
+    r = client.post("/v1/jobs", json={"template": "mwms-demo", "parameters": {"epochs": 4},
+                                      "labels": {"team": "vision", "run": ""}, "display_name": "ünï"})
+    assert r.status_code == 201, r.text
+    shown = r.json()
+    job, labels, events, raw = _rows(db_url, shown["id"])
+    assert (job.state, job.display_name, job.parameters, job.labels) == ("QUEUED", "ünï", {"epochs": 4},
+                                                                         {"team": "vision", "run": ""})
+    assert job.created_at == job.updated_at and job.created_at.tzinfo is not None
+    compiled = CompiledJob.from_json(job.compiled)
+    assert compiled.custom_job_dict == shown["custom_job"]
+    assert [compiled.env(rep) for rep in compiled.replicas] == [rep["env"] for rep in shown["cluster"]]
+    assert labels == {"team": "vision", "run": ""}
+    assert events == [(None, "QUEUED", "submitted", "admin-user@alpha")]
+    # None in a JSON column is stored as JSON null (not SQL NULL), as SQLAlchemy's JSON type writes it.
+    assert tuple(raw) == (False, False, False, True)
+    assert client.get(f"/v1/jobs/{shown['id']}").json() == shown
+    assert [j["id"] for j in client.get("/v1/jobs", params={"label": "team=vision"}).json()["items"]] == [shown["id"]]
+
+
+def test_a_job_without_labels_has_no_label_rows(client, demo, db_url):
+    shown = client.post("/v1/jobs", json={"template": "mwms-demo"}).json()
+    _, labels, events, _ = _rows(db_url, shown["id"])
+    assert labels == {} and len(events) == 1
+
+
+def test_a_refused_submit_stores_nothing(client, demo, db_url):
+    assert_problem(client.post("/v1/jobs", json={"template": "mwms-demo", "parameters": {"epochs": 0}}), 422)
+    assert client.get("/v1/jobs").json()["items"] == []
+
+
+@pytest.mark.postgres
+def test_the_controller_is_woken_when_the_job_commits(pg_database, tmp_path):
+    truncate_all(pg_database)
+    settings = Settings(database_url=pg_database, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
+    with TestClient(create_app(settings), headers=bearer(make_token(pg_database))) as client, \
+            psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://"),
+                            autocommit=True) as listener:
+        assert client.post("/v1/templates", json=DEMO).status_code == 201
+        listener.execute(f"LISTEN {WAKE_CHANNEL}")
+        job = client.post("/v1/jobs", json={"template": "mwms-demo"}).json()
+        got = next(listener.notifies(timeout=30, stop_after=1))
+    assert (got.channel, got.payload) == (WAKE_CHANNEL, "local")
+    assert job["state"] == "QUEUED"
+
+
+def test_the_stored_document_text_is_the_compiled_json():
+    from tests.jobspec.helpers import build, spec
+    for compiled in (build(spec()), build(spec(workers={"replica_count": 2}, evaluator={},
+                                               scheduling={"stall_timeout_seconds": 60}))):
+        assert json.loads(compiled.to_json_text()) == compiled.to_json()
+        again = CompiledJob.from_json(json.loads(compiled.to_json_text()))
+        assert json.loads(again.to_json_text()) == compiled.to_json()
