@@ -126,8 +126,9 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     if job_body is None:
         return _launch_page(request, user, tv, lf, status=422)
     try:
-        result, _ = jobs.create_job(session, state.backends, state.lifecycle, job_body,
-                                    default_backend=state.settings.default_backend,
+        result, _, _ = jobs.create_job(session, state.backends, state.lifecycle, job_body,
+                                       template_cache=state.template_cache,
+                                       default_backend=state.settings.default_backend,
                                     dry_run=dry_run, actor=user.actor,
                                     idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
     except (Invalid, Forbidden) as e:
