@@ -22,7 +22,7 @@ def test_dry_run_shows_the_custom_job_and_cluster_and_stores_nothing(client, dem
     pools = preview["custom_job"]["jobSpec"]["workerPoolSpecs"]
     assert [p["replicaCount"] for p in pools] == ["1", "2"]
     assert "--epochs=5" in pools[0]["containerSpec"]["args"]
-    assert preview["labels"]["team"] == "vision" and "trainjobs-job-id" in preview["labels"]
+    assert preview["labels"]["team"] == "vision" and "trainjobs_job_id" in preview["labels"]
     tasks = [r["task_name"] for r in preview["cluster"]]
     assert tasks == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
     tf = json.loads(preview["cluster"][2]["env"]["TF_CONFIG"])
@@ -35,7 +35,7 @@ def test_create_stores_the_job_queued_with_its_template_version(client, demo):
     assert job["state"] == "QUEUED"
     assert job["template"] == {"name": "mwms-demo", "version": 1}
     assert job["display_name"] == "first run"
-    assert job["custom_job"]["labels"]["trainjobs-job-id"] == job["id"]
+    assert job["custom_job"]["labels"]["trainjobs_job_id"] == job["id"]
     assert [r["tf_role"] for r in job["cluster"]] == ["chief", "worker"]
     got = client.get(f"/v1/jobs/{job['id']}").json()
     assert got["parameters"] == {"epochs": 3} and got["custom_job"] == job["custom_job"]

@@ -31,7 +31,7 @@ def test_submitted_job_runs_to_success(harness):
     m = CONSOLE.match(job["console_url"])
     assert m and m.group(1) == cj["name"].rsplit("/", 1)[1]
     # What reached Google is the compiled CustomJob: chief + one worker, our label.
-    assert cj["labels"]["trainjobs-job-id"] == job["id"]
+    assert cj["labels"]["trainjobs_job_id"] == job["id"]
     assert cj["labels"]["app"] == "trainjobs-demo"
     pools = cj["jobSpec"]["workerPoolSpecs"]
     assert [p["replicaCount"] for p in pools] == ["1", "1"]
@@ -274,7 +274,7 @@ def test_poll_reads_lists_not_one_get_per_job(make_harness, fake_vertex):
         assert all(states[j["id"]] == "PENDING" for j in jobs[1::2])
         # Every list is bounded by label, state and create time.
         for f in fake_vertex.list_filters():
-            assert "labels.trainjobs-job-id:*" in f and "create_time>=" in f and "state!=" in f
+            assert "labels.trainjobs_job_id:*" in f and "create_time>=" in f and "state!=" in f
         # Three batches, one listing for the pass: our running jobs created since the
         # oldest, in pages of 8 (8 + 8 + 8 + 1): 4 calls, not 25 gets.
         assert fake_vertex.calls["list"] == 4
