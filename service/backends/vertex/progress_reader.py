@@ -25,6 +25,7 @@ from typing import Callable
 from google.cloud import logging as cloud_logging
 
 from service.backends import progress as progress_rules
+from service.backends.vertex.budget import BudgetSpent
 from service.backends.vertex.logs import BudgetedSession, Terms, _quoted, _utc, budgeted_entries, message_of
 from service.backends.vertex.mapping import CREATE_TIME_SLACK, rfc3339
 
@@ -81,18 +82,24 @@ class ProgressReader:
         """One read of every followed job's new progress lines, if the budget has a token
         to spare (none is taken from a person's log page). Returns the changed progress
         of each job that has some."""
-        self._last = self._clock()
         jobs = dict(self._jobs)
         if not jobs:
             return {}
         read: set[str] = set()
+        started = self._clock()
         for chunk in _chunks(jobs):
             try:
                 self._read_chunk(client, session, project, chunk)
-            except Exception as e:  # noqa: BLE001 - budget spent, 429, outage: next interval
+            except BudgetSpent as e:
+                log.info("progress of %d Vertex jobs waits for the Cloud Logging budget: %s", len(chunk), e)
+                if not read:
+                    return {}   # nothing spent: due again on the next pass
+                break
+            except Exception as e:  # noqa: BLE001 - 429, outage: the next interval
                 log.info("progress of %d Vertex jobs not read now: %s", len(chunk), e)
                 break
             read.update(chunk)
+        self._last = started
         out: dict[str, dict] = {}
         for job_id, job in jobs.items():
             if job.changed and job.progress is not None:
