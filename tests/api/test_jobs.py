@@ -52,6 +52,40 @@ def test_create_stores_the_job_queued_with_its_template_version(client, demo):
     assert submit(client, template_version=1)["template"]["version"] == 1
 
 
+def test_a_local_job_shows_what_its_replicas_get_here_not_vertex_addresses(client, demo, settings):
+    """Before launch the 127.0.0.1 ports are not chosen: said so, never a Vertex host:port. The
+    output directories are the run folder's, as the local backend gives them."""
+    job = submit(client, overrides={"base_output_directory": "gs://bucket/exp"})
+    assert job["waiting_reason"] is None
+    run = settings.resolved_local_work_dir().resolve() / job["id"]
+    for view in (job, client.get(f"/v1/jobs/{job['id']}").json()):
+        for replica in view["cluster"]:
+            env = replica["env"]
+            cluster = json.loads(env["TF_CONFIG"])["cluster"]
+            assert cluster == {"chief": ["127.0.0.1:<port chosen at launch>"],
+                               "worker": ["127.0.0.1:<port chosen at launch>"]}
+            assert env["AIP_MODEL_DIR"] == f"{run}/output/model/"
+            assert env["HOME"] == f"{run}/work/home"
+            assert env["TRAINJOBS_LOCAL_REPLICA"] == f"{job['id']}/{replica['task_name']}"
+            assert "2222" not in json.dumps(env) and "gs://bucket/exp/model" not in json.dumps(env)
+    preview = client.post("/v1/jobs", params={"dry_run": True}, json={"template": "mwms-demo"}).json()
+    assert "AIP_MODEL_DIR" not in preview["cluster"][0]["env"]   # the demo sets no output directory
+
+
+def test_labels_as_google_documents_them(client, demo):
+    ok = {"équipe": "données", "日本": "値", "k" * 64: "v" * 64, "a-b_c": ""}
+    job = submit(client, labels=ok)
+    assert {k: job["labels"][k] for k in ok} == ok and job["custom_job"]["labels"]["équipe"] == "données"
+    found = client.get("/v1/jobs", params={"label": "équipe=données"}).json()["items"]
+    assert [j["id"] for j in found] == [job["id"]]
+    for bad in ({"Team": "x"}, {"1team": "x"}, {"team": "Vision"}, {"k" * 65: "x"}, {"team": "v" * 65},
+                {"team": "a b"}, {"trainjobs_job_id": "x"}, {"trainjobs-job-id": "x"}):
+        r = client.post("/v1/jobs", json={"template": "mwms-demo", "labels": bad})
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["errors"][0]["field"].startswith("labels")
+    assert_problem(client.get("/v1/jobs", params={"label": "Team=x"}), 422, "label")
+
+
 def test_default_display_name_names_the_template(client, demo):
     job = submit(client)
     assert job["display_name"] == f"mwms-demo-{uuid.UUID(job['id']).hex[:8]}"
