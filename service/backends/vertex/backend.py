@@ -433,7 +433,10 @@ class VertexBackend(Backend):
         if at_tail and now - read_at < self._tail_interval(now):
             return LogPage(lines=[], cursor=since)
         bucket = self.budget.logging
-        terms = (lambda: logs.Terms(reserve=bucket.capacity * (1 - self.settings.logs_follow_share))) if at_tail \
+        # A follower's read takes a token of the followers' share, never waits, and leaves the
+        # people's part of the burst behind; a page may wait a moment.
+        terms = (lambda: logs.Terms(reserve=bucket.capacity * (1 - self.settings.logs_follow_share),
+                                    share=self.budget.follow)) if at_tail \
             else (lambda: logs.Terms(wait=self.settings.logs_budget_wait_seconds))
         policy = errors.retry_policy(self.cfg.retry_initial, self.cfg.retry_deadline)
         policy = policy.with_predicate(lambda e: errors.is_transient(e) and not errors.is_rate_limited(e))

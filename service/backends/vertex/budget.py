@@ -5,6 +5,7 @@ quotas with room left for the people and tools that share them (shared/VERTEX.md
     create   customJobs.create               Vertex: about 60 a minute per region
     crud     customJobs get / list / cancel  Vertex: about 600 a minute per region
     logging  entries.list                    Cloud Logging: 60 a minute per project
+             (log followers also need a token of their share, `logging-follow`)
 
 A bucket holds up to `burst` tokens and refills at `per_minute`. A 429 from Google
 empties it and pauses it (2 s, doubling with each 429 in a row up to the longest
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 CREATE, CRUD, LOGGING = "create", "crud", "logging"
+FOLLOW = "logging-follow"   # the part of LOGGING that log followers may use, on top of it
 FIRST_BACKOFF = 2.0
 
 
@@ -144,9 +146,11 @@ class GoogleBudget:
     since a backend talks to one of each)."""
 
     def __init__(self, *, create_per_minute: float, create_burst: int, crud_per_minute: float, crud_burst: int,
-                 logging_per_minute: float, logging_burst: int, backoff_max: float = 60.0,
+                 logging_per_minute: float, logging_burst: int, follow_share: float = 0.5, backoff_max: float = 60.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.buckets = {
+            FOLLOW: Bucket(FOLLOW, logging_per_minute * follow_share, max(1, int(logging_burst * follow_share)),
+                           backoff_max=backoff_max, clock=clock, sleep=sleep),
             CREATE: Bucket(CREATE, create_per_minute, create_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
             CRUD: Bucket(CRUD, crud_per_minute, crud_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
             LOGGING: Bucket(LOGGING, logging_per_minute, logging_burst, backoff_max=backoff_max, clock=clock,
@@ -161,7 +165,7 @@ class GoogleBudget:
                    # Every API process of this host reads logs; each gets its share.
                    logging_per_minute=settings.logging_reads_per_minute / workers,
                    logging_burst=max(1, settings.logging_reads_burst // workers),
-                   backoff_max=settings.google_backoff_max_seconds, **kw)
+                   follow_share=settings.logs_follow_share, backoff_max=settings.google_backoff_max_seconds, **kw)
 
     def __getitem__(self, kind: str) -> Bucket:
         return self.buckets[kind]
@@ -177,3 +181,7 @@ class GoogleBudget:
     @property
     def logging(self) -> Bucket:
         return self.buckets[LOGGING]
+
+    @property
+    def follow(self) -> Bucket:
+        return self.buckets[FOLLOW]

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
-from datetime import datetime, timezone
-
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterator
 
 from google.auth.transport.requests import AuthorizedSession
@@ -121,7 +120,13 @@ class BudgetedSession(AuthorizedSession):
         terms = getattr(self._terms, "current", None) or Terms()
         if terms.max_calls is not None and terms.calls >= terms.max_calls:
             raise _PageCap()
+        if terms.share is not None:   # a follower's read: within its share first
+            wait = terms.share.wait_time()
+            if wait:
+                raise terms.share.spent(wait)
         self.bucket.take(terms.wait, terms.reserve)
+        if terms.share is not None:
+            terms.share.try_take()
         terms.calls += 1
         if timeout is None or isinstance(timeout, tuple) or timeout > self._cap:
             timeout = self._cap
@@ -139,6 +144,7 @@ class Terms:
     wait: float = 0.0                 # seconds a call may wait for a token
     reserve: float = 0.0              # tokens to leave behind (for people's pages)
     max_calls: int | None = None      # pages at most
+    share: Bucket | None = None       # a sub-budget the call must also fit (log followers')
     calls: int = 0
 
 
