@@ -99,6 +99,7 @@ class VertexBackend(Backend):
         self.progress = ProgressReader(settings.vertex_progress_interval_seconds)
         # (job id, replica) -> {cursor where a read came to the end of the log: when it was read}
         self._tails: dict[tuple, dict[str, float]] = {}
+        self._tails_lock = threading.Lock()          # log reads come from many request threads
 
     # lifecycle -------------------------------------------------------------------------------
     def start_client(self) -> None:
@@ -201,7 +202,10 @@ class VertexBackend(Backend):
         except BudgetSpent:
             return SubmitResult(reason=self._budget_reason(self.budget.create, "create"), nothing_launched=True)
         except Exception as e:  # noqa: BLE001
-            raise self._translated(e, "creating the CustomJob") from e
+            err = self._translated(e, "creating the CustomJob")
+            if isinstance(err, PermanentBackendError):
+                self._looked_up.pop(jid, None)   # the job fails: nothing left to look up
+            raise err from e
         self._looked_up.pop(jid, None)
         log.info("job %s: created CustomJob %s", jid, created.name)
         return SubmitResult(backend_ref=created.name, console_url=self.cfg.console_url(created.name),
@@ -428,7 +432,9 @@ class VertexBackend(Backend):
         limit = max(1, min(limit, logs.MAX_PAGE))
         key = (job.id, replica)
         now = self._mono()
-        read_at = self._tails.get(key, {}).get(since) if since is not None and job.state not in TERMINAL else None
+        with self._tails_lock:
+            read_at = (self._tails.get(key, {}).get(since) if since is not None and job.state not in TERMINAL
+                       else None)
         at_tail = read_at is not None
         if at_tail and now - read_at < self._tail_interval(now):
             return LogPage(lines=[], cursor=since)
@@ -481,13 +487,19 @@ class VertexBackend(Backend):
         jobs' share of the budget spread over all of them, whichever is longer."""
         s = self.settings
         horizon = 2 * s.logs_follow_max_seconds
-        followed = sum(1 for reads in list(self._tails.values()) if reads and now - max(reads.values()) < horizon)
+        with self._tails_lock:
+            followed = sum(1 for reads in self._tails.values() if reads and now - max(reads.values()) < horizon)
         share_per_second = self.budget.logging.rate * s.logs_follow_share
         return max(s.logs_follow_min_seconds, max(1, followed) / share_per_second)
 
     def _remember_tail(self, key: tuple, since: str | None, page: LogPage, limit: int, now: float,
                        job: JobHandle) -> None:
         """Where a read came to the end of the log so far: a follower reads on from there."""
+        with self._tails_lock:
+            self._remember_tail_locked(key, since, page, limit, now, job)
+
+    def _remember_tail_locked(self, key: tuple, since: str | None, page: LogPage, limit: int, now: float,
+                              job: JobHandle) -> None:
         if job.state in TERMINAL:
             self._tails.pop(key, None)
             return
