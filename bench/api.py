@@ -18,7 +18,6 @@ import random
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

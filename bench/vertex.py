@@ -1,10 +1,18 @@
-"""Vertex backend benchmark: what one reconcile tick costs with many active jobs.
+"""Vertex backend benchmark: what following many jobs costs Google, and whether the
+service stays within Google's quotas.
 
-Against the fake JobService on 127.0.0.1 (real HTTP, the real JobServiceClient in
-REST mode), with N active jobs submitted through POST /v1/jobs of the real app
-(SQLite): API calls and wall time of Reconciler.run_once() when nothing changed,
-when 5% of the jobs ended, and, measured in the same run, a naive loop of one
-get_custom_job per active job.
+Against the fake JobService and Cloud Logging on 127.0.0.1 (real HTTP, the real client
+libraries), with jobs submitted through POST /v1/jobs of the real app (SQLite):
+
+1. a controller pass with N running jobs: API calls and wall time when nothing changed,
+   when 5% ended, and a naive loop of one get_custom_job per job, for comparison;
+2. calls per minute at the default settings (poll every 10 s, progress every 60 s) with
+   N running jobs, over simulated minutes (the fakes' clock; passes every 0.5 s);
+3. a burst of creates: every job POSTed at once, the create budget (30 a minute, 5 at
+   once) spreading them out, every waiting job QUEUED with its reason;
+4. log followers: F followers of J jobs reading every 0.1 s while lines keep coming,
+   Cloud Logging's read quota emulated (60 a minute per project): calls made, calls
+   refused by Google, and a person's page now and then.
 
 Run: .venv/bin/python bench/vertex.py [--jobs 1000] [--ticks 5]"""
 from __future__ import annotations
@@ -14,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+import service.lifecycle.engine as engine_module  # noqa: E402
+import service.lifecycle.loop as loop_module  # noqa: E402
 from service import migrate  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.config import Settings  # noqa: E402
@@ -37,74 +48,226 @@ def measure(fake: FakeJobService, fn) -> tuple[int, float, dict]:
     return fake.total_calls, time.perf_counter() - t0, dict(fake.calls)
 
 
+@contextmanager
+def service(tmp: str, fake: FakeJobService, logs: FakeCloudLogging, **over):
+    url = f"sqlite:///{Path(tmp) / f'bench-{time.monotonic_ns()}.db'}"
+    migrate.upgrade(url)
+    values = dict(database_url=url, backends=["vertex"], default_backend="vertex", run_reconciler=False,
+                  seed_demo_template=False, vertex_project=fake.project, vertex_location=fake.location,
+                  vertex_api_endpoint=fake.url, logging_api_endpoint=logs.url)
+    values.update(over)
+    headers = bearer(make_token(url, "bench", "admin"))
+    with TestClient(create_app(Settings(**values)), headers=headers) as client:
+        r = client.post("/v1/templates", json=demo_template().model_dump(mode="json", exclude_none=True))
+        assert r.status_code == 201, r.text
+        yield client
+
+
+def simulated(client, fake: FakeJobService, logs: FakeCloudLogging):
+    """The service's clocks on the fakes' clock (see tests/fakes/harness.py use_clock)."""
+    clock = fake.clock
+    engine_module.utcnow = loop_module.utcnow = clock.utcnow
+    backend = client.app.state.backends["vertex"]
+    backend._now, backend._mono, backend.progress._clock = clock.utcnow, clock.monotonic, clock.monotonic
+    for bucket in backend.budget.buckets.values():
+        bucket._clock = clock.monotonic
+    logs.clock = clock
+    return clock, backend
+
+
+def post_jobs(client, n: int) -> list[str]:
+    ids = []
+    for _ in range(n):
+        r = client.post("/v1/jobs", json={"template": "mwms-demo"})
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    return ids
+
+
+def launch_all(controller, fake: FakeJobService, n: int) -> int:
+    passes = 0
+    while fake.calls["create"] < n:
+        controller.run_once()
+        passes += 1
+    return passes
+
+
+def pass_costs(args, tmp, fake, logs) -> list[tuple]:
+    rows = []
+    with service(tmp, fake, logs, vertex_list_page_size=args.page_size, reconcile_batch_size=args.batch_size,
+                 vertex_poll_interval_seconds=0, vertex_progress_interval_seconds=3600,
+                 vertex_create_per_minute=6000, vertex_create_burst=1000,
+                 vertex_crud_per_minute=60000, vertex_crud_burst=10000) as client:
+        controller = client.app.state.controller
+        backend = client.app.state.backends["vertex"]
+        post_jobs(client, args.jobs)
+        t0 = time.perf_counter()
+        passes = launch_all(controller, fake, args.jobs)
+        submit_s = time.perf_counter() - t0
+        submit_calls = dict(fake.calls)
+        names = list(fake.jobs)
+        for name in names:
+            fake.set_state(name, "JOB_STATE_RUNNING")
+        first = controller.run_once()
+        assert first.changed == args.jobs, first
+        steady = [measure(fake, controller.run_once) for _ in range(args.ticks)]
+        rows.append((f"pass, {args.jobs} running, no change", max(c for c, _, _ in steady),
+                     statistics.median(s for _, s, _ in steady), max(s for _, s, _ in steady), steady[0][2]))
+        ended = names[::20]
+        for i, name in enumerate(ended):
+            fake.set_state(name, "JOB_STATE_SUCCEEDED" if i % 2 else "JOB_STATE_FAILED",
+                           error=None if i % 2 else (3, "exit status 1"))
+        box = {}
+        c, s, detail = measure(fake, lambda: box.setdefault("s", controller.run_once()))
+        assert box["s"].changed == len(ended), box["s"]
+        rows.append((f"pass, {len(ended)} of them ended", c, s, s, detail))
+        active = [n for n in names if n not in set(ended)]
+        naive = [measure(fake, lambda: [backend.client.get_custom_job(name=n, timeout=10) for n in active])
+                 for _ in range(max(1, args.ticks // 2))]
+        rows.append((f"naive: one get per job ({len(active)} jobs)", naive[0][0],
+                     statistics.median(s for _, s, _ in naive), max(s for _, s, _ in naive), naive[0][2]))
+    print(f"\n1. A controller pass: batch {args.batch_size}, page size {args.page_size}; {args.jobs} jobs "
+          f"launched by {passes} passes (at most 20 creates a pass) in {submit_s:.1f} s ({submit_calls})\n")
+    print(f"| {'what':<40} | {'API calls':>9} | {'wall median':>11} | {'wall max':>8} | calls by method")
+    print(f"|{'-' * 42}|{'-' * 11}|{'-' * 13}|{'-' * 10}|{'-' * 30}")
+    for what, c, med, mx, detail in rows:
+        by = ", ".join(f"{k} {v}" for k, v in sorted(detail.items()))
+        print(f"| {what:<40} | {c:>9} | {med:>9.3f} s | {mx:>6.3f} s | {by}")
+    return rows
+
+
+def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
+    """Default poll and progress intervals; passes every 0.5 s of simulated time."""
+    with service(tmp, fake, logs, vertex_create_per_minute=6000, vertex_create_burst=1000) as client:
+        clock, backend = simulated(client, fake, logs)
+        controller = client.app.state.controller
+        post_jobs(client, args.jobs)
+        launch_all(controller, fake, args.jobs)
+        for name in list(fake.jobs):
+            fake.set_state(name, "JOB_STATE_RUNNING")
+        for name in list(fake.jobs)[:200]:   # the chiefs of 200 jobs print an epoch line
+            logs.add(name.rsplit("/", 1)[1], "workerpool0-0",
+                     {"event": "epoch_end", "epoch": 1, "epochs": 5, "steps": 10, "metrics": {"loss": 0.5}})
+        clock.advance(60)
+        controller.run_once()
+        fake.reset_calls()
+        logs.calls.clear()
+        passes = int(minutes * 60 / 0.5)
+        t0 = time.perf_counter()
+        for _ in range(passes):
+            clock.advance(0.5)
+            controller.run_once()
+        wall = time.perf_counter() - t0
+        with client.app.state.session_factory() as s:
+            from service.models import Job
+            with_progress = s.query(Job).filter(Job.progress.is_not(None)).count()
+    print(f"\n2. Following {args.jobs} running jobs for {minutes} simulated minutes at the default settings "
+          f"({passes} passes, {wall:.1f} s of wall time)\n")
+    print("| calls per minute | Vertex list | Vertex get | Cloud Logging entries.list | quota (ours / Google's) |")
+    print("|---|---|---|---|---|")
+    print(f"| | {fake.calls['list'] / minutes:.1f} | {fake.calls['get'] / minutes:.1f} | "
+          f"{logs.calls['list'] / minutes:.1f} | CRUD 300 / ~600, entries.list 30 / 60 |")
+    print(f"\njobs showing progress from Cloud Logging: {with_progress}")
+
+
+def create_burst(args, tmp, fake, logs, burst_jobs: int = 100) -> None:
+    with service(tmp, fake, logs) as client:
+        clock, backend = simulated(client, fake, logs)
+        controller = client.app.state.controller
+        fake.reset_calls()
+        t0 = time.perf_counter()
+        ids = post_jobs(client, burst_jobs)
+        post_s = time.perf_counter() - t0
+        per_minute: list[int] = []
+        reasons: set[str] = set()
+        start = clock.monotonic()
+        minute_calls = 0
+        while fake.calls["create"] < burst_jobs and clock.monotonic() - start < 600:
+            before = fake.calls["create"]
+            controller.run_once()
+            minute_calls += fake.calls["create"] - before
+            waiting = [client.get(f"/v1/jobs/{i}").json() for i in ids[fake.calls["create"]:][:1]]
+            reasons.update(w["waiting_reason"] for w in waiting if w.get("waiting_reason"))
+            clock.advance(0.5)
+            if clock.monotonic() - start >= 60 * (len(per_minute) + 1):
+                per_minute.append(minute_calls)
+                minute_calls = 0
+        per_minute.append(minute_calls)
+        took = clock.monotonic() - start
+        duplicates = sum(1 for i in ids if len(fake.find(i)) != 1)
+    print(f"\n3. {burst_jobs} jobs POSTed at once ({post_s:.2f} s for the POSTs; no request waits on Google)\n")
+    print("| creates in minute 1, 2, ... | all created after | CustomJobs not exactly one | waiting reason |")
+    print("|---|---|---|---|")
+    print(f"| {', '.join(map(str, per_minute))} | {took:.0f} s simulated | {duplicates} | {' / '.join(sorted(reasons))} |")
+
+
+def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: int = 120) -> None:
+    logs.quota_per_minute = 60
+    with service(tmp, fake, logs, vertex_create_per_minute=6000, vertex_create_burst=1000,
+                 vertex_poll_interval_seconds=0) as client:
+        clock, backend = simulated(client, fake, logs)
+        controller = client.app.state.controller
+        ids = post_jobs(client, jobs)
+        controller.run_once()
+        for name in list(fake.jobs):
+            fake.set_state(name, "JOB_STATE_RUNNING")
+        controller.run_once()
+        handles = {}
+        from service.lifecycle.handles import handle_of_job
+        from service.models import Job
+        import uuid
+        with client.app.state.session_factory() as s:
+            for i in ids:
+                handles[i] = handle_of_job(s.get(Job, uuid.UUID(i)))
+        numeric = {i: handles[i].backend_ref.rsplit("/", 1)[1] for i in ids}
+        for i in ids:
+            logs.add(numeric[i], "workerpool0-0", "started", timestamp_ns=logs.clock.now_ns())
+        # Each job's followers start where its first page ended (as after connecting).
+        first = {i: backend.read_logs(handles[i], replica=None, since=None, limit=1000).cursor for i in ids}
+        cursors = {(i, k): first[i] for i in ids for k in range(per_job)}
+        logs.calls.clear()
+        logs.refused = 0
+        refused_before = logs.refused
+        pages, pages_ok, lines_written = 0, 0, 0
+        t0 = time.perf_counter()
+        for step in range(seconds * 10):
+            clock.advance(0.1)
+            if step % 5 == 0:
+                for i in ids:
+                    logs.add(numeric[i], "workerpool0-0", f"step {step}", timestamp_ns=logs.clock.now_ns())
+                    lines_written += 1
+            for (i, k), cursor in list(cursors.items()):
+                try:
+                    page = backend.read_logs(handles[i], replica=None, since=cursor, limit=1000)
+                    cursors[(i, k)] = page.cursor
+                except Exception:  # noqa: BLE001 - a follower's read never raises; counted if it did
+                    pass
+            if step % 100 == 0:
+                pages += 1
+                r = client.get(f"/v1/jobs/{ids[0]}/logs", params={"limit": 10})
+                pages_ok += r.status_code == 200
+        wall = time.perf_counter() - t0
+    minutes = seconds / 60
+    print(f"\n4. {jobs * per_job} followers of {jobs} jobs, reading every 0.1 s for {seconds} simulated s "
+          f"({wall:.1f} s wall), Cloud Logging's quota of 60 a minute emulated\n")
+    print("| entries.list per minute | refused by Google (429) | a person's pages answered | lines written |")
+    print("|---|---|---|---|")
+    print(f"| {logs.calls['list'] / minutes:.1f} (budget 30, of which followers 15) | {logs.refused - refused_before} "
+          f"| {pages_ok} of {pages} | {lines_written} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--ticks", type=int, default=5, help="steady ticks to time (median and max reported)")
+    ap.add_argument("--ticks", type=int, default=5, help="steady passes to time (median and max reported)")
     ap.add_argument("--page-size", type=int, default=500)
     ap.add_argument("--batch-size", type=int, default=500)
     args = ap.parse_args()
-
-    with tempfile.TemporaryDirectory() as tmp, FakeJobService() as fake, FakeCloudLogging() as fake_logs:
-        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-        migrate.upgrade(url)
-        settings = Settings(database_url=url, backends=["vertex"], default_backend="vertex", run_reconciler=False,
-                            seed_demo_template=False, vertex_project=fake.project, vertex_location=fake.location,
-                            vertex_api_endpoint=fake.url, logging_api_endpoint=fake_logs.url,
-                            vertex_list_page_size=args.page_size, reconcile_batch_size=args.batch_size)
-        headers = bearer(make_token(url, "bench", "admin"))
-        with TestClient(create_app(settings), headers=headers) as client:
-            r = client.post("/v1/templates", json=demo_template().model_dump(mode="json", exclude_none=True))
-            assert r.status_code == 201, r.text
-            t0 = time.perf_counter()
-            for _ in range(args.jobs):
-                r = client.post("/v1/jobs", json={"template": "mwms-demo"})
-                assert r.status_code == 201 and r.json()["backend_ref"], r.text
-            submit_s = time.perf_counter() - t0
-            submit_calls = fake.total_calls
-            reconciler = client.app.state.reconciler
-            backend = client.app.state.backends["vertex"]
-            names = list(fake.jobs)
-            for name in names:
-                fake.set_state(name, "JOB_STATE_RUNNING")
-            first = reconciler.run_once()
-            assert first.changed == args.jobs, first
-
-            rows = []
-            steady = [measure(fake, reconciler.run_once) for _ in range(args.ticks)]
-            calls = {c for c, _, _ in steady}
-            rows.append((f"reconcile tick, {args.jobs} running, no change", max(calls),
-                         statistics.median(s for _, s, _ in steady), max(s for _, s, _ in steady),
-                         steady[0][2]))
-
-            ended = names[:: 20]  # 5% end between two ticks
-            for i, name in enumerate(ended):
-                fake.set_state(name, "JOB_STATE_SUCCEEDED" if i % 2 else "JOB_STATE_FAILED",
-                               error=None if i % 2 else (3, "exit status 1"))
-            stats_box = {}
-            c, s, detail = measure(fake, lambda: stats_box.setdefault("s", reconciler.run_once()))
-            assert stats_box["s"].changed == len(ended), stats_box["s"]
-            rows.append((f"reconcile tick, {len(ended)} of them ended", c, s, s, detail))
-
-            active = names[:]
-            for n in ended:
-                active.remove(n)
-            naive = []
-            for _ in range(max(1, args.ticks // 2)):
-                naive.append(measure(fake, lambda: [backend.client.get_custom_job(name=n, timeout=10)
-                                                    for n in active]))
-            rows.append((f"naive: one get per job ({len(active)} jobs)", naive[0][0],
-                         statistics.median(s for _, s, _ in naive), max(s for _, s, _ in naive), naive[0][2]))
-
-        print(f"\nvertex backend, fake JobService on 127.0.0.1; batch {args.batch_size}, "
-              f"page size {args.page_size}; {args.jobs} jobs submitted in {submit_s:.1f} s "
-              f"({submit_calls} calls: label lookup + create each)\n")
-        print(f"| {'what':<44} | {'API calls':>9} | {'wall median':>11} | {'wall max':>8} | calls by method")
-        print(f"|{'-' * 46}|{'-' * 11}|{'-' * 13}|{'-' * 10}|{'-' * 30}")
-        for what, c, med, mx, detail in rows:
-            by = ", ".join(f"{k} {v}" for k, v in sorted(detail.items()))
-            print(f"| {what:<44} | {c:>9} | {med:>9.3f} s | {mx:>6.3f} s | {by}")
-        print()
+    with tempfile.TemporaryDirectory() as tmp:
+        for part in (pass_costs, steady_minutes, create_burst, followers):
+            with FakeJobService() as fake, FakeCloudLogging() as logs:
+                part(args, tmp, fake, logs)
+    print()
 
 
 if __name__ == "__main__":

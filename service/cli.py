@@ -34,8 +34,9 @@ def _prepare(_args=None) -> int:
                   "  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" http://127.0.0.1:8000/v1/templates\n"
                   "  In the docs UI (/docs) click Authorize and paste it.\n" + "=" * 72 + "\n",
                   file=sys.stderr, flush=True)
-        if settings.seed_demo_template and demo.seed(session):
-            print("trainjobs: created the demo template 'mwms-demo' in team 'default'", file=sys.stderr)
+        if settings.seed_demo_template and demo.seed(session, image=settings.trainer_image):
+            print(f"trainjobs: the demo template 'mwms-demo' in team 'default' runs {settings.trainer_image}",
+                  file=sys.stderr)
     engine.dispose()
     return 0
 

@@ -139,18 +139,63 @@ class Settings(BaseSettings):
     vertex_base_output_directory: str | None = Field(
         None, description="gs:// prefix for jobs whose template sets none; each job writes under <it>/<job id>")
     vertex_service_account: str | None = Field(None, description="Service account for jobs whose template sets none")
-    vertex_request_timeout_seconds: float = Field(5.0, gt=0, description="One HTTP call to Vertex AI or Cloud Logging")
+    trainer_image: str = Field(
+        "trainjobs-trainer:latest", min_length=1, max_length=1024,
+        description="Image of the packaged trainer (Dockerfile.trainer) that the mwms-demo template runs, "
+                    "e.g. us-central1-docker.pkg.dev/PROJECT/REPO/trainer:1; Vertex AI needs it in a registry")
+    vertex_request_timeout_seconds: float = Field(
+        5.0, gt=0, description="One HTTP call to Vertex AI (get, list, cancel) or Cloud Logging")
+    vertex_create_timeout_seconds: float = Field(
+        60.0, gt=0, le=600, description="One customJobs.create call: generous, since a create can take "
+                                        "several seconds and one the client gives up on may still land. "
+                                        "Also sent to Google as X-Server-Timeout")
     vertex_retry_deadline_seconds: float = Field(
         10.0, gt=0, description="All retries of one operation (429, 5xx, timeouts) together")
     vertex_retry_initial_seconds: float = Field(0.25, gt=0, description="First backoff; doubles up to 4 s")
     vertex_submit_grace_seconds: float = Field(
-        60.0, ge=0, description="After a create attempt whose outcome is unknown (timeout, crash, a "
-                                "controller that lost its lock), no controller creates that job again for "
-                                "this long; it only looks it up by label (adopting a create that landed late)")
+        180.0, ge=0, description="After a create attempt whose outcome is unknown (timeout, crash, a "
+                                 "controller that lost its lock), no controller creates that job again for "
+                                 "this long; it only looks it up by label (adopting a create that landed late). "
+                                 "Must exceed a lookup plus a create (request + create timeout) with margin")
     vertex_max_running_jobs: int | None = Field(
         None, ge=0, description="Vertex jobs launched at once by this service; the rest wait in QUEUED, "
                                 "oldest first. Default: no cap of ours (Vertex quotas still apply)")
     vertex_list_page_size: int = Field(500, ge=1, le=1000, description="pageSize of customJobs.list")
+    vertex_poll_interval_seconds: float = Field(
+        10.0, ge=0, le=600, description="How often the controller lists Vertex jobs to follow their states "
+                                        "(its loop runs more often; cancels and creates do not wait for this)")
+    vertex_progress_interval_seconds: float = Field(
+        60.0, ge=0, le=3600, description="How often the progress lines of all running Vertex jobs are read "
+                                         "from Cloud Logging (one query for all of them)")
+
+    # Google-call budget (service/backends/vertex/budget.py): token buckets per process,
+    # under Google's per-project quotas, leaving the rest for people and other tools.
+    vertex_create_per_minute: float = Field(
+        30.0, gt=0, le=6000, description="customJobs.create calls per minute (Vertex allows about 60 per "
+                                         "region, shared by the project)")
+    vertex_create_burst: int = Field(5, ge=1, le=1000, description="creates that may go out back to back")
+    vertex_crud_per_minute: float = Field(
+        300.0, gt=0, le=60000, description="customJobs get/list/cancel calls per minute (Vertex allows about "
+                                           "600 per region, shared by the project)")
+    vertex_crud_burst: int = Field(20, ge=1, le=10000, description="get/list/cancel calls back to back")
+    logging_reads_per_minute: float = Field(
+        30.0, gt=0, le=6000, description="Cloud Logging entries.list calls per minute by this host's API "
+                                         "processes together (Google allows 60 per project, shared with "
+                                         "everyone using Logs Explorer there); divided among --workers")
+    logging_reads_burst: int = Field(5, ge=1, le=1000, description="entries.list calls back to back")
+    google_backoff_max_seconds: float = Field(
+        60.0, gt=0, le=3600, description="Longest pause of one kind of call after Google answered 429 "
+                                         "(the pause doubles from 2 s with each 429 in a row)")
+    logs_budget_wait_seconds: float = Field(
+        2.0, ge=0, le=30, description="A GET /logs page waits this long for the Cloud Logging budget before "
+                                      "answering 503 with Retry-After")
+    logs_follow_min_seconds: float = Field(
+        5.0, gt=0, le=600, description="Vertex log followers read Cloud Logging at most this often per job")
+    logs_follow_max_seconds: float = Field(
+        30.0, gt=0, le=3600, description="...and at least this often while the job is quiet")
+    logs_follow_share: float = Field(
+        0.5, gt=0, le=1, description="Part of the Cloud Logging budget that followed jobs may use together; "
+                                     "the rest stays for pages and progress")
 
 
 def default_local_work_dir(database_url: str) -> Path:

@@ -148,6 +148,9 @@ class Job(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Set (and committed) before every submit attempt: see lifecycle.engine.mark_launch_attempt.
     launch_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Why a QUEUED job has not been launched yet, as its backend last said (e.g. waiting for
+    # the Vertex create budget); cleared when it leaves QUEUED. See lifecycle.engine.note_waiting.
+    waiting_reason: Mapped[str | None] = mapped_column(String(500))
 
     events: Mapped[list["JobEvent"]] = relationship(order_by="JobEvent.id", viewonly=True)
 

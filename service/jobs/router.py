@@ -19,7 +19,8 @@ from service.pagination import decode_time_cursor, storable_time
 from service.problems import problem_responses
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 
-LabelFilter = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$")]
+# Google's label rules (international lowercase letters too) are checked by the service.
+LabelFilter = Annotated[str, StringConstraints(min_length=1, max_length=129)]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -32,12 +33,13 @@ def _summary_fields(job: Job) -> dict:
                 created_by=job.created_by, progress=job.progress)
 
 
-def job_out(job: Job, compiled: CompiledJob | None = None) -> JobOut:
+def job_out(job: Job, backends, compiled: CompiledJob | None = None) -> JobOut:
     compiled = compiled or CompiledJob.from_json(job.compiled)
+    view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
-                  custom_job=compiled.custom_job_dict,
-                  cluster=service.cluster_view(compiled))
+                  waiting_reason=job.waiting_reason, custom_job=view.custom_job,
+                  cluster=service.cluster_view(compiled, view))
 
 
 @router.post("", status_code=201, response_model=JobOut, operation_id="jobs_create",
@@ -64,7 +66,7 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result, compiled), 201, headers)
+    return _json(job_out(result, state.backends, compiled), 201, headers)
 
 
 @router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",
@@ -90,8 +92,8 @@ def list_jobs(session: SessionDep, actor: Viewer,
 @router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",
             summary="A job: state, error, progress, the rendered CustomJob",
             responses=problem_responses(401, 404, 422, 503))
-def get_job(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
-    return _json(job_out(service.get_job(session, actor.team_id, job_id)))
+def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
+    return _json(job_out(service.get_job(session, actor.team_id, job_id), request.app.state.backends))
 
 
 def _json(model, status: int = 200, headers: dict | None = None) -> Response:
@@ -112,4 +114,4 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
     job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
     request.app.state.wake_controller(job.backend)
-    return job_out(job)
+    return job_out(job, request.app.state.backends)

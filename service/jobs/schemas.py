@@ -10,7 +10,7 @@ from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
 
-LabelKey = Annotated[str, StringConstraints(max_length=64)]
+LabelKey = Annotated[str, StringConstraints(max_length=64)]      # checked in full by jobspec (Google's rules)
 LabelValue = Annotated[str, StringConstraints(max_length=64)]
 
 
@@ -113,8 +113,14 @@ class JobOut(JobSummary):
     backend_ref: str | None = None
     console_url: str | None = None
     error: dict[str, Any] | None = None
-    custom_job: dict[str, Any] = Field(description="The Vertex AI CustomJob, as CustomJob.to_json renders it.")
-    cluster: list[ReplicaOut] = Field(description="Every replica with the exact environment it gets.")
+    waiting_reason: str | None = Field(
+        None, description="Why a QUEUED job has not been launched yet, in its backend's words "
+                          "(e.g. waiting for the Vertex AI create budget); null once launched")
+    custom_job: dict[str, Any] = Field(description="The Vertex AI CustomJob as the job's backend sends it "
+                                                   "(with the service's defaults, e.g. baseOutputDirectory), "
+                                                   "as CustomJob.to_json renders it.")
+    cluster: list[ReplicaOut] = Field(description="Every replica with the exact environment its backend gives it "
+                                                  "(local: 127.0.0.1 ports and run folders once launched).")
 
 
 class JobPreview(BaseModel):

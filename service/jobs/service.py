@@ -22,9 +22,10 @@ from service.errors import Conflict, Invalid, NotFound, Problem
 from service.jobs import overrides_policy, store
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
+from service.jobspec.validate import label_key_ok, label_value_ok
 from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Engine
-from service.lifecycle.protocol import Backend
+from service.lifecycle.protocol import Backend, LaunchView
 from service.lifecycle.states import TERMINAL, JobState
 from service.models import Job, JobEvent, JobLabel, utcnow
 from service.pagination import decode_cursor, encode_cursor
@@ -34,10 +35,19 @@ from service.templates.cache import TemplateCache
 log = logging.getLogger("trainjobs.jobs")
 
 
-def cluster_view(compiled: jobspec.CompiledJob) -> list[ReplicaOut]:
+def launch_view(backends: Mapping[str, Backend], backend: str, job_id: uuid.UUID, compiled: jobspec.CompiledJob,
+                backend_ref: str | None) -> LaunchView:
+    """The CustomJob and each replica's env exactly as the job's backend gives them (its
+    defaults, local ports and paths); as compiled when that backend is not enabled here."""
+    b = backends.get(backend)
+    return b.launch_view(job_id, compiled, backend_ref) if b is not None else Backend().launch_view(
+        job_id, compiled, backend_ref)
+
+
+def cluster_view(compiled: jobspec.CompiledJob, view: LaunchView) -> list[ReplicaOut]:
     return [ReplicaOut(task_name=r.task_name, pool=r.pool, index=r.index, tf_role=r.tf_role,
                        image_uri=r.image_uri, command=list(r.command), args=list(r.args),
-                       env=compiled.env(r)) for r in compiled.replicas]
+                       env=view.env[r.task_name]) for r in compiled.replicas]
 
 
 def _backend(backends: Mapping[str, Backend], name: str) -> Backend:
@@ -93,9 +103,10 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         raise Invalid.of(problems)
     ref = TemplateRef(name=tv.name, version=tv.version)
     if dry_run:
+        view = backend.launch_view(job_id, compiled, None)
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
-                          labels=compiled.custom_job_dict.get("labels", {}),
-                          custom_job=compiled.custom_job_dict, cluster=cluster_view(compiled)), False, compiled
+                          labels=view.custom_job.get("labels", {}),
+                          custom_job=view.custom_job, cluster=cluster_view(compiled, view)), False, compiled
 
     now = utcnow()
     values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
@@ -104,7 +115,8 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
                   labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
                   created_at=now, updated_at=now, idempotency_key=idempotency_key,
                   request_hash=digest if idempotency_key else None, backend_ref=None, console_url=None,
-                  error=None, progress=None, started_at=None, ended_at=None, launch_attempted_at=None)
+                  error=None, progress=None, started_at=None, ended_at=None, launch_attempted_at=None,
+                  waiting_reason=None)
     # JSON columns as the text stored; the compiled job from the JSON the compiler already wrote.
     row = {k: (compiled.to_json_text() if k == "compiled" else store.encode(v)) if k in store.JSON_COLUMNS else v
            for k, v in values.items()}
@@ -149,6 +161,12 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
         q = q.where(Job.state.in_([s.value for s in states]))
     if template:
         q = q.where(Job.template_name == template)
+    bad = [Problem("label", f"{label!r} is not key or key=value with Google's label rules",
+                   "keys: a lowercase letter, then lowercase letters, digits, _ or -; values likewise; "
+                   "64 characters each at most")
+           for label in labels if not _label_filter_ok(label)]
+    if bad:
+        raise Invalid.of(bad)
     for label in labels:
         key, sep, value = label.partition("=")
         sub = select(JobLabel.job_id).where(JobLabel.key == key)
@@ -173,6 +191,11 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (encode_cursor(rows[-1].created_at.isoformat(), rows[-1].id) if more else None)
+
+
+def _label_filter_ok(label: str) -> bool:
+    key, sep, value = label.partition("=")
+    return label_key_ok(key) and (not sep or label_value_ok(value))
 
 
 def list_events(session: Session, team_id: uuid.UUID, job_id: uuid.UUID) -> list[JobEvent]:

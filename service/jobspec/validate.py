@@ -2,15 +2,23 @@
 Problem naming the field and the fix; all of them are reported at once."""
 from __future__ import annotations
 
-import re
+import unicodedata
 
 from service.errors import Problem
 from service.jobspec.machines import check_machine
+from service.jobspec.reserved import RESERVED_LABEL_PREFIXES
 from service.jobspec.spec import JobSpec
 
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-RESERVED_LABEL_PREFIX = "trainjobs-"
+# CustomJob.labels (Vertex AI REST reference): "Label keys and values can be no longer
+# than 64 characters (Unicode codepoints), can only contain lowercase letters, numeric
+# characters, underscores and dashes. International characters are allowed." Keys
+# start with a letter (Google Cloud's label rules: "a lowercase letter or international
+# character"); at most 64 labels. As regular expressions Google writes these
+# \p{Ll}\p{Lo} (letters) and \p{N} (numbers).
+MAX_LABEL_CHARS = 64
+MAX_LABELS = 64
+_LETTERS = ("Ll", "Lo")
+_NUMBERS = ("Nd", "Nl", "No")
 MAX_DISPLAY_NAME = 128
 
 
@@ -83,34 +91,51 @@ def _roles(spec: JobSpec):
             yield name, role
 
 
+def _label_char(ch: str) -> bool:
+    return ch in "_-" or unicodedata.category(ch) in _LETTERS + _NUMBERS
+
+
+def label_key_ok(key: str) -> bool:
+    return (0 < len(key) <= MAX_LABEL_CHARS and unicodedata.category(key[0]) in _LETTERS
+            and all(_label_char(c) for c in key))
+
+
+def label_value_ok(value: str) -> bool:
+    return len(value) <= MAX_LABEL_CHARS and all(_label_char(c) for c in value)
+
+
 def check_labels(where: str, labels: dict[str, str], *, allow_reserved: bool = False) -> list[Problem]:
     problems = []
-    if len(labels) > 64:
-        problems.append(Problem(where, f"{len(labels)} labels; Google allows at most 64", "drop some labels"))
+    if len(labels) > MAX_LABELS:
+        problems.append(Problem(where, f"{len(labels)} labels; Google allows at most {MAX_LABELS}",
+                                "drop some labels"))
     for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
+        if not label_key_ok(key):
             problems.append(Problem(f"{where}.{key}",
-                                    "label keys are 1-63 lowercase letters, digits, _ or -, starting with a letter",
+                                    f"label keys are 1-{MAX_LABEL_CHARS} lowercase letters (international ones "
+                                    "too), digits, _ or -, starting with a letter",
                                     f"rename it, e.g. {_suggest_key(key)!r}"))
-        elif key.startswith(RESERVED_LABEL_PREFIX) and not allow_reserved:
-            problems.append(Problem(f"{where}.{key}", f"keys starting with {RESERVED_LABEL_PREFIX!r} are reserved "
+        elif key.startswith(RESERVED_LABEL_PREFIXES) and not allow_reserved:
+            problems.append(Problem(f"{where}.{key}", "keys starting with "
+                                    f"{' or '.join(repr(p) for p in RESERVED_LABEL_PREFIXES)} are reserved "
                                     "for trainjobs' own labels", "choose another key"))
-        if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+        if not isinstance(value, str) or not label_value_ok(value):
             problems.append(Problem(f"{where}.{key}",
-                                    "label values are 0-63 lowercase letters, digits, _ or -",
+                                    f"label values are 0-{MAX_LABEL_CHARS} lowercase letters (international ones "
+                                    "too), digits, _ or -",
                                     f"use e.g. {_suggest_value(str(value))!r}"))
     return problems
 
 
 def _suggest_key(key: str) -> str:
     s = _suggest_value(key)
-    if not s or not s[0].isalpha():
+    if not s or unicodedata.category(s[0]) not in _LETTERS:
         s = "k" + s
-    return s[:63]
+    return s[:MAX_LABEL_CHARS]
 
 
 def _suggest_value(value: str) -> str:
-    return re.sub(r"[^a-z0-9_-]", "-", value.lower())[:63]
+    return "".join(c if _label_char(c) else "-" for c in value.lower())[:MAX_LABEL_CHARS]
 
 
 def check_display_name(name: str) -> list[Problem]:

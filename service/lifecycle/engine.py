@@ -144,6 +144,8 @@ class Engine:
                                current_state=src.value)
             now = utcnow()
             row = {"state": dst.value, "updated_at": now, **(values or {})}
+            if src == S.QUEUED:
+                row.setdefault("waiting_reason", None)
             if dst in TERMINAL:
                 row.setdefault("ended_at", now)
             if self._write(session, job_id, seen, row, fence=fence):
@@ -163,7 +165,8 @@ class Engine:
         error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
                                                                     "exit_code", "signal"))
         for _ in range(CAS_ATTEMPTS):
-            row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at)
+            row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
+                                         Job.waiting_reason)
                                   .where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
@@ -192,6 +195,8 @@ class Engine:
                 values["started_at"] = obs.started_at
             if not values:
                 return False
+            if row.waiting_reason is not None and (dst is not None or "backend_ref" in values):
+                values["waiting_reason"] = None  # launched: it waits no more
             values["updated_at"] = now
             if not self._write(session, obs.job_id, row.state, values, fence=fence):
                 continue  # someone moved it since we read it: decide again from what it is now
@@ -208,6 +213,16 @@ class Engine:
         """Record, before a submit, that one is being made (committed by the caller first):
         a backend whose create is not idempotent reads it to never create twice."""
         return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": utcnow()}, fence=fence)
+
+    def note_waiting(self, session: Session, job_id: uuid.UUID, reason: str, *, fence: int | None) -> None:
+        """Why a QUEUED job still waits, in its backend's words (no state change, no event).
+        Written only when it differs from what is stored: a waiting job costs no write a pass."""
+        text = sanitize.clean_text(reason, 500) or None
+        stmt = update(Job).where(Job.id == job_id, Job.state == S.QUEUED.value,
+                                 Job.waiting_reason.is_distinct_from(text))
+        if fence is not None:
+            stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
+        session.execute(stmt.values(waiting_reason=text))
 
     def clear_launch_attempt(self, session: Session, job_id: uuid.UUID, previous: datetime | None, *,
                              fence: int | None) -> None:

@@ -163,7 +163,7 @@ class BackendLoop:
                     log.warning("job %s: submit deferred: %s", row.id, e)
                     if e.nothing_launched and not settling:
                         self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
-                        session.commit()
+                    self._note_waiting(session, row.id, f"{self.name} could not launch it yet; retrying: {e}")
                     return  # FIFO: nobody younger goes first
                 except PermanentBackendError as e:
                     self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
@@ -174,16 +174,30 @@ class BackendLoop:
                     log.exception("job %s: submit failed", row.id)
                     stats.errors += 1
                     return
-                stats.submitted += 1
                 if result.state is None and not result.backend_ref and not result.console_url:
+                    if result.nothing_launched and not settling:
+                        self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
                     if result.reason:
                         log.info("job %s: %s", row.id, result.reason)
+                        self._note_waiting(session, row.id, result.reason)
+                    else:
+                        session.commit()
                     if settling:
                         continue  # it had its turn; an earlier attempt is still settling
                     return  # the backend holds it for later: keep the order
+                stats.submitted += 1
                 self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
                                                  console_url=result.console_url,
                                                  reason=result.reason or "submitted to backend"), stats)
+
+    def _note_waiting(self, session: Session, job_id, reason: str) -> None:
+        """Commit what the pass decided for a waiting job, with why it waits (best effort)."""
+        try:
+            self.engine.note_waiting(session, job_id, reason, fence=self.fence)
+            session.commit()
+        except OperationalError:
+            session.rollback()
+            log.warning("job %s: could not record why it waits; next pass", job_id)
 
     def _apply(self, session: Session, obs: Observation, stats: TickStats, actor: str | None = None) -> None:
         """One short transaction per observation. On SQLite a write that races another

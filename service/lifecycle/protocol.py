@@ -91,6 +91,19 @@ class SubmitResult:
     state: JobState | None = None     # None: stays QUEUED until a poll says more
     console_url: str | None = None
     reason: str = ""
+    # With no backend_ref: the backend made no launch attempt at all (e.g. it waits for
+    # its create budget), so the one recorded before the call is forgotten. `reason` says
+    # why the job waits; the job shows it while QUEUED.
+    nothing_launched: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchView:
+    """What a backend gives a job: the CustomJob it sends (or would send) and the exact
+    environment of each replica (task name -> env), for the job view and dry runs."""
+
+    custom_job: dict
+    env: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -181,3 +194,15 @@ class Backend:
                   limit: int) -> LogPage:
         """Lines after cursor `since`, oldest first, at most `limit`."""
         raise NotImplementedError
+
+    def follow_interval(self, job: JobHandle, *, caught_up: bool, idle_seconds: float) -> float | None:
+        """Seconds a follower of this job's logs should wait before its next read_logs (a
+        backend whose log reads have a quota adapts it); None: the caller's own interval.
+        `caught_up`: the last read returned less than a full page; `idle_seconds`: how long
+        no new line has come."""
+        return None
+
+    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
+        """The CustomJob and replica environments exactly as this backend launches them
+        (defaults it adds, local paths and ports once known). No call to any cloud."""
+        return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas})

@@ -22,7 +22,7 @@ def test_dry_run_shows_the_custom_job_and_cluster_and_stores_nothing(client, dem
     pools = preview["custom_job"]["jobSpec"]["workerPoolSpecs"]
     assert [p["replicaCount"] for p in pools] == ["1", "2"]
     assert "--epochs=5" in pools[0]["containerSpec"]["args"]
-    assert preview["labels"]["team"] == "vision" and "trainjobs-job-id" in preview["labels"]
+    assert preview["labels"]["team"] == "vision" and "trainjobs_job_id" in preview["labels"]
     tasks = [r["task_name"] for r in preview["cluster"]]
     assert tasks == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
     tf = json.loads(preview["cluster"][2]["env"]["TF_CONFIG"])
@@ -35,7 +35,7 @@ def test_create_stores_the_job_queued_with_its_template_version(client, demo):
     assert job["state"] == "QUEUED"
     assert job["template"] == {"name": "mwms-demo", "version": 1}
     assert job["display_name"] == "first run"
-    assert job["custom_job"]["labels"]["trainjobs-job-id"] == job["id"]
+    assert job["custom_job"]["labels"]["trainjobs_job_id"] == job["id"]
     assert [r["tf_role"] for r in job["cluster"]] == ["chief", "worker"]
     got = client.get(f"/v1/jobs/{job['id']}").json()
     assert got["parameters"] == {"epochs": 3} and got["custom_job"] == job["custom_job"]
@@ -50,6 +50,40 @@ def test_create_stores_the_job_queued_with_its_template_version(client, demo):
     assert client.get(f"/v1/jobs/{job['id']}").json()["template"]["version"] == 1
     assert submit(client)["template"]["version"] == 2
     assert submit(client, template_version=1)["template"]["version"] == 1
+
+
+def test_a_local_job_shows_what_its_replicas_get_here_not_vertex_addresses(client, demo, settings):
+    """Before launch the 127.0.0.1 ports are not chosen: said so, never a Vertex host:port. The
+    output directories are the run folder's, as the local backend gives them."""
+    job = submit(client, overrides={"base_output_directory": "gs://bucket/exp"})
+    assert job["waiting_reason"] is None
+    run = settings.resolved_local_work_dir().resolve() / job["id"]
+    for view in (job, client.get(f"/v1/jobs/{job['id']}").json()):
+        for replica in view["cluster"]:
+            env = replica["env"]
+            cluster = json.loads(env["TF_CONFIG"])["cluster"]
+            assert cluster == {"chief": ["127.0.0.1:<port chosen at launch>"],
+                               "worker": ["127.0.0.1:<port chosen at launch>"]}
+            assert env["AIP_MODEL_DIR"] == f"{run}/output/model/"
+            assert env["HOME"] == f"{run}/work/home"
+            assert env["TRAINJOBS_LOCAL_REPLICA"] == f"{job['id']}/{replica['task_name']}"
+            assert "2222" not in json.dumps(env) and "gs://bucket/exp/model" not in json.dumps(env)
+    preview = client.post("/v1/jobs", params={"dry_run": True}, json={"template": "mwms-demo"}).json()
+    assert "AIP_MODEL_DIR" not in preview["cluster"][0]["env"]   # the demo sets no output directory
+
+
+def test_labels_as_google_documents_them(client, demo):
+    ok = {"équipe": "données", "日本": "値", "k" * 64: "v" * 64, "a-b_c": ""}
+    job = submit(client, labels=ok)
+    assert {k: job["labels"][k] for k in ok} == ok and job["custom_job"]["labels"]["équipe"] == "données"
+    found = client.get("/v1/jobs", params={"label": "équipe=données"}).json()["items"]
+    assert [j["id"] for j in found] == [job["id"]]
+    for bad in ({"Team": "x"}, {"1team": "x"}, {"team": "Vision"}, {"k" * 65: "x"}, {"team": "v" * 65},
+                {"team": "a b"}, {"trainjobs_job_id": "x"}, {"trainjobs-job-id": "x"}):
+        r = client.post("/v1/jobs", json={"template": "mwms-demo", "labels": bad})
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["errors"][0]["field"].startswith("labels")
+    assert_problem(client.get("/v1/jobs", params={"label": "Team=x"}), 422, "label")
 
 
 def test_default_display_name_names_the_template(client, demo):

@@ -230,6 +230,8 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
         assert set(env) - vertex - {"MY_SETTING"} == {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
                                                        "PYTHONUNBUFFERED", "TRAINJOBS_LOCAL_REPLICA"}
         assert env["HOME"] == f"{run}/work/home" and env["TMPDIR"] == f"{run}/work/tmp"
+    # The job view tells exactly what each replica got: its 127.0.0.1 ports, the run's folders.
+    assert {r["task_name"]: r["env"] for r in api.job(job["id"])["cluster"]} == envs
 
     # One replica: no TF_CONFIG (Vertex sets it for distributed jobs only); no base
     # output directory: no AIP_* directories.

@@ -3,6 +3,7 @@ JobServiceClient over REST, the fake JobService on 127.0.0.1, the reconciler
 driven by hand."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -31,7 +32,7 @@ def test_submitted_job_runs_to_success(harness):
     m = CONSOLE.match(job["console_url"])
     assert m and m.group(1) == cj["name"].rsplit("/", 1)[1]
     # What reached Google is the compiled CustomJob: chief + one worker, our label.
-    assert cj["labels"]["trainjobs-job-id"] == job["id"]
+    assert cj["labels"]["trainjobs_job_id"] == job["id"]
     assert cj["labels"]["app"] == "trainjobs-demo"
     pools = cj["jobSpec"]["workerPoolSpecs"]
     assert [p["replicaCount"] for p in pools] == ["1", "1"]
@@ -214,17 +215,41 @@ def test_lost_create_answer_is_adopted_not_created_again(harness):
     assert harness.fake.calls["create"] == 1
 
 
-def test_429_is_tried_again_on_the_next_passes_at_once(harness):
-    harness.fake.fail("create", 429, "Quota exceeded for quota metric 'Job service requests' and limit "
-                                     "'Job service requests per minute per region'", times=2)
+def test_429_in_googles_generic_wording_is_retried_after_a_pause(harness, monkeypatch):
+    """Google's wording for a rate limit mentions quota too; only structured details fail a job."""
+    clock = harness.use_clock(monkeypatch)
+    harness.fake.fail("create", 429, "Resource has been exhausted (e.g. check quota).", times=2)
     job = harness.submit()
     assert job["state"] == "QUEUED" and job["backend_ref"] is None and job["error"] is None
-    harness.reconcile()  # a 429 created nothing: no need to wait for it to settle
+    assert "429" in job["waiting_reason"] or "TooManyRequests" in job["waiting_reason"]
+    assert harness.row(job["id"]).launch_attempted_at is None  # a 429 created nothing: nothing to wait for
+    harness.reconcile()  # every create pauses after a 429: no call
+    assert harness.fake.calls["create"] == 1
+    assert harness.job(job["id"])["waiting_reason"] == (
+        "waiting for the Vertex AI create budget (paused after Vertex AI answered 429; "
+        "TRAINJOBS_VERTEX_CREATE_PER_MINUTE)")
+    clock.advance(2)  # the first pause
+    harness.reconcile()
+    assert harness.fake.calls["create"] == 2  # another 429: the pause doubles
+    clock.advance(2)
+    harness.reconcile()
+    assert harness.fake.calls["create"] == 2
+    clock.advance(2)
     harness.reconcile()
     assert harness.fake.calls["create"] == 3
     job = harness.job(job["id"])
     assert job["backend_ref"] == only_custom_job(harness.fake, job["id"])["name"]
+    assert job["state"] == "QUEUED" and job["error"] is None and job["waiting_reason"] is None
+
+
+def test_429_marked_as_a_rate_limit_is_retried(harness, monkeypatch):
+    clock = harness.use_clock(monkeypatch)
+    harness.fake.fail_rate_limit("create")
+    job = harness.submit()
     assert job["state"] == "QUEUED" and job["error"] is None
+    clock.advance(2)
+    harness.reconcile()
+    assert harness.job(job["id"])["backend_ref"] == only_custom_job(harness.fake, job["id"])["name"]
 
 
 def test_transient_errors_leave_the_job_queued(make_harness, fake_vertex):
@@ -252,11 +277,13 @@ def test_permission_denied_fails_the_job_with_googles_message(harness):
     assert harness.fake.find(job["id"]) == []
 
 
-def test_exhausted_resource_quota_is_permanent(harness):
-    harness.fake.fail_quota("create", "custom_model_training_nvidia_t4_gpus")
+@pytest.mark.parametrize("reason", ["RESOURCE_QUOTA_EXCEEDED", None])
+def test_exhausted_resource_quota_is_permanent(harness, reason):
+    """ErrorInfo RESOURCE_QUOTA_EXCEEDED, or a QuotaFailure naming a training-resource metric."""
+    harness.fake.fail_quota("create", "custom_model_training_nvidia_t4_gpus", reason=reason)
     job = harness.submit()
     assert job["state"] == "FAILED"
-    assert "custom_model_training_nvidia_t4_gpus" in job["error"]["message"]
+    assert "custom_model_training_nvidia_t4_gpus" in job["error"]["message"] and job["error"]["code"] == 429
     harness.reconcile()
     assert harness.fake.calls["create"] == 1
 
@@ -274,7 +301,7 @@ def test_poll_reads_lists_not_one_get_per_job(make_harness, fake_vertex):
         assert all(states[j["id"]] == "PENDING" for j in jobs[1::2])
         # Every list is bounded by label, state and create time.
         for f in fake_vertex.list_filters():
-            assert "labels.trainjobs-job-id:*" in f and "create_time>=" in f and "state!=" in f
+            assert "labels.trainjobs_job_id:*" in f and "create_time>=" in f and "state!=" in f
         # Three batches, one listing for the pass: our running jobs created since the
         # oldest, in pages of 8 (8 + 8 + 8 + 1): 4 calls, not 25 gets.
         assert fake_vertex.calls["list"] == 4
@@ -310,16 +337,48 @@ def test_job_deleted_on_vertex_fails_with_a_clear_error(harness):
     assert gone["error"]["status"] == "NOT_FOUND" and name in gone["error"]["message"]
 
 
-def test_default_output_directory_and_service_account(make_harness, fake_vertex):
+def test_default_output_directory_and_service_account_are_what_the_view_shows(make_harness, fake_vertex):
     sa = "trainer@test-project.iam.gserviceaccount.com"
     with make_harness(vertex_base_output_directory="gs://bucket/runs/", vertex_service_account=sa) as h:
-        job = h.submit(overrides={"base_output_directory": None})
-        spec = only_custom_job(fake_vertex, job["id"])["jobSpec"]
-        assert spec["baseOutputDirectory"]["outputUriPrefix"] == f"gs://bucket/runs/{job['id']}"
-        assert spec["serviceAccount"] == sa
-        kept = h.submit()  # the template's own directory wins
+        job = h.submit()  # the demo template sets no output directory: each job gets its own
+        sent = only_custom_job(fake_vertex, job["id"])
+        prefix = f"gs://bucket/runs/{job['id']}"
+        assert sent["jobSpec"]["baseOutputDirectory"] == {"outputUriPrefix": prefix}
+        assert sent["jobSpec"]["serviceAccount"] == sa
+        # The job view is what Vertex received, and what Vertex gives each replica from it.
+        view = h.job(job["id"])
+        assert view["custom_job"]["jobSpec"] == sent["jobSpec"]
+        assert view["custom_job"]["labels"] == sent["labels"]
+        assert [r["task_name"] for r in view["cluster"]] == ["workerpool0-0", "workerpool1-0"]
+        for replica in view["cluster"]:
+            env = replica["env"]
+            assert env["AIP_MODEL_DIR"] == f"{prefix}/model/"
+            assert env["AIP_CHECKPOINT_DIR"] == f"{prefix}/checkpoints/"
+            assert env["AIP_TENSORBOARD_LOG_DIR"] == f"{prefix}/logs/"
+            for name in ("TF_CONFIG", "CLUSTER_SPEC"):
+                spec = json.loads(env[name])["job"]
+                assert spec["base_output_directory"] == {"output_uri_prefix": prefix}
+                assert spec["service_account"] == sa
+        # A dry run shows the same, for the id it would have had.
+        preview = h.client.post("/v1/jobs", params={"dry_run": "true"}, json={"template": "mwms-demo"}).json()
+        pid = preview["labels"]["trainjobs_job_id"]
+        assert preview["custom_job"]["jobSpec"]["baseOutputDirectory"] == {
+            "outputUriPrefix": f"gs://bucket/runs/{pid}"}
+        assert {r["env"]["AIP_CHECKPOINT_DIR"] for r in preview["cluster"]} == {f"gs://bucket/runs/{pid}/checkpoints/"}
+        # A job's own directory wins, and is what its replicas get.
+        kept = h.submit(overrides={"base_output_directory": "gs://team-bucket/exp1"})
         assert only_custom_job(fake_vertex, kept["id"])["jobSpec"]["baseOutputDirectory"] == {
-            "outputUriPrefix": "gs://trainjobs-demo/mwms-demo"}
+            "outputUriPrefix": "gs://team-bucket/exp1"}
+        assert {r["env"]["AIP_MODEL_DIR"] for r in h.job(kept["id"])["cluster"]} == {"gs://team-bucket/exp1/model/"}
+
+
+def test_without_a_default_output_directory_replicas_get_no_aip_directories(harness):
+    job = harness.submit()
+    sent = only_custom_job(harness.fake, job["id"])
+    assert "baseOutputDirectory" not in sent["jobSpec"]
+    view = harness.job(job["id"])
+    assert view["custom_job"]["jobSpec"] == sent["jobSpec"]
+    assert all("AIP_MODEL_DIR" not in r["env"] for r in view["cluster"])
 
 
 def test_local_output_directory_is_refused_before_anything_is_stored(harness):
@@ -358,7 +417,7 @@ def test_cancel_of_a_job_that_just_ended_on_vertex_reports_how_it_ended(harness)
 
 
 def test_cancel_of_a_job_that_never_reached_vertex_ends_cancelled_without_a_create(make_harness, fake_vertex):
-    with make_harness(vertex_submit_grace_seconds=10) as h:
+    with make_harness(vertex_submit_grace_seconds=60) as h:
         fake_vertex.fail("create", 503, times=1000)
         job = h.submit()
         assert job["backend_ref"] is None

@@ -113,7 +113,7 @@ def test_list_filters_by_label_state_name_and_create_time(fake_vertex, client):
 def test_list_pages_with_tokens_and_honours_the_read_mask(fake_vertex, client):
     fake_vertex.seed(7, state="JOB_STATE_RUNNING")
     pager = client.list_custom_jobs(request={
-        "parent": PARENT, "filter": "labels.trainjobs-job-id:*", "page_size": 3,
+        "parent": PARENT, "filter": "labels.trainjobs_job_id:*", "page_size": 3,
         "read_mask": field_mask_pb2.FieldMask(paths=["name", "state", "labels"])})
     pages = list(pager.pages)
     assert [len(p.custom_jobs) for p in pages] == [3, 3, 1]

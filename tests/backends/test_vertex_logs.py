@@ -77,7 +77,8 @@ def test_entries_in_one_microsecond_out_of_insert_id_order_page_exactly_once(har
     assert [ln["message"] for ln in lines] == ["line 0", "line 1", "line 2", "after"]
 
 
-def test_new_lines_after_the_cursor_are_read_on_the_next_call(harness):
+def test_new_lines_after_the_cursor_are_read_on_the_next_call(harness, monkeypatch):
+    clock = harness.use_clock(monkeypatch)
     job = harness.submit()
     jid = numeric_id(job)
     harness.logs.add(jid, "workerpool0-0", "first")
@@ -86,6 +87,7 @@ def test_new_lines_after_the_cursor_are_read_on_the_next_call(harness):
     empty = harness.client.get(f"/v1/jobs/{job['id']}/logs", params={"since": page["cursor"]}).json()
     assert empty["lines"] == [] and empty["cursor"] == page["cursor"]
     harness.logs.add(jid, "workerpool0-0", "second")
+    clock.advance(1)  # reads from the end of the log go to Google once per follow interval
     more = harness.client.get(f"/v1/jobs/{job['id']}/logs", params={"since": page["cursor"]}).json()
     assert [ln["message"] for ln in more["lines"]] == ["second"]
 

@@ -6,7 +6,9 @@ the body is parsed with logging_v2's ListLogEntriesRequest refusing unknown fiel
 Entries come back ordered by timestamp, then insertId, as Google documents.
 
     fake.add(job_numeric_id, "workerpool0-0", "epoch 1 loss=0.3", severity="INFO")
+    fake.add(job_numeric_id, "workerpool0-0", {"event": "epoch_end", ...})   # a JSON line: jsonPayload
     fake.filters                       # every filter received (to check the timestamp bound)
+    FakeCloudLogging(quota_per_minute=60)   # Google's read quota: 429 RESOURCE_EXHAUSTED beyond it
 """
 from __future__ import annotations
 
@@ -15,21 +17,27 @@ import itertools
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 
 from google.cloud.logging_v2.types import ListLogEntriesRequest
 from google.protobuf import json_format
 
 from tests.fakes import filters
+from tests.fakes.clock import FakeClock
 from tests.fakes.server import FakeServer, GoogleError, Request
 
 SEVERITIES = ["DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY"]
 
 
 class FakeCloudLogging:
-    def __init__(self, project: str = "test-project", *, max_page_size: int = 1000):
+    def __init__(self, project: str = "test-project", *, max_page_size: int = 1000,
+                 quota_per_minute: int | None = None):
         self.project = project
         self.max_page_size = max_page_size
+        self.quota_per_minute = quota_per_minute
+        self.clock = FakeClock()
+        self.refused = 0                  # calls answered 429 by the emulated quota
+        self._minute: deque[int] = deque()  # clock times (ns) of the calls of the last minute
         self.entries: list[dict] = []
         self.calls: Counter[str] = Counter()
         self.filters: list[str] = []
@@ -85,7 +93,28 @@ class FakeCloudLogging:
             if self._faults:
                 status, message = self._faults.pop(0)
                 raise GoogleError(status, message)
+            self._charge()
             return self._list(req)
+
+    def _charge(self) -> None:
+        """Google's entries.list quota per minute (shared by everyone in the project): past
+        it, 429 RESOURCE_EXHAUSTED, with no Retry-After (VERTEX.md)."""
+        if self.quota_per_minute is None:
+            return
+        now = self.clock.now_ns()
+        while self._minute and now - self._minute[0] >= 60_000_000_000:
+            self._minute.popleft()
+        if len(self._minute) >= self.quota_per_minute:
+            self.refused += 1
+            metric = "logging.googleapis.com/read_requests"
+            raise GoogleError(429, f"Quota exceeded for quota metric 'Read requests' and limit 'Read requests per "
+                                   f"minute' of service 'logging.googleapis.com' for consumer "
+                                   f"'project_number:{self.project}'.",
+                              details=[{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                        "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
+                                        "metadata": {"service": "logging.googleapis.com", "quota_metric": metric,
+                                                     "quota_limit": "ReadRequestsPerMinutePerProject"}}])
+        self._minute.append(now)
 
     def _list(self, req: Request) -> tuple[int, dict]:
         try:
@@ -130,8 +159,8 @@ class FakeCloudLogging:
         elif r.field == "severity":
             if r.value not in SEVERITIES:
                 raise filters.FilterError(f"unknown severity {r.value}")
-        elif not (r.field in ("resource.type", "logName", "insertId", "textPayload", "jsonPayload.message")
-                  or r.field.startswith(("resource.labels.", "labels."))):
+        elif not (r.field in ("resource.type", "logName", "insertId", "textPayload")
+                  or r.field.startswith(("resource.labels.", "labels.", "jsonPayload."))):
             raise filters.FilterError(f"unsupported field {r.field!r}")
 
 

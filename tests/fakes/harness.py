@@ -35,10 +35,17 @@ def fake_logging():
 
 
 def vertex_settings(db_url: str, fake_vertex: FakeJobService, fake_logging: FakeCloudLogging, **over) -> Settings:
+    # Every pass lists (tests drive passes by hand); budgets out of the way unless a test
+    # sets its own; progress read when a job ends, or as often as a test asks.
     values = dict(database_url=db_url, backends=["vertex"], default_backend="vertex", run_reconciler=False,
                   seed_demo_template=False, vertex_project=PROJECT, vertex_location=LOCATION,
                   vertex_api_endpoint=fake_vertex.url, logging_api_endpoint=fake_logging.url,
-                  vertex_retry_initial_seconds=0.01, vertex_retry_deadline_seconds=5.0)
+                  vertex_retry_initial_seconds=0.01, vertex_retry_deadline_seconds=5.0,
+                  vertex_create_timeout_seconds=10.0, vertex_poll_interval_seconds=0.0,
+                  vertex_progress_interval_seconds=3600.0,
+                  vertex_create_per_minute=6000.0, vertex_create_burst=1000, vertex_crud_per_minute=60000.0,
+                  vertex_crud_burst=10000, logging_reads_per_minute=6000.0, logging_reads_burst=1000,
+                  logs_follow_min_seconds=0.01)
     values.update(over)
     return Settings(**values)
 
@@ -84,6 +91,25 @@ class Harness:
         r = self.client.get(f"/v1/jobs/{job_id}/events")
         assert r.status_code == 200, r.text
         return r.json()
+
+    def use_clock(self, monkeypatch):
+        """One clock (the fakes') for Google's timestamps, the lifecycle's launch stamps and
+        the backend's timers and budget; tests move it on with `clock.advance(seconds)`, so
+        "30 s later" needs no sleep."""
+        import service.lifecycle.engine as engine_module
+        import service.lifecycle.loop as loop_module
+
+        clock = self.fake.clock
+        monkeypatch.setattr(engine_module, "utcnow", clock.utcnow)
+        monkeypatch.setattr(loop_module, "utcnow", clock.utcnow)
+        backend = self.backend
+        backend._now = clock.utcnow
+        backend._mono = clock.monotonic
+        backend.progress._clock = clock.monotonic
+        for bucket in backend.budget.buckets.values():
+            bucket._clock = clock.monotonic
+        self.logs.clock = clock
+        return clock
 
     def backend_handle(self, job_id):
         from service.lifecycle.handles import handle_of_job

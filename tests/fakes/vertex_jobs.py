@@ -8,8 +8,12 @@ a 400 INVALID_ARGUMENT in Google's error shape and the test fails.
 Implements create, get, list (filter, pageSize, pageToken, readMask), cancel and
 delete (+ the Operation at /ui/...). Tests drive it:
 
-    fake.fail("create", 429, times=1)          # 429, then success
+    fake.fail("create", 429, times=1)          # 429 in Google's generic wording, then success
+    fake.fail_rate_limit("create")             # 429 with ErrorInfo RATE_LIMIT_EXCEEDED
+    fake.fail_quota("create")                  # 429 with ErrorInfo RESOURCE_QUOTA_EXCEEDED (GPUs)
     fake.fail("create", 503, apply=True)       # create the job, then lose the answer
+    fake.slow_create(30)                       # the next create lands (becomes visible, and is
+    fake.wait_for_pending(1); fake.clock.advance(30)   # answered) 30 s of fake time after it arrived
     fake.set_state(job, "JOB_STATE_FAILED", error=(3, "bad flag"))
     fake.script(job_id, ["JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]); fake.advance()
     fake.calls["list"], fake.total_calls       # what the service cost
@@ -22,7 +26,7 @@ import itertools
 import json
 import re
 import threading
-import time
+import unicodedata
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -30,24 +34,36 @@ from google.cloud import aiplatform_v1 as v1
 from google.protobuf import json_format
 
 from tests.fakes import filters
+from tests.fakes.clock import FakeClock
 from tests.fakes.server import FakeServer, GoogleError, Request
 
-JOB_ID_LABEL = "trainjobs-job-id"
+JOB_ID_LABEL = "trainjobs_job_id"
+LEGACY_JOB_ID_LABEL = "trainjobs-job-id"
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
             "JOB_STATE_PARTIALLY_SUCCEEDED"}
 STATE_NAMES = {s.name for s in v1.JobState}
 _FIELDS = {f.json_name for f in v1.CustomJob.pb().DESCRIPTOR.fields}
 _OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris")
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 _PARENT = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/customJobs$")
 _JOB = re.compile(r"^/v1/(projects/([^/]+)/locations/([^/]+)/customJobs/([^/:]+))(:cancel)?$")
 _OPERATION = re.compile(r"^/(?:ui|v1)/(projects/[^/]+/locations/[^/]+/customJobs/[^/]+/operations/[^/:]+)$")
 
 
-def _now_ns() -> int:
-    return time.time_ns() // 1000 * 1000  # Google answers with microseconds
+def _label_char(ch: str) -> bool:
+    return ch in "_-" or unicodedata.category(ch) in ("Ll", "Lo", "Nd", "Nl", "No")
+
+
+def label_ok(key: str, value: str) -> bool:
+    """CustomJob.labels as Google documents them: up to 64 codepoints each, lowercase
+    letters (international too), digits, _ and -; keys start with a letter."""
+    return (0 < len(key) <= 64 and unicodedata.category(key[0]) in ("Ll", "Lo") and all(map(_label_char, key))
+            and len(value) <= 64 and all(map(_label_char, value)))
+
+
+def _job_id(data: dict) -> str | None:
+    labels = data.get("labels", {})
+    return labels.get(JOB_ID_LABEL) or labels.get(LEGACY_JOB_ID_LABEL)
 
 
 @dataclass
@@ -92,11 +108,17 @@ class FakeJobService:
         self.requests: deque[tuple[str, dict]] = deque(maxlen=5000)
         self.alt_params: set[str] = set()
         self.cancel_immediately = False
+        self.clock = FakeClock()
+        self.headers: dict[str, dict[str, str]] = {}   # method -> the last request's headers
+        self.pending_creates = 0                       # slow creates accepted, not yet landed
+        self._slow: deque[float] = deque()
+        self._stopping = threading.Event()
         self._faults: dict[str, deque[Fault]] = {}
         self._scripts: dict[str, deque[tuple[str, tuple[int, str] | None]]] = {}
         self._ids = itertools.count(7_000_000_000_000_000_001)
         self._op_ids = itertools.count(1)
         self._lock = threading.RLock()
+        self._pending = threading.Condition(self._lock)
         self._server = FakeServer(self._handle)
         self.url = self._server.url
 
@@ -106,6 +128,8 @@ class FakeJobService:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
+        self.clock.wake()
         self._server.stop()
 
     def __enter__(self) -> "FakeJobService":
@@ -131,11 +155,54 @@ class FakeJobService:
         with self._lock:
             self._faults.clear()
 
-    def fail_quota(self, method: str = "create", metric: str = "custom_model_training_nvidia_t4_gpus") -> None:
-        """Quota for a resource (not a request rate) is exhausted: Google answers 429 too."""
-        self.fail(method, 429, f"The following quota metrics exceed quota limits: aiplatform.googleapis.com/{metric}",
-                  details=[{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RESOURCE_EXHAUSTED",
-                            "domain": "aiplatform.googleapis.com", "metadata": {"quota_metric": metric}}])
+    def fail_quota(self, method: str = "create", metric: str = "custom_model_training_nvidia_t4_gpus", *,
+                   reason: str | None = "RESOURCE_QUOTA_EXCEEDED") -> None:
+        """A resource quota (not a request rate) is exhausted: Google answers 429 too, with the
+        google.rpc.ErrorInfo of google.api.ErrorReason and a QuotaFailure naming the metric.
+        reason=None: only the QuotaFailure names the metric."""
+        full = f"aiplatform.googleapis.com/{metric}"
+        details: list = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                          "violations": [{"subject": f"projects/{self.project}", "description": f"{full} exhausted",
+                                          "apiService": "aiplatform.googleapis.com", "quotaMetric": full}]}]
+        if reason:
+            details.insert(0, {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+                               "domain": "googleapis.com",
+                               "metadata": {"service": "aiplatform.googleapis.com",
+                                            "consumer": f"projects/{self.project}", "quota_metric": full,
+                                            "quota_limit": f"{metric}_per_region",
+                                            "quota_location": self.location}})
+        self.fail(method, 429, f"The following quota metrics exceed quota limits: {full}", details=details)
+
+    def fail_rate_limit(self, method: str = "create", *, times: int = 1) -> None:
+        """A request-rate quota: 429 with ErrorInfo RATE_LIMIT_EXCEEDED (no Retry-After header)."""
+        metric = "aiplatform.googleapis.com/job_service_requests" if method != "create" else \
+            "aiplatform.googleapis.com/custom_job_create_requests"
+        self.fail(method, 429, f"Quota exceeded for quota metric '{metric}' and limit 'per minute per region' "
+                               f"of service 'aiplatform.googleapis.com' for consumer 'projects/{self.project}'.",
+                  times=times, details=[{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                         "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
+                                         "metadata": {"service": "aiplatform.googleapis.com",
+                                                      "consumer": f"projects/{self.project}",
+                                                      "quota_metric": metric, "quota_location": self.location}}])
+
+    def slow_create(self, seconds: float, *, times: int = 1) -> None:
+        """The next `times` creates are accepted at once but land `seconds` of fake time later:
+        only then is the CustomJob visible (get, list) and the answer sent, if the client still
+        waits for it. Tests move the clock on with `clock.advance()`."""
+        with self._lock:
+            self._slow.extend([seconds] * times)
+
+    def wait_for_pending(self, count: int = 1, timeout: float = 30.0) -> None:
+        """Until `count` slow creates have arrived and not landed (a signal, not a sleep)."""
+        with self._pending:
+            if not self._pending.wait_for(lambda: self.pending_creates >= count, timeout):
+                raise AssertionError(f"{self.pending_creates} slow creates arrived, expected {count}")
+
+    def wait_for_landed(self, timeout: float = 30.0) -> None:
+        """Until every slow create has landed (after the test moved the clock past it)."""
+        with self._pending:
+            if not self._pending.wait_for(lambda: self.pending_creates == 0, timeout):
+                raise AssertionError(f"{self.pending_creates} slow creates have not landed")
 
     def set_state(self, job: str, state: str, *, error: tuple[int, str] | None = None) -> None:
         """Move a job (its name, numeric id or trainjobs job id) to `state`; error = (rpc code, message)."""
@@ -143,7 +210,7 @@ class FakeJobService:
             raise ValueError(f"unknown state {state}")
         with self._lock:
             j = self._lookup(job)
-            now = _now_ns()
+            now = self._now_ns()
             d = j.data
             d["state"] = state
             d["updateTime"] = filters.ns_to_rfc3339(now)
@@ -194,11 +261,14 @@ class FakeJobService:
                 names.append(self._store(body, state, created_ns)["name"])
         return names
 
+    def _now_ns(self) -> int:
+        return self.clock.now_ns() // 1000 * 1000  # Google answers with microseconds
+
     # what tests read ---------------------------------------------------------------
     def find(self, job_id: str) -> list[dict]:
-        """The CustomJobs labelled with this trainjobs job id."""
+        """The CustomJobs labelled with this trainjobs job id (by the label key of now or of before)."""
         with self._lock:
-            return [j.data for j in self.jobs.values() if j.data.get("labels", {}).get(JOB_ID_LABEL) == job_id]
+            return [j.data for j in self.jobs.values() if _job_id(j.data) == job_id]
 
     def get(self, job: str) -> dict:
         with self._lock:
@@ -229,6 +299,10 @@ class FakeJobService:
         if m := _PARENT.match(req.path):
             self._check_parent(m.group(1), m.group(2))
             if req.method == "POST":
+                with self._lock:
+                    delay = self._slow.popleft() if self._slow else None
+                if delay is not None:
+                    return self._slow_create(req, int_enums, delay)
                 return self._count("create", req, lambda: self._create(req, int_enums))
             if req.method == "GET":
                 return self._count("list", req, lambda: self._list(req, int_enums))
@@ -243,10 +317,28 @@ class FakeJobService:
                 return self._count("delete", req, lambda: self._delete(name))
         raise GoogleError(404, f"no route for {req.method} {req.path}")
 
+    def _slow_create(self, req: Request, int_enums: bool, delay: float) -> tuple[int, dict]:
+        with self._lock:
+            self.calls["create"] += 1
+            self.requests.append(("create", dict(req.query)))
+            self.headers["create"] = dict(req.headers)
+            data = self._accepted(req)
+            self.pending_creates += 1
+            self._pending.notify_all()
+        landed = self.clock.wait_until(self.clock.now_ns() + int(delay * 1e9), stop=self._stopping)
+        with self._lock:
+            job = self._store(data, "JOB_STATE_PENDING", None) if landed else None
+            self.pending_creates -= 1
+            self._pending.notify_all()
+        if job is None:
+            raise GoogleError(503, "The service is currently unavailable.")
+        return 200, self.jobs[job["name"]].render(int_enums)
+
     def _count(self, method: str, req: Request, work):
         with self._lock:
             self.calls[method] += 1
             self.requests.append((method, dict(req.query)))
+            self.headers[method] = dict(req.headers)
             q = self._faults.get(method)
             fault = q.popleft() if q else None
             if fault is None:
@@ -261,6 +353,11 @@ class FakeJobService:
                                    f"(or location {location}).")
 
     def _create(self, req: Request, int_enums: bool) -> tuple[int, dict]:
+        job = self._store(self._accepted(req), "JOB_STATE_PENDING", None)
+        return 200, self.jobs[job["name"]].render(int_enums)
+
+    def _accepted(self, req: Request) -> dict:
+        """The CustomJob of a create request, as stored: checked as strictly as Google does."""
         try:
             msg = v1.CustomJob.from_json(req.body.decode() or "{}", ignore_unknown_fields=False)
         except (json_format.ParseError, ValueError) as e:
@@ -270,10 +367,8 @@ class FakeJobService:
         if problems:
             raise GoogleError(400, "; ".join(problems))
         # Store the canonical form (enums by name) of what was sent.
-        data = json.loads(v1.CustomJob.to_json(msg, use_integers_for_enums=False,
+        return json.loads(v1.CustomJob.to_json(msg, use_integers_for_enums=False,
                                                always_print_fields_with_no_presence=False))
-        job = self._store(data, "JOB_STATE_PENDING", None)
-        return 200, self.jobs[job["name"]].render(int_enums)
 
     def _validate(self, body: dict, msg: v1.CustomJob) -> list[str]:
         problems = [f"{f} is output only and must not be set" for f in _OUTPUT_ONLY if f in body]
@@ -293,14 +388,16 @@ class FakeJobService:
             if not empty and not p.machine_spec.machine_type:
                 problems.append(f"worker_pool_specs[{i}].machine_spec.machine_type is required")
         for k, v in msg.labels.items():
-            if not _LABEL_KEY.match(k) or not _LABEL_VALUE.match(v):
+            if not label_ok(k, v):
                 problems.append(f"invalid label {k}={v}")
+        if len(msg.labels) > 64:
+            problems.append("at most 64 labels")
         return problems
 
     def _store(self, data: dict, state: str, created_ns: int | None) -> dict:
         jid = next(self._ids)
         name = f"projects/{self.project}/locations/{self.location}/customJobs/{jid}"
-        now = created_ns or _now_ns()
+        now = created_ns or self._now_ns()
         data = dict(data, name=name, state=state, createTime=filters.ns_to_rfc3339(now),
                     updateTime=filters.ns_to_rfc3339(now))
         if state == "JOB_STATE_RUNNING":
@@ -318,7 +415,7 @@ class FakeJobService:
         if key in self.jobs:
             return self.jobs[key]
         for j in self.jobs.values():
-            if j.data["name"].rsplit("/", 1)[1] == key or j.data.get("labels", {}).get(JOB_ID_LABEL) == key:
+            if j.data["name"].rsplit("/", 1)[1] == key or _job_id(j.data) == key:
                 return j
         raise KeyError(key)
 
@@ -439,8 +536,8 @@ class FakeJobService:
         op_name = f"{name}/operations/{next(self._op_ids)}"
         op = {"name": op_name, "done": True,
               "metadata": {"@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata",
-                           "genericMetadata": {"createTime": filters.ns_to_rfc3339(_now_ns()),
-                                               "updateTime": filters.ns_to_rfc3339(_now_ns())}},
+                           "genericMetadata": {"createTime": filters.ns_to_rfc3339(self._now_ns()),
+                                               "updateTime": filters.ns_to_rfc3339(self._now_ns())}},
               "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
         self.operations[op_name] = op
         return 200, op

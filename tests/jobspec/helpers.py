@@ -17,7 +17,7 @@ PARAMS = [{"name": "epochs", "type": "int", "default": 3, "minimum": 1, "maximum
 
 def build(s: dict, values=None, overrides=None, display_name="job", labels=None):
     return jobspec.build(s, PARAMS, values or {}, overrides, display_name=display_name,
-                         labels=labels or {}, reserved_labels={"trainjobs-job-id": "abc"})[1]
+                         labels=labels or {}, reserved_labels={"trainjobs_job_id": "abc"})[1]
 
 
 def envs(compiled) -> dict[str, dict]:

@@ -101,7 +101,7 @@ def test_custom_job_round_trips_through_the_client_types():
     assert json.loads(again) == c.custom_job_dict
     assert job.job_spec.scheduling.timeout.total_seconds() == 7200
     assert job.job_spec.scheduling.strategy == v1.Scheduling.Strategy.SPOT
-    assert job.labels == {"team": "vision", "trainjobs-job-id": "abc"}
+    assert job.labels == {"team": "vision", "trainjobs_job_id": "abc"}
     # The wire form the REST client sends: enums as ints, int64 as strings.
     wire = json.loads(v1.CustomJob.to_json(job))
     assert wire["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] == 5

@@ -89,11 +89,20 @@ def test_good_pairings_pass(machine, accel, count):
 
 @pytest.mark.parametrize("labels,field", [
     ({"Team": "x"}, "labels.Team"), ({"1abc": "x"}, "labels.1abc"), ({"team": "Vision"}, "labels.team"),
-    ({"k" * 64: "x"}, "labels." + "k" * 64), ({"team": "v" * 64}, "labels.team"),
-    ({"trainjobs-job-id": "x"}, "labels.trainjobs-job-id"),
+    ({"k" * 65: "x"}, "labels." + "k" * 65), ({"team": "v" * 65}, "labels.team"),
+    ({"team": "a b"}, "labels.team"), ({"_team": "x"}, "labels._team"), ({"Équipe": "x"}, "labels.Équipe"),
+    ({"trainjobs-job-id": "x"}, "labels.trainjobs-job-id"), ({"trainjobs_run": "x"}, "labels.trainjobs_run"),
 ])
 def test_labels_in_googles_format(labels, field):
     assert field in refused(spec(), labels=labels)
+
+
+def test_labels_google_allows_pass():
+    # CustomJob.labels: up to 64 Unicode codepoints, lowercase letters (international ones
+    # too), digits, _ and -; keys start with a letter; values may be empty.
+    labels = {"k" * 64: "v" * 64, "équipe": "données", "日本語": "値", "ß-2_x": "", "team": "٣"}
+    job = build(spec(), labels=labels)
+    assert {k: job.custom_job_dict["labels"][k] for k in labels} == labels
 
 
 def test_display_name_at_most_128():

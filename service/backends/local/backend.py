@@ -32,12 +32,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from service.backends.local import isolation, logfiles, processes, progress
+from service.backends import progress
+from service.backends.local import isolation, logfiles, processes
 from service.backends.local.rundir import RunDir
 from service.errors import Invalid, Problem
 from service.jobspec import CompiledJob, Replica
-from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LogPage, Observation, SubmitResult,
-                                        TransientBackendError)
+from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LaunchView, LogPage, Observation,
+                                        SubmitResult, TransientBackendError)
 from service.lifecycle.states import JobState
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
 
@@ -48,6 +49,10 @@ WATCH_INTERVAL = 0.1           # seconds between the watcher's passes
 UNCLAIMED_SECONDS = 60.0       # an adopted run no active job claims is stopped after this
 LOG_TAIL_LINES = 20
 S = JobState
+
+
+# A replica's address before its job is launched: the port is picked from the free ones then.
+UNASSIGNED_ADDRESS = "127.0.0.1:<port chosen at launch>"
 
 
 def host_id() -> str:
@@ -305,6 +310,29 @@ class LocalBackend(Backend):
             tasks = [replica]
         rd = self._run_dir(job)
         return logfiles.read_page({t: rd.log(t) for t in tasks}, since, limit)
+
+    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
+        """Exactly what each replica gets here (env_of): its 127.0.0.1 address and the run's
+        own folders, read from the run's state.json once launched. Before that (or for a run
+        on another host, whose folder is not here) the ports are not chosen yet and say so."""
+        host, path = parse_ref(backend_ref) if backend_ref else (None, None)
+        rd = RunDir(path) if path is not None else RunDir.of(self.work_dir, job_id)
+        state = None
+        if backend_ref and (host is None or host == host_id()):
+            try:
+                state = rd.read_state()
+            except (OSError, ValueError):
+                state = None
+        replicas = (state or {}).get("replicas") or {}
+        if all(r.task_name in replicas for r in compiled.replicas) and state is not None:
+            addresses = {r.task_name: replicas[r.task_name]["address"] for r in compiled.replicas}
+            output_dir = state.get("output_dir")
+        else:
+            addresses = {r.task_name: UNASSIGNED_ADDRESS for r in compiled.replicas}
+            output_dir = str(rd.output) if compiled.base_output_directory else None
+        return LaunchView(compiled.custom_job_dict,
+                          {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
+                           for r in compiled.replicas})
 
     def _run_dir(self, job: JobHandle) -> RunDir:
         if job.backend_ref:

@@ -37,6 +37,7 @@ class VertexConfig:
     base_output_directory: str | None
     service_account: str | None
     request_timeout: float
+    create_timeout: float
     retry_deadline: float
     retry_initial: float
     submit_grace: float
@@ -90,15 +91,19 @@ def load(settings: Settings) -> tuple[VertexConfig, Credentials | None, Credenti
     if sa and not _SERVICE_ACCOUNT.match(sa):
         problems.append(f"TRAINJOBS_VERTEX_SERVICE_ACCOUNT={sa!r} is not a service account email "
                         "(name@project.iam.gserviceaccount.com)")
-    # A submit is a lookup then at most one create, each within the request timeout. Until
-    # the grace has passed since an attempt, no controller creates the job again.
-    # 0 turns the wait off altogether: only for a fake or an emulator that answers at once.
-    longest_submit = 2 * settings.vertex_request_timeout_seconds
-    if 0 < settings.vertex_submit_grace_seconds < longest_submit:
+    # A submit is a lookup (request timeout) then at most one create (create timeout), after
+    # the attempt was recorded. Until the grace has passed since an attempt, no controller
+    # creates the job again: it must outlast the longest submit, with as much again for
+    # clock skew between controllers and Google's own lag. 0 turns the wait off altogether:
+    # only for a fake or an emulator that answers at once.
+    longest_submit = settings.vertex_request_timeout_seconds + settings.vertex_create_timeout_seconds
+    needed = 2 * longest_submit
+    if 0 < settings.vertex_submit_grace_seconds < needed:
         problems.append(f"TRAINJOBS_VERTEX_SUBMIT_GRACE_SECONDS={settings.vertex_submit_grace_seconds:g} is "
-                        f"shorter than the longest submit ({longest_submit:g} s: a lookup and a create, each "
-                        "within the request timeout); a create could land after the next attempt began. "
-                        f"Set it to at least {longest_submit:g}")
+                        f"too short for the longest submit ({longest_submit:g} s: a lookup within "
+                        "TRAINJOBS_VERTEX_REQUEST_TIMEOUT_SECONDS, then a create within "
+                        "TRAINJOBS_VERTEX_CREATE_TIMEOUT_SECONDS); a create could land after the next attempt "
+                        f"began. Set it to at least twice that, {needed:g}, or shorten the create timeout")
 
     project = (settings.vertex_project or "").strip()
     adc: Credentials | None = None
@@ -124,6 +129,7 @@ def load(settings: Settings) -> tuple[VertexConfig, Credentials | None, Credenti
     config = VertexConfig(project=project, location=location, api_endpoint=api, logging_endpoint=logs,
                           base_output_directory=base.rstrip("/") if base else None, service_account=sa or None,
                           request_timeout=settings.vertex_request_timeout_seconds,
+                          create_timeout=settings.vertex_create_timeout_seconds,
                           retry_deadline=settings.vertex_retry_deadline_seconds,
                           retry_initial=settings.vertex_retry_initial_seconds,
                           submit_grace=settings.vertex_submit_grace_seconds,

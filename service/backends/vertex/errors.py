@@ -1,12 +1,18 @@
 """Google's errors, sorted into "try again later" and "no".
 
-Transient (429 rate limits, 5xx, timeouts, dropped connections) are retried with
-backoff and never fail a job; everything else (400 invalid argument, 403
-permission, 404, failed precondition, an exhausted resource quota) is permanent
-and carries Google's own code and message."""
-from __future__ import annotations
+Transient (429 rate limits, 5xx, timeouts, dropped connections) never fail a job;
+everything else (400 invalid argument, 403 permission, 404, failed precondition, an
+exhausted resource quota) is permanent and carries Google's own code and message.
 
-import re
+A 429 is RESOURCE_EXHAUSTED whatever ran out, and its message is no guide ("Resource
+has been exhausted (e.g. check quota)." is Google's wording for a plain rate limit
+too). Only the structured details decide (google.rpc.ErrorInfo and QuotaFailure, in
+`error.details`): reason RESOURCE_QUOTA_EXCEEDED, or a quota metric of the resources
+a custom job holds (`aiplatform.googleapis.com/custom_model_training_*`: CPUs, GPUs,
+TPUs), is a resource quota that waiting a few seconds will not clear, so the job
+fails with Google's words. RATE_LIMIT_EXCEEDED, a request-count metric, or no
+details at all is a rate limit: retried."""
+from __future__ import annotations
 
 import requests
 from google.api_core import exceptions as gexc
@@ -15,10 +21,11 @@ from google.auth import exceptions as auth_exc
 
 from service.lifecycle.protocol import PermanentBackendError, TransientBackendError
 
-# A 429 is a request-rate limit (wait and retry) unless it names a resource quota
-# (GPUs, CPUs per region): that one will not clear by waiting a few seconds.
-_RATE = re.compile(r"per (?:minute|second|hour|day)|rate limit|too many requests|RATE_LIMIT", re.I)
-_QUOTA = re.compile(r"quota", re.I)
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
+RESOURCE_QUOTA = "RESOURCE_QUOTA_EXCEEDED"       # google.api.ErrorReason: an allocation quota
+RATE_LIMIT = "RATE_LIMIT_EXCEEDED"               # google.api.ErrorReason: a rate quota
+RESOURCE_METRIC_PREFIXES = ("aiplatform.googleapis.com/custom_model_training_",)
 
 
 def google_error(exc: BaseException) -> tuple[int | None, str, str | None]:
@@ -42,14 +49,50 @@ def google_error(exc: BaseException) -> tuple[int | None, str, str | None]:
     return code, message, status
 
 
+def _details(exc: BaseException) -> list[dict]:
+    if isinstance(exc, gexc.RetryError) and exc.cause is not None:
+        return _details(exc.cause)
+    raw = getattr(exc, "details", None) or []
+    return [d for d in raw if isinstance(d, dict)]
+
+
+def quota_markers(exc: BaseException) -> tuple[set[str], set[str]]:
+    """(ErrorInfo reasons, quota metrics) Google put in the error's details."""
+    reasons, metrics = set(), set()
+    for d in _details(exc):
+        kind = d.get("@type")
+        if kind == ERROR_INFO:
+            if isinstance(d.get("reason"), str):
+                reasons.add(d["reason"])
+            meta = d.get("metadata")
+            if isinstance(meta, dict) and isinstance(meta.get("quota_metric"), str):
+                metrics.add(meta["quota_metric"])
+        elif kind == QUOTA_FAILURE:
+            for v in d.get("violations") or []:
+                if isinstance(v, dict):
+                    metric = v.get("quotaMetric") or v.get("quota_metric")
+                    if isinstance(metric, str):
+                        metrics.add(metric)
+    return reasons, metrics
+
+
 def is_quota_exhausted(exc: BaseException) -> bool:
+    """A resource quota (not a rate limit) refused this request, as Google's details say."""
     if not isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)):
         return False
-    _, message, _ = google_error(exc)
-    reason = getattr(exc, "reason", None) or ""
-    if reason == "RATE_LIMIT_EXCEEDED" or _RATE.search(message):
+    reasons, metrics = quota_markers(exc)
+    if RATE_LIMIT in reasons:
         return False
-    return bool(_QUOTA.search(message))
+    if RESOURCE_QUOTA in reasons:
+        return True
+    return any(m.startswith(RESOURCE_METRIC_PREFIXES) for m in metrics)
+
+
+def is_rate_limited(exc: BaseException) -> bool:
+    """A 429 that only says "not so fast": the budget of that kind pauses."""
+    if isinstance(exc, gexc.RetryError) and exc.cause is not None:
+        return is_rate_limited(exc.cause)
+    return isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)) and not is_quota_exhausted(exc)
 
 
 def is_transient(exc: BaseException) -> bool:

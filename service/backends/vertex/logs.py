@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Iterator
 
+from google.auth.transport.requests import AuthorizedSession
 from google.cloud import logging as cloud_logging
 
-from service.lifecycle.protocol import JobHandle, LogLine, LogPage
+from service.backends.vertex.budget import Bucket
 from service.backends.vertex.mapping import CREATE_TIME_SLACK, rfc3339
 from service.errors import Invalid, Problem
+from service.lifecycle.protocol import JobHandle, LogLine, LogPage
 
 NO_REPLICA = "vertex"   # entries Vertex writes about the job itself, not about one replica
 MAX_PAGE = 1000
@@ -77,7 +82,7 @@ def _utc(ts: datetime | None) -> datetime:
     return datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=timezone.utc)
 
 
-def _message(entry) -> str:
+def message_of(entry) -> str:
     payload = entry.payload
     if payload is None:
         return ""
@@ -90,16 +95,86 @@ def _message(entry) -> str:
     return text.rstrip("\n")
 
 
-def read_page(client: cloud_logging.Client, project: str, job: JobHandle, *, replica: str | None,
-              since: str | None, limit: int) -> LogPage:
+class BudgetedSession(AuthorizedSession):
+    """The HTTP session of google-cloud-logging: every request it sends (each page of an
+    entries.list) first takes a token of the Cloud Logging budget, on the terms the
+    caller set for this thread (`spending`); a 429 pauses the budget. It also caps the
+    library's 60 s default timeout."""
+
+    def __init__(self, credentials, timeout: float, bucket: Bucket):
+        super().__init__(credentials)
+        self._cap = timeout
+        self.bucket = bucket
+        self._terms = threading.local()
+
+    @contextmanager
+    def spending(self, terms: "Terms"):
+        previous = getattr(self._terms, "current", None)
+        self._terms.current = terms
+        try:
+            yield terms
+        finally:
+            self._terms.current = previous
+
+    def request(self, method, url, data=None, headers=None, max_allowed_time=None, timeout=None, **kwargs):
+        terms = getattr(self._terms, "current", None) or Terms()
+        if terms.max_calls is not None and terms.calls >= terms.max_calls:
+            raise _PageCap()
+        if terms.share is not None:   # a follower's read: within its share first
+            wait = terms.share.wait_time()
+            if wait:
+                raise terms.share.spent(wait)
+        self.bucket.take(terms.wait, terms.reserve)
+        if terms.share is not None:
+            terms.share.try_take()
+        terms.calls += 1
+        if timeout is None or isinstance(timeout, tuple) or timeout > self._cap:
+            timeout = self._cap
+        response = super().request(method, url, data=data, headers=headers, max_allowed_time=max_allowed_time,
+                                   timeout=timeout, **kwargs)
+        if response.status_code == 429:
+            self.bucket.throttled()   # Cloud Logging reads have a rate quota only
+        elif response.status_code < 400:
+            self.bucket.succeeded()
+        return response
+
+
+@dataclass
+class Terms:
+    wait: float = 0.0                 # seconds a call may wait for a token
+    reserve: float = 0.0              # tokens to leave behind (for people's pages)
+    max_calls: int | None = None      # pages at most
+    share: Bucket | None = None       # a sub-budget the call must also fit (log followers')
+    calls: int = 0
+
+
+class _PageCap(Exception):
+    pass
+
+
+def budgeted_entries(client: cloud_logging.Client, session: BudgetedSession, terms: Terms, **query) -> Iterator:
+    """`client.list_entries(**query)` on budget terms: each page fetched is one call, and a
+    caller that stops iterating (or reaches `terms.max_calls`) fetches no further page."""
+    entries = client.list_entries(**query)
+    while True:
+        with session.spending(terms):
+            try:
+                entry = next(entries)
+            except (StopIteration, _PageCap):
+                return
+        yield entry
+
+
+def read_page(client: cloud_logging.Client, session: BudgetedSession, project: str, job: JobHandle, *,
+              replica: str | None, since: str | None, limit: int, terms: Terms) -> LogPage:
     cursor = Cursor.decode(since) if since else None
     if not job.backend_ref:
         return LogPage(lines=[], cursor=since)  # nothing on Vertex yet, so no logs
     numeric = job.backend_ref.rsplit("/", 1)[-1]
     start = cursor.at if cursor else job.created_at - CREATE_TIME_SLACK
-    entries = client.list_entries(resource_names=[f"projects/{project}"],
-                                  filter_=log_filter(numeric, replica, start),
-                                  order_by=cloud_logging.ASCENDING, page_size=min(limit + 16, MAX_PAGE))
+    entries = budgeted_entries(client, session, terms, resource_names=[f"projects/{project}"],
+                               filter_=log_filter(numeric, replica, start), order_by=cloud_logging.ASCENDING,
+                               page_size=min(limit + 16, MAX_PAGE))
     lines: list[LogLine] = []
     # Entries at the cursor's instant (to the microsecond) that precede or are the
     # cursor's entry were returned already: hold them until the cursor's own entry shows.
@@ -135,4 +210,4 @@ def _line(entry) -> LogLine:
     at = _utc(entry.timestamp)
     labels = (entry.resource.labels if entry.resource is not None else None) or {}
     return LogLine(cursor=Cursor(at, entry.insert_id or "").encode(), replica=labels.get("task_name") or NO_REPLICA,
-                   stream=entry.severity or "DEFAULT", timestamp=at, message=_message(entry))
+                   stream=entry.severity or "DEFAULT", timestamp=at, message=message_of(entry))

@@ -8,7 +8,7 @@ from google.cloud import aiplatform_v1 as v1
 from google.rpc import code_pb2
 
 from service.lifecycle.protocol import JobHandle, Observation
-from service.jobspec.reserved import JOB_ID_LABEL
+from service.jobspec.reserved import JOB_ID_LABEL, LEGACY_JOB_ID_LABEL
 from service.lifecycle.states import TERMINAL, JobState
 
 VS = v1.JobState
@@ -41,8 +41,18 @@ def rfc3339(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _labelled() -> str:
-    return f"labels.{JOB_ID_LABEL}:*"
+def job_id_of(cj: v1.CustomJob) -> str | None:
+    """The trainjobs job a CustomJob belongs to, by its label (or the old hyphenated one)."""
+    return cj.labels.get(JOB_ID_LABEL) or cj.labels.get(LEGACY_JOB_ID_LABEL)
+
+
+def is_legacy(custom_job: dict) -> bool:
+    """Compiled before the label key lost its hyphen: its CustomJob may carry only the old key."""
+    return LEGACY_JOB_ID_LABEL in (custom_job.get("labels") or {})
+
+
+def _labelled(key: str = JOB_ID_LABEL) -> str:
+    return f"labels.{key}:*"
 
 
 def running_filter(since: datetime) -> str:
@@ -57,8 +67,13 @@ def ended_filter(since: datetime) -> str:
     return f'{_labelled()} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}" AND {running}'
 
 
-def label_filter(job_id: str) -> str:
-    return f'labels.{JOB_ID_LABEL}="{job_id}"'
+def legacy_filter(since: datetime) -> str:
+    """CustomJobs created before the key lost its hyphen (the only filter that names it)."""
+    return f'{_labelled(LEGACY_JOB_ID_LABEL)} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}"'
+
+
+def label_filter(job_id: str, *, legacy: bool = False) -> str:
+    return f'labels.{LEGACY_JOB_ID_LABEL if legacy else JOB_ID_LABEL}="{job_id}"'
 
 
 def our_state(cj: v1.CustomJob) -> JobState | None:

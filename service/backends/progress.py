@@ -1,4 +1,6 @@
-"""The trainer's structured progress lines (trainer/progress.py) -> job.progress.
+"""The trainer's structured progress lines (trainer/progress.py) -> job.progress,
+for every backend: the local backend reads them from the replicas' log files, the
+vertex backend from Cloud Logging.
 
 The chief's `epoch_end` lines give the latest epoch, steps and metrics (with
 MultiWorkerMirroredStrategy every worker reports the same numbers, so the

@@ -1,0 +1,42 @@
+"""The CustomJob exactly as the vertex backend sends it, and what that gives each replica.
+
+The compiler's CustomJob is the template's; the backend adds its own defaults when
+the template sets none: the job-id label, `baseOutputDirectory` = the service's
+default output directory + `/<job id>`, and the service account. Vertex then sets
+AIP_MODEL_DIR, AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR from that directory
+on every replica, and puts the CustomJobSpec as sent into TF_CONFIG and
+CLUSTER_SPEC. The create and the job view are built from this one function, so
+what a person reads is what Google received."""
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+
+from service.jobspec import CompiledJob
+from service.jobspec.reserved import JOB_ID_LABEL
+from service.lifecycle.protocol import LaunchView
+
+
+def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_directory: str | None,
+              service_account: str | None) -> CompiledJob:
+    """The compiled job with the backend's defaults applied (a new object; the stored one is untouched)."""
+    cj = copy.deepcopy(compiled.custom_job_dict)
+    spec_tf = copy.deepcopy(compiled.job_spec_dict)   # TF_CONFIG["job"]: proto field names
+    cj.setdefault("labels", {})[JOB_ID_LABEL] = str(job_id)
+    spec = cj.setdefault("jobSpec", {})
+    if base_output_directory and not (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"):
+        prefix = f"{base_output_directory.rstrip('/')}/{job_id}"
+        spec["baseOutputDirectory"] = {"outputUriPrefix": prefix}
+        spec_tf["base_output_directory"] = {"output_uri_prefix": prefix}
+    if service_account and not spec.get("serviceAccount"):
+        spec["serviceAccount"] = service_account
+        spec_tf["service_account"] = service_account
+    return CompiledJob(json.dumps(cj, separators=(",", ":")), compiled.replicas,
+                       json.dumps(spec_tf, separators=(",", ":")), compiled.stall_timeout_seconds)
+
+
+def launch_view(compiled: CompiledJob) -> LaunchView:
+    """Vertex gives each replica TF_CONFIG, CLUSTER_SPEC and the AIP_* directories of the
+    job it received; cluster addresses are Vertex's own host names (shown as task names)."""
+    return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas})
