@@ -163,10 +163,11 @@ def test_progress_lines_show_in_the_job(make_client, work_dir, tmp_path):
     job = api.submit("progress")
 
     def epoch3():
+        # The chief's epochs may be read in the very pass before every replica is seen
+        # started (PENDING): wait for both signals.
         j = api.job(job["id"])
-        return j if (j["progress"] or {}).get("epoch") == 3 else None
-    running = wait_for(epoch3, "progress to show epoch 3")
-    assert running["state"] == "RUNNING"
+        return j if (j["progress"] or {}).get("epoch") == 3 and j["state"] == "RUNNING" else None
+    running = wait_for(epoch3, "progress to show epoch 3 while RUNNING")
     p = running["progress"]
     assert p["epochs"] == 3 and p["steps"] == 10 and p["task"] == "chief:0"
     assert p["metrics"] == {"loss": pytest.approx(1 / 3), "accuracy": pytest.approx(0.53)}
