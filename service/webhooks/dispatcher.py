@@ -56,10 +56,11 @@ def backoff(attempt: int, limits: WebhookLimits, rng: random.Random = random.Ran
 
 
 def body_of(due: Due, max_bytes: int) -> bytes:
-    payload = events.slack_payload(due.payload) if due.format == "slack" else due.payload
-    body = events.body_bytes(payload)
+    if due.format == "slack":
+        return events.body_bytes(events.slack_payload(due.payload, max_bytes))
+    body = events.body_bytes(due.payload)
     # Bounded when written; a smaller setting since then still holds.
-    return body if len(body) <= max_bytes else events.body_bytes(events.bounded(payload, max_bytes))
+    return body if len(body) <= max_bytes else events.body_bytes(events.bounded(due.payload, max_bytes))
 
 
 class Dispatcher(LoopService):

@@ -108,9 +108,16 @@ def _slack_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_payload(payload: dict) -> dict:
+def slack_payload(payload: dict, max_bytes: int | None = None) -> dict:
     """Slack's incoming-webhook form: one message, with a link to the job when the service
-    knows its own address (TRAINJOBS_PUBLIC_URL)."""
+    knows its own address (TRAINJOBS_PUBLIC_URL); its body within `max_bytes`."""
+    out = _slack(payload)
+    while max_bytes is not None and len(body_bytes(out)) > max_bytes and out["text"]:
+        out = {"text": _clip(out["text"], len(out["text"]) // 2)}
+    return out
+
+
+def _slack(payload: dict) -> dict:
     data = payload.get("data", {})
     if payload.get("type") == TEST_EVENT:
         return {"text": _clip(f"trainjobs: test message for webhook {data.get('webhook_id')} "

@@ -41,9 +41,10 @@ class Receiver:
                 with receiver.lock:
                     answer = receiver.answers.pop(0) if receiver.answers else 200
                     hold = receiver.holding
-                if hold:
+                if hold:  # kept open, unanswered, until released (its sender may be gone by then)
                     receiver.held.put(got)
                     receiver.hold.wait(WAIT)
+                    return
                 receiver.requests.put(got)
                 status, headers = answer if isinstance(answer, tuple) else (answer, {})
                 try:
