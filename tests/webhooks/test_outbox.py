@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from service.app import create_app
+from service.lifecycle.engine import Deposed
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
 from service.models import Job, WebhookDelivery
+from service.webhooks.dispatcher import Dispatcher
 from tests.backends.localkit import wait_for
 from tests.conftest import bearer
 from tests.servekit import Serve, wait_until
@@ -109,3 +112,19 @@ def test_a_controller_killed_while_sending_leaves_it_to_the_next(db_url, tmp_pat
         receiver.hold.set()
         for s in services:
             s.stop()
+
+
+def test_a_deposed_controller_sends_nothing(make_client, receiver):
+    client = make_client(run_reconciler=False)
+    hook = subscribe(client, receiver.url)
+    client.post(f"/v1/webhooks/{hook['id']}/test")
+    state = client.app.state
+    controller = state.controller
+    controller._promote(controller.leadership.try_acquire(), threads=False)
+    stale = Dispatcher(state.session_factory, state.lifecycle, state.webhook_limits, fence=controller.epoch - 1)
+    with pytest.raises(Deposed):
+        stale.run_once()
+    assert receiver.nothing_more()
+    controller.run_once()   # the current epoch's dispatcher does send it
+    assert receiver.next("the delivery").verify(hook["secret"])["type"] == "webhook.test"
+    controller.leadership.release()
