@@ -120,11 +120,16 @@ class Dispatcher(LoopService):
         async with sender.client(self.limits.concurrency) as http:
             async def one(d: Due) -> sender.Outcome:
                 async with gate:
-                    body = body_of(d, self.limits.max_payload_bytes)
-                    headers = signing.headers(d.secret, d.message_id, int(time.time()), body)
-                    return await sender.attempt(http, d.url, body, headers, allowed=self.limits.allowed_networks,
-                                                timeout=self.limits.request_timeout,
-                                                response_bytes=self.limits.response_log_bytes)
+                    try:
+                        body = body_of(d, self.limits.max_payload_bytes)
+                        headers = signing.headers(d.secret, d.message_id, int(time.time()), body)
+                        return await sender.attempt(http, d.url, body, headers,
+                                                    allowed=self.limits.allowed_networks,
+                                                    timeout=self.limits.request_timeout,
+                                                    response_bytes=self.limits.response_log_bytes)
+                    except Exception as e:  # one bad delivery must not hold back the batch
+                        log.exception("webhook delivery %s: could not be attempted", d.id)
+                        return sender.Outcome(False, None, f"could not be sent: {type(e).__name__}", "", 0)
             return list(await asyncio.gather(*(one(d) for d in due)))
 
     def _record(self, due: list[Due], outcomes: list[sender.Outcome]) -> None:
@@ -158,8 +163,9 @@ class Dispatcher(LoopService):
                     values.update(status="failed", next_attempt_at=None)
                 else:
                     values.update(next_attempt_at=next_at)
-            stmt = update(WebhookDelivery).where(WebhookDelivery.id == d.id, WebhookDelivery.status == "pending",
-                                                 WebhookDelivery.attempts == d.attempts)
+            # Core statements on the table: one per delivery, without the ORM's per-statement cost.
+            t = WebhookDelivery.__table__
+            stmt = update(t).where(t.c.id == d.id, t.c.status == "pending", t.c.attempts == d.attempts)
             if self.fence is not None:
                 stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == self.fence))
             if session.execute(stmt.values(**values)).rowcount != 1:
@@ -170,7 +176,7 @@ class Dispatcher(LoopService):
             if not o.ok:
                 log.info("webhook delivery %s (%s) attempt %d failed: %s", d.id, d.message_id, number, o.error)
         if attempts:
-            session.execute(insert(WebhookAttempt), attempts)
+            session.execute(insert(WebhookAttempt.__table__), attempts)
 
     def _clean(self) -> None:
         self._last_clean = time.monotonic()

@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from service.lifecycle.sanitize import clean_text
 from service.lifecycle.states import JobState
 
 S = JobState
@@ -42,7 +43,8 @@ def types_for(from_state: JobState | None, to_state: JobState | None) -> list[st
 
 
 def body_bytes(payload: dict) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    # "replace": a lone surrogate that slipped through must not stop every later delivery.
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -74,7 +76,8 @@ def job_payload(event_type: str, job, team: str, *, from_state: JobState | None,
             "ui_url": f"{public_url}/ui/jobs/{job.id}" if public_url else None,
         },
         "from_state": from_state.value if from_state else None, "to_state": to_state.value,
-        "reason": reason, "actor": actor,
+        # From a replica's output or Google's answer: made storable and bounded like the event row.
+        "reason": clean_text(reason or "", 2000), "actor": clean_text(actor or "", 200),
     }
     return bounded({"type": event_type, "timestamp": at.isoformat(), "data": data}, max_bytes)
 
