@@ -36,6 +36,10 @@ from service.observability import Metrics, RequestContextMiddleware, metrics_acc
 from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
+from service.webhooks.dispatcher import Dispatcher
+from service.webhooks.limits import WebhookLimits
+from service.webhooks.outbox import Outbox
+from service.webhooks.router import router as webhooks_router
 
 log = logging.getLogger("trainjobs")
 
@@ -60,6 +64,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes)
     # Each epoch a job reports is kept for the charts, in the same transaction as the report.
     lifecycle.listen(epochs.on_change)
+    # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
+    webhook_limits = WebhookLimits.from_settings(settings)
+    lifecycle.listen(Outbox(webhook_limits).on_change)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -91,7 +98,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         controller = Controller(leadership_for(settings.database_url, engine), built, app.state.session_factory,
                                 lifecycle, interval=settings.reconcile_interval_seconds,
                                 batch_size=settings.reconcile_batch_size,
-                                election_interval=settings.election_interval_seconds, on_tick=_record_tick)
+                                election_interval=settings.election_interval_seconds, on_tick=_record_tick,
+                                services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
+                                                                   webhook_limits, fence=fence)])
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         app.state.controller = controller
         app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
@@ -122,6 +131,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.state.settings = settings
     app.state.lifecycle = lifecycle
     app.state.template_cache = TemplateCache(settings.template_cache_size)
+    app.state.webhook_limits = webhook_limits
     app.state.metrics = metrics
     problems.install(app)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
@@ -136,6 +146,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(logs_router)
     app.include_router(tokens_router)
     app.include_router(epochs_router)
+    app.include_router(webhooks_router)
     mount_ui(app)  # the web UI under /ui
 
     # Health checks answer whatever the load: no request slot, no shared thread, their own

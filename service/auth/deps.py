@@ -18,7 +18,7 @@ from service.errors import Forbidden, Unauthorized
 bearer = HTTPBearer(auto_error=False, description="A trainjobs token: `trainjobs tokens create`, "
                     "or the admin token printed on first start.")
 
-_WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates and tokens"}
+_WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates, tokens and webhooks"}
 
 
 def current_actor(session: SessionDep,

@@ -12,9 +12,9 @@ from service.auth.deps import Viewer
 from service.db import SessionDep
 from service.jobs import epochs
 from service.jobs import service as jobs
-from service.problems import PROBLEM_RESPONSES
+from service.problems import problem_responses
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 class EpochOut(BaseModel):
@@ -33,7 +33,8 @@ class EpochPage(BaseModel):
     next_after: int | None = Field(None, description="More epochs follow: pass this as `after`")
 
 
-@router.get("/{job_id}/epochs", response_model=EpochPage,
+@router.get("/{job_id}/epochs", response_model=EpochPage, operation_id="jobs_epochs",
+            responses=problem_responses(401, 404, 422, 503),
             summary="A job's per-epoch metrics, oldest first (the latest TRAINJOBS_JOB_EPOCHS_MAX_PER_JOB kept)")
 def job_epochs(job_id: uuid.UUID, session: SessionDep, actor: Viewer,
                after: Annotated[int | None, Query(ge=0, description="Only epochs after this one")] = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
@@ -17,6 +17,7 @@ from service.lifecycle.engine import Engine
 from service.lifecycle.leader import WAKE_CHANNEL, Leadership
 from service.lifecycle.loop import BackendLoop, TickStats
 from service.lifecycle.protocol import Backend
+from service.lifecycle.services import LoopService, ServiceFactory
 
 log = logging.getLogger("trainjobs.controller")
 
@@ -32,7 +33,8 @@ class Controller:
     def __init__(self, leadership: Leadership, backends: Mapping[str, Backend],
                  session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
                  batch_size: int, election_interval: float = 2.0,
-                 on_tick: Callable[[TickStats], None] | None = None) -> None:
+                 on_tick: Callable[[TickStats], None] | None = None,
+                 services: Sequence[ServiceFactory] = ()) -> None:
         self.leadership = leadership
         self.backends = backends
         self.session_factory = session_factory
@@ -44,6 +46,8 @@ class Controller:
         self.ticks = 0     # passes run, by every loop of this process (metrics, tests)
         self.errors = 0
         self.loops: dict[str, BackendLoop] = {}
+        self.service_factories = list(services)   # extra loop services (service.lifecycle.services)
+        self.services: dict[str, LoopService] = {}
         self.epoch: int | None = None
         self._stop = threading.Event()
         self._deposed = threading.Event()
@@ -69,6 +73,9 @@ class Controller:
         for name, loop in list(self.loops.items()):
             if backend in (None, "", name):
                 loop.wake()
+        for name, service in list(self.services.items()):
+            if backend in (None, "", name):
+                service.wake()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -100,6 +107,8 @@ class Controller:
             total.submitted += s.submitted
             total.errors += s.errors
             total.seconds += s.seconds
+        for service in list(self.services.values()):
+            service.run_once()
         return total
 
     def _promote(self, epoch: int, threads: bool = True) -> None:
@@ -114,9 +123,16 @@ class Controller:
                                             interval=self.interval, batch_size=self.batch_size,
                                             on_tick=self._tick, on_deposed=self._deposed.set)
                           for name, b in self.backends.items()}
+            self.services = {}
+            for factory in self.service_factories:
+                service = factory(epoch)
+                service.on_deposed = self._deposed.set
+                self.services[service.name] = service
             if threads:
                 for loop in self.loops.values():
                     loop.start()
+                for service in self.services.values():
+                    service.start()
             self.epoch = epoch
         log.info("this process is now the controller (epoch %d)", epoch)
 
@@ -133,6 +149,9 @@ class Controller:
             for loop in self.loops.values():
                 loop.stop()
             self.loops = {}
+            for service in self.services.values():
+                service.stop()
+            self.services = {}
             for backend in self.backends.values():
                 try:
                     backend.stop_controller()

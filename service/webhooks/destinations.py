@@ -1,0 +1,136 @@
+"""Where a webhook may be sent. A subscription's URL is a member of the public
+internet unless the operator says otherwise: an address that is private, loopback,
+link-local (cloud metadata at 169.254.169.254), shared, reserved, multicast or
+otherwise not global is refused unless it lies in TRAINJOBS_WEBHOOK_ALLOWED_NETWORKS.
+The check runs at creation and again at every attempt, on every address the name
+resolves to then, and the request goes to an address that passed (sender.py):
+a name whose DNS answer changes cannot steer a delivery inside."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class Refused(Exception):
+    """This destination may not be used: `message` says why, `fix` what to do."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Destination:
+    scheme: str
+    host: str          # lower-case name or IP literal (no brackets)
+    port: int
+    literal: IP | None  # the host, when it is an IP address
+
+
+def parse_networks(cidrs: list[str]) -> tuple[Network, ...]:
+    out = []
+    for cidr in cidrs:
+        try:
+            out.append(ipaddress.ip_network(cidr.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"TRAINJOBS_WEBHOOK_ALLOWED_NETWORKS: {cidr!r} is not a network; "
+                             "use CIDR notation, e.g. 10.20.0.0/16 or 127.0.0.1/32") from None
+    return tuple(out)
+
+
+def parse(url: str) -> Destination:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise Refused(f"not a valid URL: {e}", "use https://host[:port]/path") from None
+    if parts.scheme not in ("http", "https"):
+        raise Refused(f"scheme {parts.scheme or '(none)'!r} is not supported", "use an https:// (or http://) URL")
+    if parts.username is not None or parts.password is not None:
+        raise Refused("credentials in the URL are not accepted",
+                      "remove user:password@; receivers authenticate deliveries by their signature")
+    if parts.fragment:
+        raise Refused("the URL has a #fragment, which is never sent", "remove it")
+    host = parts.hostname or ""
+    if not host:
+        raise Refused("the URL has no host", "use https://host[:port]/path")
+    if not host.isascii():
+        raise Refused("the host name is not ASCII", "write it in its xn-- (punycode) form")
+    try:
+        literal: IP | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+        if not all(c.isalnum() or c in "-._" for c in host):
+            raise Refused(f"{host!r} is not a host name", "use a DNS name or an IP address")
+    return Destination(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), literal)
+
+
+def is_public(ip: IP) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return is_public(ip.ipv4_mapped)
+        if ip in NAT64:  # reaches the IPv4 address it embeds
+            return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return ip.is_global and not ip.is_multicast
+
+
+def check_address(ip: IP, allowed: tuple[Network, ...]) -> None:
+    if is_public(ip) or any(ip.version == net.version and ip in net for net in allowed):
+        return
+    raise Refused(f"{ip} is not a public address (private, loopback, link-local or reserved); webhooks are "
+                  "not sent there", "use a receiver reachable on the internet, or ask the operator to "
+                  "list its network in TRAINJOBS_WEBHOOK_ALLOWED_NETWORKS")
+
+
+def _addresses(infos) -> list[IP]:
+    seen: list[IP] = []
+    for *_, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
+        if ip not in seen:
+            seen.append(ip)
+    return seen
+
+
+def check_all(dest: Destination, addresses: list[IP], allowed: tuple[Network, ...]) -> None:
+    """Every address the name has must pass: which one a client would use is not ours to know."""
+    for ip in addresses:
+        try:
+            check_address(ip, allowed)
+        except Refused as e:
+            if dest.literal is None:
+                raise Refused(f"{dest.host} resolves to {e.message}", e.fix) from None
+            raise
+
+
+def resolve(dest: Destination) -> list[IP]:
+    """The destination's addresses (blocking). Raises OSError when the name does not resolve."""
+    if dest.literal is not None:
+        return [dest.literal]
+    return _addresses(socket.getaddrinfo(dest.host, dest.port, type=socket.SOCK_STREAM))
+
+
+async def resolve_async(dest: Destination) -> list[IP]:
+    if dest.literal is not None:
+        return [dest.literal]
+    infos = await asyncio.get_running_loop().getaddrinfo(dest.host, dest.port, type=socket.SOCK_STREAM)
+    return _addresses(infos)
+
+
+def check_at_creation(url: str, allowed: tuple[Network, ...]) -> Destination:
+    """Refuse a URL that is malformed or points at a refused address now. A name that does
+    not resolve yet is accepted: every delivery checks again (and its log says why it failed)."""
+    dest = parse(url)
+    try:
+        addresses = resolve(dest)
+    except OSError:
+        return dest
+    check_all(dest, addresses, allowed)
+    return dest
