@@ -98,7 +98,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         controller = Controller(leadership_for(settings.database_url, engine), built, app.state.session_factory,
                                 lifecycle, interval=settings.reconcile_interval_seconds,
                                 batch_size=settings.reconcile_batch_size,
-                                election_interval=settings.election_interval_seconds, on_tick=_record_tick,
+                                election_interval=settings.election_interval_seconds,
+                                wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
                                 services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
                                                                    webhook_limits, fence=fence)])
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)

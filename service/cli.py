@@ -64,6 +64,7 @@ def _serve(args) -> int:
     from service.http_protocol import uvicorn_options
 
     settings = get_settings()
+    args.log_level = (args.log_level or settings.log_level).lower()
     workers = args.workers or settings.workers
     host = args.host or settings.host
     port = args.port or settings.port
@@ -157,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--workers", type=int, help="API worker processes (default 1, or TRAINJOBS_WORKERS)")
-    s.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    s.add_argument("--log-level", help="debug, info, warning, error (default: TRAINJOBS_LOG_LEVEL, info)")
     s.set_defaults(func=_serve)
 
     pr = sub.add_parser("prepare", help="what serve does first: migrate, first admin token, demo template")

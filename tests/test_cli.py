@@ -55,3 +55,52 @@ def test_tokens_create_list_revoke(tmp_path):
     assert "revoked" in run(tmp_path, "tokens", "list").stdout
     bad = run(tmp_path, "tokens", "create", "--team", "Bad Team", "--role", "viewer", "--name", "x")
     assert bad.returncode == 2 and "team names are lowercase" in bad.stderr
+
+
+def _serve_request_lines(tmp_path, level_env: str, *flags: str) -> list[str]:
+    """Serve, answer a request, stop; the access-log lines it wrote (`"msg": "request"`)."""
+    import json
+    import signal
+    import time
+
+    import httpx
+
+    from tests.servekit import free_port
+    port = free_port()
+    env = {**os.environ, "TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "TRAINJOBS_LOCAL_WORK_DIR": str(tmp_path / "runs"), "TRAINJOBS_LOG_LEVEL": level_env,
+           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_RUN_RECONCILER": "false"}
+    log = tmp_path / f"serve-{level_env}-{len(flags)}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), *flags],
+                                env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
+                for _ in range(1200):
+                    assert proc.poll() is None, log.read_text()
+                    try:
+                        if c.get("/healthz").status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    time.sleep(0.1)
+                assert c.get("/healthz").status_code == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)  # everything it logged is in the file once it has exited
+    lines = []
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("logger") == "trainjobs.access" and record.get("msg") == "request":
+            lines.append(line)
+    return lines
+
+
+def test_serve_logs_at_the_level_of_its_setting_unless_told_otherwise(tmp_path):
+    # TRAINJOBS_LOG_LEVEL=warning: no access-log line for each request (they are INFO)...
+    assert _serve_request_lines(tmp_path, "WARNING") == []
+    # ...and --log-level wins over the setting.
+    assert any('"/healthz"' in line for line in _serve_request_lines(tmp_path, "WARNING", "--log-level", "info"))

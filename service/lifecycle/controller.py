@@ -32,7 +32,7 @@ def notify_controller(session: Session, backend: str) -> None:
 class Controller:
     def __init__(self, leadership: Leadership, backends: Mapping[str, Backend],
                  session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
-                 batch_size: int, election_interval: float = 2.0,
+                 batch_size: int, election_interval: float = 2.0, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
                  services: Sequence[ServiceFactory] = ()) -> None:
         self.leadership = leadership
@@ -42,6 +42,7 @@ class Controller:
         self.interval = interval
         self.batch_size = batch_size
         self.election_interval = election_interval
+        self.wake_gap = wake_gap
         self.on_tick = on_tick
         self.ticks = 0     # passes run, by every loop of this process (metrics, tests)
         self.errors = 0
@@ -121,7 +122,8 @@ class Controller:
                     log.exception("backend %s could not start controlling; its jobs wait", backend.name)
             self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
                                             interval=self.interval, batch_size=self.batch_size,
-                                            on_tick=self._tick, on_deposed=self._deposed.set)
+                                            wake_gap=self.wake_gap, on_tick=self._tick,
+                                            on_deposed=self._deposed.set)
                           for name, b in self.backends.items()}
             self.services = {}
             for factory in self.service_factories:

@@ -40,9 +40,14 @@ class TickStats:
     seconds: float = 0.0
 
 
+def gap_left(previous_end: float, now: float, gap: float) -> float:
+    """Seconds still to wait before the next pass, which starts at least `gap` after the last one ended."""
+    return max(0.0, previous_end + gap - now)
+
+
 class BackendLoop:
     def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
-                 fence: int | None, interval: float = 0.5, batch_size: int = 500,
+                 fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
                  on_deposed: Callable[[], None] | None = None) -> None:
         self.backend = backend
@@ -52,6 +57,7 @@ class BackendLoop:
         self.fence = fence
         self.interval = interval
         self.batch_size = batch_size
+        self.wake_gap = wake_gap
         self.on_tick = on_tick
         self.on_deposed = on_deposed
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
@@ -261,5 +267,11 @@ class BackendLoop:
                 log.exception("backend %s: controller pass failed", self.name)
                 if self.on_tick:
                     self.on_tick(TickStats(errors=1))
+            ended = time.monotonic()
             self._wake.wait(self.interval)
             self._wake.clear()
+            # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
+            # wakes the loop, and a pass per submit would cost more than the submit itself.
+            rest = gap_left(ended, time.monotonic(), self.wake_gap)
+            if rest > 0 and self._stop.wait(rest):
+                return
