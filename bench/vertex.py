@@ -198,7 +198,8 @@ def create_burst(args, tmp, fake, logs, burst_jobs: int = 100) -> None:
     print(f"\n3. {burst_jobs} jobs POSTed at once ({post_s:.2f} s for the POSTs; no request waits on Google)\n")
     print("| creates in minute 1, 2, ... | all created after | CustomJobs not exactly one | waiting reason |")
     print("|---|---|---|---|")
-    print(f"| {', '.join(map(str, per_minute))} | {took:.0f} s simulated | {duplicates} | {' / '.join(sorted(reasons))} |")
+    minutes = ", ".join(map(str, per_minute))
+    print(f"| {minutes} | {took:.0f} s simulated | {duplicates} | {' / '.join(sorted(reasons))} |")
 
 
 def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: int = 120) -> None:

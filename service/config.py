@@ -189,7 +189,8 @@ class Settings(BaseSettings):
                                         "several seconds and one the client gives up on may still land. "
                                         "Also sent to Google as X-Server-Timeout")
     vertex_retry_deadline_seconds: float = Field(
-        10.0, gt=0, description="All retries of one operation (429, 5xx, timeouts) together")
+        10.0, gt=0, description="All retries of one log page after 5xx or timeouts, together (the controller "
+                                "never retries inside a pass; a 429 pauses the budget instead)")
     vertex_retry_initial_seconds: float = Field(0.25, gt=0, description="First backoff; doubles up to 4 s")
     vertex_submit_grace_seconds: float = Field(
         180.0, ge=0, description="After a create attempt whose outcome is unknown (timeout, crash, a "

@@ -68,8 +68,11 @@ def test_a_local_job_shows_what_its_replicas_get_here_not_vertex_addresses(clien
             assert env["HOME"] == f"{run}/work/home"
             assert env["TRAINJOBS_LOCAL_REPLICA"] == f"{job['id']}/{replica['task_name']}"
             assert "2222" not in json.dumps(env) and "gs://bucket/exp/model" not in json.dumps(env)
+    # The demo sets no output directory: the run's own folder, as Vertex uses the service's default.
     preview = client.post("/v1/jobs", params={"dry_run": True}, json={"template": "mwms-demo"}).json()
-    assert "AIP_MODEL_DIR" not in preview["cluster"][0]["env"]   # the demo sets no output directory
+    pid = preview["labels"]["trainjobs_job_id"]
+    runs = settings.resolved_local_work_dir().resolve()
+    assert preview["cluster"][0]["env"]["AIP_MODEL_DIR"] == f"{runs}/{pid}/output/model/"
 
 
 def test_labels_as_google_documents_them(client, demo):

@@ -234,8 +234,8 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     # The job view tells exactly what each replica got: its 127.0.0.1 ports, the run's folders.
     assert {r["task_name"]: r["env"] for r in api.job(job["id"])["cluster"]} == envs
 
-    # One replica: no TF_CONFIG (Vertex sets it for distributed jobs only); no base
-    # output directory: no AIP_* directories.
+    # One replica: no TF_CONFIG (Vertex sets it for distributed jobs only). No base output
+    # directory in the template: the run's own, as Vertex uses the service's default.
     # (A folder of its own: each job's replicas run as a uid of their own, and cannot
     # overwrite the first job's files.)
     dump2 = tmp_path / "env2"
@@ -245,7 +245,8 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     single = api.submit("single")
     assert api.wait_state(single["id"], "SUCCEEDED", "FAILED")["state"] == "SUCCEEDED"
     env = json.loads((dump2 / "workerpool0-0.json").read_text())
-    assert "TF_CONFIG" not in env and not [k for k in env if k.startswith("AIP_")]
+    assert "TF_CONFIG" not in env
+    assert env["AIP_MODEL_DIR"] == f"{run_path(api.job(single['id']))}/output/model/"
     assert json.loads(env["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
     assert_no_processes(work_dir)
 

@@ -329,7 +329,7 @@ class LocalBackend(Backend):
             output_dir = state.get("output_dir")
         else:
             addresses = {r.task_name: UNASSIGNED_ADDRESS for r in compiled.replicas}
-            output_dir = str(rd.output) if compiled.base_output_directory else None
+            output_dir = str(rd.output)
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas})
@@ -380,7 +380,10 @@ class LocalBackend(Backend):
                   for r in run.state["replicas"].values()}
         ports = free_ports(len(compiled.replicas), in_use)
         addresses = {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports)}
-        output_dir = str(rd.output) if compiled.base_output_directory else None
+        # The job's base output directory, whether the template names one (a gs:// prefix
+        # means nothing here) or not: the run's own folder, as Vertex gives every job
+        # <TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY>/<job id> when its template sets none.
+        output_dir = str(rd.output)
         launched = _now()
         state = {
             "job_id": str(job.id), "phase": "launching", "launched_at": _iso(launched),
