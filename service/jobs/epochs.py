@@ -1,5 +1,5 @@
 """Per-epoch history: one row per finished epoch of a job, from the progress the
-backends report (service/backends/local/progress.py). Replica output is
+backends report (service/backends/progress.py). Replica output is
 untrusted, so every value is checked before it is stored: numbers must be
 finite (PostgreSQL's json type refuses NaN and Infinity), metric dicts are
 cut to a bounded size, and each job keeps only its latest epochs."""

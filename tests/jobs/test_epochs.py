@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from service.app import create_app
 from service.lifecycle.protocol import Observation
-from service.backends.local import progress as local_progress
+from service.backends import progress as local_progress
 from service.jobs.epochs import EpochLimits, clean_metrics, list_epochs, record_epoch
 from service.jobs.epochs import on_change
 from service.lifecycle.engine import Engine
