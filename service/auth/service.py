@@ -106,21 +106,23 @@ def any_token(session: Session) -> bool:
 def bootstrap_admin(session: Session, secret: str | None = None) -> str | None:
     """On an empty database: team `default` and an admin token, returned once. `secret`:
     use this one (e.g. from a secret manager) instead of a new random one."""
+    if secret is not None and (not secret.startswith(TOKEN_PREFIX) or len(secret) < len(TOKEN_PREFIX) + 32):
+        raise ValueError(f"TRAINJOBS_BOOTSTRAP_TOKEN must start with {TOKEN_PREFIX!r} and carry at least "
+                         "32 random characters after it")
     if any_token(session):
         return None
-    team = get_or_create_team(session, "default")
-    token, new_secret = create_token(session, team, "bootstrap-admin", "admin", "trainjobs")
-    if secret is not None:
-        if not secret.startswith(TOKEN_PREFIX) or len(secret) < len(TOKEN_PREFIX) + 32:
-            session.rollback()
-            raise ValueError(f"TRAINJOBS_BOOTSTRAP_TOKEN must start with {TOKEN_PREFIX!r} and carry at least "
-                             "32 random characters after it")
-        token.token_hash, token.prefix = hash_token(secret), secret[:10]
-        new_secret = secret
-    secret = new_secret
     try:
+        # Several processes may start on an empty database at once: the first to commit
+        # bootstraps; the others' team or token insert fails (flush or commit), and they
+        # find the work done.
+        team = get_or_create_team(session, "default")
+        token, new_secret = create_token(session, team, "bootstrap-admin", "admin", "trainjobs")
+        if secret is not None:
+            token.token_hash, token.prefix = hash_token(secret), secret[:10]
+            new_secret = secret
         session.commit()
-    except IntegrityError:  # another process bootstrapped at the same moment
+    except IntegrityError:
         session.rollback()
         return None
+    secret = new_secret
     return secret
