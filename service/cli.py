@@ -10,6 +10,8 @@ from pathlib import Path
 
 def _prepare(_args=None) -> int:
     """Migrate, make the first admin token on an empty database, load the demo template."""
+    from sqlalchemy.exc import IntegrityError
+
     from service import demo, migrate
     from service.auth.service import bootstrap_admin
     from service.config import get_settings
@@ -34,7 +36,12 @@ def _prepare(_args=None) -> int:
                   "  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" http://127.0.0.1:8000/v1/templates\n"
                   "  In the docs UI (/docs) click Authorize and paste it.\n" + "=" * 72 + "\n",
                   file=sys.stderr, flush=True)
-        if settings.seed_demo_template and demo.seed(session, image=settings.trainer_image):
+        try:
+            seeded = settings.seed_demo_template and demo.seed(session, image=settings.trainer_image)
+        except IntegrityError:  # another process starting at the same moment seeded it first
+            session.rollback()
+            seeded = False
+        if seeded:
             print(f"trainjobs: the demo template 'mwms-demo' in team 'default' runs {settings.trainer_image}",
                   file=sys.stderr)
     engine.dispose()
