@@ -52,6 +52,8 @@ def _role_pool(spec: JobSpec, role: Role) -> v1.WorkerPoolSpec:
     command = over.command if over and over.command is not None else spec.container.command
     args = over.args if over and over.args is not None else spec.container.args
     env = {**spec.container.env, **(over.env if over else {})}
+    if role.accelerator_count:  # the GPU count the trainer checks at start (service/jobspec/cluster.py)
+        env["TRAINJOBS_EXPECTED_GPUS"] = str(role.accelerator_count)
     machine = v1.MachineSpec(machine_type=role.machine_type)
     if role.accelerator_type:
         machine.accelerator_type = role.accelerator_type
