@@ -4,13 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-# The UI's browser tests (tests/ui) drive the OS's headless Chromium: install it once.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+# OS packages some tests drive, installed once: headless Chromium for the UI's browser
+# tests (tests/ui), bubblewrap for the local backend's sandbox option.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v bwrap >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
-            >/dev/null; } || echo "scripts/test.sh: could not install chromium; the browser tests will say so" >&2
+            bubblewrap >/dev/null; } || echo "scripts/test.sh: could not install chromium/bubblewrap; the tests that need them will say so" >&2
     else
-        echo "scripts/test.sh: install chromium and chromium-driver for the browser tests" >&2
+        echo "scripts/test.sh: install chromium, chromium-driver and bubblewrap for the browser and sandbox tests" >&2
     fi
 fi
 exec .venv/bin/python -m pytest "$@"
