@@ -47,7 +47,10 @@ def test_the_stored_job_is_what_the_response_shows(client, demo, db_url):
     assert job.created_at == job.updated_at and job.created_at.tzinfo is not None
     compiled = CompiledJob.from_json(job.compiled)
     assert compiled.custom_job_dict == shown["custom_job"]
-    assert [compiled.env(rep) for rep in compiled.replicas] == [rep["env"] for rep in shown["cluster"]]
+    # Each replica's env as its backend (local) gives it: the stored job's launch view.
+    from service.jobs.service import cluster_view
+    view = client.app.state.backends["local"].launch_view(uuid.UUID(shown["id"]), compiled, None)
+    assert [r.env for r in cluster_view(compiled, view)] == [rep["env"] for rep in shown["cluster"]]
     assert labels == {"team": "vision", "run": ""}
     assert events == [(None, "QUEUED", "submitted", "admin-user@alpha")]
     # None in a JSON column is stored as JSON null (not SQL NULL), as SQLAlchemy's JSON type writes it.

@@ -160,7 +160,9 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
             details.find_element(By.TAG_NAME, "pre").get_attribute("textContent"))
     assert configs["workerpool0-0"]["task"] == {"type": "chief", "index": 0}
     assert configs["workerpool1-0"]["task"] == {"type": "worker", "index": 0}
-    assert configs["workerpool0-0"]["cluster"] == {"chief": ["workerpool0-0:2222"], "worker": ["workerpool1-0:2222"]}
+    # A local job: the preview shows what the local backend gives (ports are chosen at launch).
+    port = "127.0.0.1:<port chosen at launch>"
+    assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port]}
     assert d.find_element(By.ID, "param-epochs").get_attribute("value") == "7"  # the form keeps its values
     assert api.c.get("/v1/jobs").json()["items"] == []                           # a preview stores nothing
 

@@ -214,7 +214,7 @@ def test_launch_again_fills_the_form_with_the_jobs_values(app, api, finished, to
     ({"overrides": '{"workers": {"replica_count": 0}}'}, "overrides-error", "spec.workers.replica_count"),
     ({"overrides": "[1]"}, "overrides-error", "must be a JSON object"),
     ({"labels": "no equals sign"}, "labels-error", "line 1: write key=value"),
-    ({"labels": "Bad=ok"}, "labels-error", "Bad: label keys are 1-63 lowercase letters"),
+    ({"labels": "Bad=ok"}, "labels-error", "Bad: label keys are 1-64 lowercase letters"),
     ({"backend": "vertex"}, "backend-error", "not enabled on this service"),
 ])
 def test_a_bad_launch_is_shown_beside_its_field_and_launches_nothing(app, api, tokens, fields, where, message):
