@@ -44,9 +44,13 @@ def test_mwms_demo_trains_and_saves_the_model(sqlite_url, tmp_path):
             assert Path(progress["model_dir"]).resolve() == model.resolve()
 
             lines = api.all_logs(job["id"])
-            for task, role in (("workerpool0-0", "chief:0"), ("workerpool1-0", "worker:0")):
-                mine = [ln["message"] for ln in lines if ln["replica"] == task and ln["stream"] == "stdout"]
-                assert any('"event": "epoch_end"' in m and f'"task": "{role}"' in m for m in mine), mine[-5:]
+            # The chief speaks for the job: only it prints progress lines (docs/trainer.md);
+            # the worker trained too (its stderr shows it) but prints no epoch_end.
+            stdout = {task: [ln["message"] for ln in lines if ln["replica"] == task and ln["stream"] == "stdout"]
+                      for task in ("workerpool0-0", "workerpool1-0")}
+            assert any('"event": "epoch_end"' in m and '"task": "chief:0"' in m for m in stdout["workerpool0-0"])
+            assert not any('"event": "epoch_end"' in m for m in stdout["workerpool1-0"]), stdout["workerpool1-0"][-5:]
+            assert any(ln["replica"] == "workerpool1-0" for ln in lines)
             assert_no_processes(work_dir)
     finally:
         kill_all(work_dir)
