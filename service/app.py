@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
 
 from service import apidocs, problems
+from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
 from service.config import Settings, get_settings
@@ -132,6 +133,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.state.settings = settings
     app.state.lifecycle = lifecycle
     app.state.template_cache = TemplateCache(settings.template_cache_size)
+    app.state.token_cache = TokenCache(settings.auth_cache_size, settings.auth_cache_seconds)
     app.state.webhook_limits = webhook_limits
     app.state.metrics = metrics
     problems.install(app)

@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     template_cache_size: int = Field(
         256, ge=0, le=100_000, description="Template versions each API process keeps parsed and checked for "
                                            "submits (versions never change; 0: parse on every submit)")
+    auth_cache_seconds: float = Field(
+        60.0, ge=0, le=3600, description="How long each API process remembers a token's team and role for "
+                                         "submits (POST /v1/jobs); a revocation is still checked on every "
+                                         "submit, in the same round trip as the template (0: no cache)")
+    auth_cache_size: int = Field(
+        10_000, ge=0, le=1_000_000, description="Tokens each API process remembers (least recently used out)")
     log_format: str = Field("json", description="json (structured, one object a line) or text")
     log_level: str = "INFO"
 

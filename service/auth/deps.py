@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from service.auth.service import Actor, resolve
+from service.auth.service import Actor, hash_token, resolve
 from service.db import SessionDep, get_session
 from service.errors import Forbidden, Unauthorized
 
@@ -21,15 +21,23 @@ bearer = HTTPBearer(auto_error=False, description="A trainjobs token: `trainjobs
 _WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates, tokens and webhooks"}
 
 
-def current_actor(session: SessionDep,
-                  creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> Actor:
+def _secret(creds: HTTPAuthorizationCredentials | None) -> str:
     if creds is None or not creds.credentials:
         raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`",
                            headers={"WWW-Authenticate": "Bearer"})
-    actor = resolve(session, creds.credentials)
+    return creds.credentials
+
+
+def _unknown() -> Unauthorized:
+    return Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
+                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+
+def current_actor(session: SessionDep,
+                  creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> Actor:
+    actor = resolve(session, _secret(creds))
     if actor is None:
-        raise Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
-                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        raise _unknown()
     return actor
 
 
@@ -55,6 +63,9 @@ Admin = Annotated[Actor, Depends(require("admin"))]
 class MemberSession:
     session: Session
     actor: Actor
+    # Set when the actor came from the token cache: the token's hash, still to be checked
+    # against revocation in the submit's first query (auth.cache). Empty: checked already.
+    unverified_token: str = ""
 
 
 async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None,
@@ -66,12 +77,22 @@ async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCre
     a sync generator two. The endpoint commits in its own thread; then ending the unit of
     work does no I/O and runs here, on the event loop. When a transaction is still open
     (an error, a dry run), it ends in the thread pool like any database call."""
+    token_hash = hash_token(_secret(creds))
+    cache = request.app.state.token_cache
+    cached = cache.get(token_hash)
     unit = get_session(request)
     session = next(unit)  # a Session object: no connection until its first statement
     try:
-        actor = await run_in_threadpool(lambda: ensure_role(current_actor(session, creds), "member"))
-        yield MemberSession(session, actor)
+        if cached is not None:
+            # No trip through the thread pool and no query: the revocation check rides on
+            # the submit's template query (MemberSession.unverified_token).
+            yield MemberSession(session, ensure_role(cached, "member"), token_hash)
+        else:
+            actor = await run_in_threadpool(_resolve_member, session, token_hash, cache)
+            yield MemberSession(session, actor)
     except BaseException as exc:
+        if isinstance(exc, Unauthorized):
+            cache.forget(token_hash)  # revoked since it was cached
         with anyio.CancelScope(shield=True):  # a client gone away must not leave the connection checked out
             await run_in_threadpool(_end, unit, exc)
         raise
@@ -80,6 +101,14 @@ async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCre
             await run_in_threadpool(_end, unit, None)
     else:
         _end(unit, None)
+
+
+def _resolve_member(session: Session, token_hash: str, cache) -> Actor:
+    actor = resolve(session, token_hash, hashed=True)
+    if actor is None:
+        raise _unknown()
+    cache.put(token_hash, actor)
+    return ensure_role(actor, "member")
 
 
 def _end(unit: Iterator[Session], exc: BaseException | None) -> None:

@@ -76,8 +76,9 @@ _RESOLVE = (select(_T.id, _T.name, _T.role, _T.team_id, _TEAM.name)
             .where(_T.token_hash == bindparam("token_hash"), _T.revoked_at.is_(None)))
 
 
-def resolve(session: Session, secret: str) -> Actor | None:
-    row = session.connection().execute(_RESOLVE, {"token_hash": hash_token(secret)}).first()
+def resolve(session: Session, secret: str, *, hashed: bool = False) -> Actor | None:
+    """`secret`: the bearer token (or its hash_token, with hashed=True)."""
+    row = session.connection().execute(_RESOLVE, {"token_hash": secret if hashed else hash_token(secret)}).first()
     if row is None:
         return None
     return Actor(token_id=row[0], token_name=row[1], role=row[2], team_id=row[3], team=row[4])

@@ -59,7 +59,7 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
     result, replayed, compiled = service.create_job(
         submitter.session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
         default_backend=state.settings.default_backend, dry_run=dry_run, actor=submitter.actor,
-        idempotency_key=idempotency_key)
+        idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
     if dry_run:
         return _json(result, 200)
     state.wake_controller(result.backend)

@@ -76,17 +76,24 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
-               idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               idempotency_key: str | None = None,
+               verify_token: str = "") -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
-    new job's CompiledJob (None for a replayed one: read it from the row)."""
+    new job's CompiledJob (None for a replayed one: read it from the row).
+    `verify_token`: the hash of a token taken from the auth cache, checked here against
+    revocation before anything is read or written for it (auth.cache)."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
+        if verify_token:
+            templates.check_token_live(session, verify_token)
+            verify_token = ""
         existing = _replay(session, actor, idempotency_key, digest)
         if existing is not None:
             return existing, True, None
 
-    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
+    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version,
+                              token_hash=verify_token)
     if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
@@ -123,7 +130,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
         store.insert_job(session, row, body.labels, event, wake=backend_name)
-        engine.announce_created(session, event)
+        engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()
     except IntegrityError:

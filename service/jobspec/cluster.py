@@ -26,14 +26,16 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
                 base_output_directory: str | None) -> dict[str, str]:
     addr = (lambda r: addresses[r.task_name]) if addresses is not None else (lambda r: default_address(r.task_name))
     env = dict(replica.container_env)
-    spec = job.job_spec_dict
+    # The spec as JSON once (written at compile time), spliced in as the last key: it is
+    # most of each variable and encoding it again per replica and variable is the cost.
+    spec_json = job.job_spec_json if job.job_spec_json is not None else _dumps(job.job_spec_dict)
 
     pools: dict[str, list[str]] = {}
     for r in job.replicas:
         pools.setdefault(f"workerpool{r.pool}", []).append(addr(r))
-    env["CLUSTER_SPEC"] = _dumps({
+    env["CLUSTER_SPEC"] = _with_job({
         "cluster": pools, "environment": "cloud",
-        "task": {"type": f"workerpool{replica.pool}", "index": replica.index}, "job": spec})
+        "task": {"type": f"workerpool{replica.pool}", "index": replica.index}}, spec_json)
 
     # TF_CONFIG only for distributed jobs, only for TensorFlow tasks; the
     # evaluator is never part of `cluster`, and Reduction Server replicas are not TF tasks.
@@ -42,9 +44,9 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
         for r in job.replicas:
             if r.tf_role in ("chief", "worker", "ps"):
                 tf_cluster.setdefault(r.tf_role, []).append(addr(r))
-        env["TF_CONFIG"] = _dumps({
+        env["TF_CONFIG"] = _with_job({
             "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index},
-            "environment": "cloud", "job": spec})
+            "environment": "cloud"}, spec_json)
 
     if base_output_directory:
         base = base_output_directory.rstrip("/")
@@ -52,6 +54,11 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
         env["AIP_CHECKPOINT_DIR"] = f"{base}/checkpoints/"
         env["AIP_TENSORBOARD_LOG_DIR"] = f"{base}/logs/"
     return env
+
+
+def _with_job(obj: dict, job_json: str) -> str:
+    """_dumps({**obj, "job": <the spec>}) with the spec's JSON as given."""
+    return f'{_dumps(obj)[:-1]},"job":{job_json}}}'
 
 
 def _dumps(obj) -> str:

@@ -54,6 +54,9 @@ class Change:
     actor: str
     at: datetime
     progress: dict | None = None     # the stored progress, when it changed
+    # Facts the writer already read in its own round trips that spare a listener a query
+    # (the submit path: {"team_webhooks": False}). Absent: the listener finds out itself.
+    context: dict | None = None
 
 
 def utcnow() -> datetime:
@@ -123,9 +126,10 @@ class Engine:
         statement as the job row (one round trip); it then calls `announce_created`."""
         return self._event_row(job_id, None, S.QUEUED, reason, actor, at)
 
-    def announce_created(self, session: Session, event: dict) -> None:
+    def announce_created(self, session: Session, event: dict, context: dict | None = None) -> None:
         """The listeners' part of `created`, once the caller has written `creation_event`'s row."""
-        self._notify(session, Change(event["job_id"], None, S.QUEUED, event["reason"], event["actor"], event["at"]))
+        self._notify(session, Change(event["job_id"], None, S.QUEUED, event["reason"], event["actor"], event["at"],
+                                     context=context))
 
     def move(self, session: Session, job_id: uuid.UUID, dst: JobState, *, reason: str, actor: str,
              allowed_from: Callable[[JobState], bool] | None = None, fence: int | None = None,
@@ -201,8 +205,11 @@ class Engine:
             if not self._write(session, obs.job_id, row.state, values, fence=fence):
                 continue  # someone moved it since we read it: decide again from what it is now
             if dst is not None:
-                at = values.get("ended_at", now) if dst in TERMINAL else now
-                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, at, reported)
+                # The event is when the service learned of the change: the job's ended_at keeps
+                # the replica's (or Google's) own end time, which may precede the last recorded
+                # event (e.g. RUNNING seen after the process had already ended), and a
+                # timeline ordered by time must read as the states followed each other.
+                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, now, reported)
             elif progress is not None:
                 self._notify(session, Change(obs.job_id, current, None, "", actor, now, reported))
             return dst is not None

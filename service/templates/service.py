@@ -5,13 +5,13 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
-from service.errors import Conflict, Invalid, NotFound, Problem
-from service.models import Template, TemplateVersion, utcnow
+from service.errors import Conflict, Invalid, NotFound, Problem, Unauthorized
+from service.models import ApiToken, Template, TemplateVersion, WebhookSubscription, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates.cache import TemplateCache
 from service.templates.schemas import TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate
@@ -72,25 +72,38 @@ class Launchable:
     version: int
     archived: bool
     prepared: jobspec.Prepared
+    # Two facts the submit needs, read in the same round trip as the template's head:
+    token_live: bool          # the caller's token is still unrevoked (auth.cache: a cached actor is checked here)
+    team_webhooks: bool       # the team has an active webhook (else the outbox skips its own query)
 
 
 # Built once: a statement built per call costs more than its round trip (SQLAlchemy's cache key).
 _T, _TV = Template.__table__.c, TemplateVersion.__table__.c
-_HEAD = select(_T.id, _T.name, _T.latest_version, _T.archived_at).where(
-    _T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
+_TOK, _HOOK = ApiToken.__table__.c, WebhookSubscription.__table__.c
+_HEAD = select(
+    _T.id, _T.name, _T.latest_version, _T.archived_at,
+    exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)).label("token_live"),
+    exists().where(_HOOK.team_id == _T.team_id, _HOOK.paused_at.is_(None)).label("team_webhooks"),
+).where(_T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
 _VERSION = select(_TV.spec, _TV.parameters).where(
     _TV.template_id == bindparam("template_id"), _TV.version == bindparam("version"))
 
 
 def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name: str,
-               version: int | None = None) -> Launchable:
+               version: int | None = None, *, token_hash: str = "") -> Launchable:
     """The submit path's template lookup: one small query for the template's current
-    state (latest version, archived), and the version itself parsed and checked only
-    the first time this process sees it (versions are immutable)."""
+    state (latest version, archived) — which also tells whether the token `token_hash`
+    is still live and whether the team has webhooks — and the version itself parsed and
+    checked only the first time this process sees it (versions are immutable).
+    A revoked token raises Unauthorized here, before anything else is told."""
     conn = session.connection()
-    head = conn.execute(_HEAD, {"team_id": team_id, "name": name}).first()
+    head = conn.execute(_HEAD, {"team_id": team_id, "name": name, "token_hash": token_hash}).first()
     if head is None:
+        if token_hash:
+            check_token_live(session, token_hash)
         raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
+    if token_hash and not head.token_live:
+        raise _revoked()
     wanted = version or head.latest_version
     prepared = cache.get((head.id, wanted))
     if prepared is None:
@@ -100,7 +113,21 @@ def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name:
                            f"versions are 1 to {head.latest_version}")
         prepared = jobspec.prepare(row.spec, row.parameters)
         cache.put((head.id, wanted), prepared)
-    return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared)
+    return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared,
+                      bool(head.token_live), bool(head.team_webhooks))
+
+
+_TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)))
+
+
+def check_token_live(session: Session, token_hash: str) -> None:
+    if not session.connection().execute(_TOKEN_LIVE, {"token_hash": token_hash}).scalar():
+        raise _revoked()
+
+
+def _revoked() -> Unauthorized:
+    return Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
+                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
 def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:

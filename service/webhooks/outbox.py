@@ -37,7 +37,7 @@ class Outbox:
 
     def on_change(self, session: Session, change: Change) -> None:
         types = events.types_for(change.from_state, change.to_state)
-        if not types:
+        if not types or (change.context or {}).get("team_webhooks") is False:
             return
         # One query on every state change; more only when the job's team has a webhook that wants it.
         subscriptions = session.execute(

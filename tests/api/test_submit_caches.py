@@ -90,17 +90,42 @@ def test_the_cache_keeps_at_most_its_size(settings, tokens, demo, client):
             assert len(c.app.state.template_cache) == size
 
 
-def test_a_revoked_token_is_refused_on_the_next_request(client, db_url):
+def test_a_revoked_token_is_refused_on_the_next_request(client, db_url, demo):
     created = client.post("/v1/tokens", json={"name": "ci", "role": "member"}).json()
     member = bearer(created["token"])
     assert client.get("/v1/templates", headers=member).status_code == 200
-    # Revoked by another process: the `trainjobs tokens revoke` command on the same database.
+    # Submits remember the token's actor (auth.cache) ...
+    assert client.post("/v1/jobs", json=JOB, headers=member).status_code == 201
+    keyed = {**member, "Idempotency-Key": "k-1"}
+    assert client.post("/v1/jobs", json=JOB, headers=keyed).status_code == 201
+    assert len(client.app.state.token_cache) == 1
+    # ... and a revocation by another process (the `trainjobs tokens revoke` command on the
+    # same database) still holds from the very next request, whatever the request is.
     env = {**os.environ, "TRAINJOBS_DATABASE_URL": db_url, "TRAINJOBS_LOG_FORMAT": "text"}
     done = subprocess.run([sys.executable, "-m", "service.cli", "tokens", "revoke", created["id"]],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert_problem(client.get("/v1/templates", headers=member), 401)
     assert_problem(client.post("/v1/jobs", json=JOB, headers=member), 401)
+    assert len(client.app.state.token_cache) == 0   # forgotten once refused
+    for request in [dict(json=JOB, params={"dry_run": True}),          # a preview
+                    dict(json={"template": "no-such-template"}),        # not a 404: nothing is told
+                    dict(json=JOB, headers=keyed)]:                     # a replay of its own job
+        r = client.post("/v1/jobs", **{"headers": member, **request})
+        assert_problem(r, 401)
+    jobs = client.get("/v1/jobs").json()["items"]
+    assert len(jobs) == 2
+
+
+def test_a_cached_token_is_checked_on_every_submit(client, tokens, demo, db_url):
+    """Every way into the cache is checked against the database in the same submit."""
+    created = client.post("/v1/tokens", json={"name": "ci", "role": "member"}).json()
+    member = bearer(created["token"])
+    for _ in range(3):
+        assert client.post("/v1/jobs", json=JOB, headers=member).status_code == 201
+    assert client.post(f"/v1/tokens/{created['id']}/revoke").status_code in (200, 204)
+    for params in ({}, {"dry_run": True}):
+        assert_problem(client.post("/v1/jobs", json=JOB, headers=member, params=params), 401)
 
 
 def test_the_submit_path_checks_the_token_before_the_body(anon_client, tokens, demo):

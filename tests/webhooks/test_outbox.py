@@ -128,3 +128,23 @@ def test_a_deposed_controller_sends_nothing(make_client, receiver):
     controller.run_once()   # the current epoch's dispatcher does send it
     assert receiver.next("the delivery").verify(hook["secret"])["type"] == "webhook.test"
     controller.leadership.release()
+
+
+def test_a_webhook_made_by_another_process_gets_the_very_next_job_created(make_client, session_factory, receiver):
+    # The submit path reads "does this team have a webhook?" in its template query and skips
+    # the outbox's own query when not: that answer must never be remembered across submits.
+    here = make_client(run_reconciler=False, local_max_running_jobs=0)
+    there = make_client(run_reconciler=False, local_max_running_jobs=0)
+    add_template(here, QUICK)
+    before = here.post("/v1/jobs", json={"template": "quick"}).json()
+    hook = subscribe(there, receiver.url, event_types=["job.created"])
+    after = here.post("/v1/jobs", json={"template": "quick"}).json()
+    with session_factory() as s:
+        rows = s.execute(select(WebhookDelivery.event_type, WebhookDelivery.job_id)).all()
+    assert [(t, str(j)) for t, j in rows] == [("job.created", after["id"])]
+    assert before["id"] != after["id"]
+    # Paused: nothing recorded, as before this change.
+    assert there.post(f"/v1/webhooks/{hook['id']}/pause").status_code == 200
+    here.post("/v1/jobs", json={"template": "quick"})
+    with session_factory() as s:
+        assert s.scalar(select(func.count()).select_from(WebhookDelivery)) == 1

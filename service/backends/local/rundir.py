@@ -20,6 +20,7 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 STATE_VERSION = 1
@@ -27,6 +28,8 @@ STATE_VERSION = 1
 
 @dataclass(frozen=True)
 class RunDir:
+    # Frozen, so the folders derived from `path` are computed once per RunDir
+    # (cached_property): the job view renders every replica's env with them.
     path: Path
 
     @classmethod
@@ -45,19 +48,19 @@ class RunDir:
     def replicas(self) -> Path:
         return self.path / "replicas"
 
-    @property
+    @cached_property
     def output(self) -> Path:
         return self.path / "output"
 
-    @property
+    @cached_property
     def work(self) -> Path:
         return self.path / "work"
 
-    @property
+    @cached_property
     def home(self) -> Path:
         return self.work / "home"
 
-    @property
+    @cached_property
     def tmp(self) -> Path:
         return self.work / "tmp"
 
