@@ -11,7 +11,6 @@ from service.app import create_app
 from tests.api.conftest import assert_problem
 from tests.conftest import bearer, make_token
 
-pytest_plugins = ["tests.api.conftest"]
 T4 = {"chief": {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}}
 
 

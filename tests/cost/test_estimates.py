@@ -20,7 +20,6 @@ from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
 from tests.api.conftest import assert_problem
 
-pytest_plugins = ["tests.api.conftest"]
 
 
 def _dry(client, **body):
