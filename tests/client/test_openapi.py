@@ -30,6 +30,8 @@ OPERATIONS = {
     ("GET", "/v1/webhooks/{webhook_id}/deliveries"): "webhooks_deliveries",
     ("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}"): "webhooks_delivery",
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
+    ("GET", "/v1/teams/{team}/limits"): "teams_limits_get", ("PUT", "/v1/teams/{team}/limits"): "teams_limits_set",
+    ("GET", "/v1/teams/{team}/usage"): "teams_usage",
     ("GET", "/healthz"): "ops_healthz", ("GET", "/readyz"): "ops_readyz", ("GET", "/metrics"): "ops_metrics",
 }
 PROBLEM = "application/problem+json"
