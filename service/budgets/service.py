@@ -17,7 +17,7 @@ from service.budgets.schemas import LimitsIn, LimitsOut, LimitUse, UsageOut
 from service.budgets.usage import job_spend_to_timeout, lock_limits, month_start, team_use
 from service.cost.estimate import MICRO, CostEstimate, micros
 from service.errors import Conflict, Invalid, NotFound, Problem
-from service.models import JobCost, TeamLimits, utcnow
+from service.models import Job, JobCost, TeamLimits, utcnow
 
 USAGE_NOTE = ("Estimates, not a bill: spend is the accrued cost (this month) of the team's jobs that ended plus "
               "the estimate to timeout of its active jobs, at the rates each job was priced at when submitted.")
@@ -132,7 +132,6 @@ def record_cost(session: Session, job_id: uuid.UUID, team_id: uuid.UUID, est: Co
 
 
 def demand_of_row(session: Session, job_id: uuid.UUID) -> tuple[uuid.UUID, rules.Demand]:
-    from service.models import Job
     r = session.execute(select(Job.team_id, JobCost.per_hour_micros, JobCost.timeout_seconds, JobCost.accelerators,
                                JobCost.complete).outerjoin(JobCost, JobCost.job_id == Job.id)
                         .where(Job.id == job_id)).one()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
@@ -77,8 +76,3 @@ def load(path: Path | str | None) -> PriceTable:
         lines = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
                           for err in e.errors()[:10])
         raise PriceFileError(f"{where}: {lines}. See docs/cost.md for the format") from None
-
-
-@lru_cache(maxsize=8)
-def cached(path: str | None) -> PriceTable:
-    return load(path)
