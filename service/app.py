@@ -19,6 +19,11 @@ from service import apidocs, problems
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
+from service.budgets.gate import BudgetGate
+from service.budgets.metrics import TeamLimitsCollector, limits_by_team
+from service.budgets.router import router as teams_router
+from service.cost import prices
+from service.cost.estimate import Pricer
 from service.config import Settings, get_settings
 from service.db import make_engine, make_session_factory
 from service.lifecycle.controller import Controller
@@ -62,6 +67,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         # A spawned worker of `serve --workers N` starts with no logging set up.
         from service.observability import configure_logging
         configure_logging(settings.log_level)
+    # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
+    pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes)
     # Each epoch a job reports is kept for the charts, in the same transaction as the report.
     lifecycle.listen(epochs.on_change)
@@ -102,8 +109,10 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                 election_interval=settings.election_interval_seconds,
                                 wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
                                 services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
-                                                                   webhook_limits, fence=fence)])
+                                                                   webhook_limits, fence=fence)],
+                                gate=BudgetGate(pricer.table.currency))
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
+        team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
         app.state.controller = controller
         app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
             min_interval=settings.logs_follow_interval_seconds, max_interval=settings.logs_follow_max_interval_seconds,
@@ -122,6 +131,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             app.state.health_engine.dispose()
 
     metrics = Metrics()
+    team_limits = TeamLimitsCollector()
+    metrics.private_registry.register(team_limits)
 
     def _record_tick(stats) -> None:
         metrics.reconcile_ticks.inc()
@@ -132,6 +143,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                   docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id)
     app.state.settings = settings
     app.state.lifecycle = lifecycle
+    app.state.pricer = pricer
     app.state.template_cache = TemplateCache(settings.template_cache_size)
     app.state.token_cache = TokenCache(settings.auth_cache_size, settings.auth_cache_seconds)
     app.state.webhook_limits = webhook_limits
@@ -150,6 +162,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(tokens_router)
     app.include_router(epochs_router)
     app.include_router(webhooks_router)
+    app.include_router(teams_router)
     mount_ui(app)  # the web UI under /ui
 
     # Health checks answer whatever the load: no request slot, no shared thread, their own

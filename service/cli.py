@@ -19,6 +19,7 @@ def _prepare(_args=None) -> int:
 
     settings = get_settings()
     _refuse_sqlite_in_container(settings)
+    _check_price_file(settings)
     migrate.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     with make_session_factory(engine)() as session:
@@ -46,6 +47,14 @@ def _prepare(_args=None) -> int:
                   file=sys.stderr)
     engine.dispose()
     return 0
+
+
+def _check_price_file(settings) -> None:
+    from service.cost.prices import PriceFileError, load
+    try:
+        load(settings.price_file)
+    except PriceFileError as e:
+        raise SystemExit(f"trainjobs: refusing to start: {e}") from None
 
 
 def _refuse_sqlite_in_container(settings) -> None:

@@ -176,6 +176,18 @@ class Settings(BaseSettings):
     webhook_log_retention_days: float = Field(30.0, gt=0, le=3650, description="Finished deliveries (and their "
                                               "attempts) older than this are deleted")
 
+    # Cost estimates and team budgets (docs/cost.md)
+    price_file: Path | None = Field(
+        None, description="JSON price table (docs/cost.md) that replaces the shipped one "
+                          "(service/cost/prices-2026-11.json); checked at startup, which fails on a bad file")
+    cost_region: str | None = Field(None, max_length=64, description="Region jobs are priced in (local jobs "
+                                    "too: what they would cost on Vertex AI). Default: TRAINJOBS_VERTEX_LOCATION")
+    team_limits_max_accelerator_types: int = Field(
+        32, ge=1, le=1000, description="Accelerator types one team's limits may name")
+
+    def resolved_cost_region(self) -> str:
+        return self.cost_region or self.vertex_location
+
     # Vertex backend
     vertex_project: str | None = None
     vertex_location: str = "us-central1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, MetaData, String,
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, MetaData, String,
                         Text, TypeDecorator, UniqueConstraint, Uuid)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -121,6 +121,8 @@ class Job(Base):
         Index("ix_jobs_updated_at", "updated_at"),
         # Idempotency-Key: one job per key per team (NULLs never collide).
         UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
+        # Team budgets: this month's ended jobs (service/budgets).
+        Index("ix_jobs_team_ended", "team_id", "ended_at"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -283,3 +285,35 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     response_body: Mapped[str] = mapped_column(Text, default="")
     duration_ms: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TeamLimits(Base):
+    """A team's budgets and quotas (service/budgets); no row: no limits. Every limit check
+    of the team's submits and launches locks this row first (see budgets.locking)."""
+
+    __tablename__ = "team_limits"
+
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    max_concurrent_jobs: Mapped[int | None] = mapped_column(Integer)
+    max_accelerators: Mapped[dict] = mapped_column(JSON, default=dict)   # {accelerator type: count}
+    max_monthly_spend_micros: Mapped[int | None] = mapped_column(BigInteger)
+    on_exceed: Mapped[str] = mapped_column(String(8), default="refuse")  # refuse | queue
+    checks: Mapped[int] = mapped_column(BigInteger, default=0)           # bumped by each check (the lock write)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+
+
+class JobCost(Base):
+    """What a job was estimated to cost when it was submitted, and what it holds while it
+    runs: the team budgets add these up without reading every job's CustomJob."""
+
+    __tablename__ = "job_costs"
+    __table_args__ = (Index("ix_job_costs_team", "team_id", "job_id"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"))
+    per_hour_micros: Mapped[int] = mapped_column(BigInteger)
+    timeout_seconds: Mapped[int] = mapped_column(Integer)
+    complete: Mapped[bool] = mapped_column(Boolean)
+    accelerators: Mapped[dict] = mapped_column(JSON)   # {accelerator type: count, all pools}
+    currency: Mapped[str] = mapped_column(String(3))

@@ -14,7 +14,8 @@ from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPr
                                   TemplateRef)
 from service.lifecycle.states import JobState
 from service.jobspec import CompiledJob
-from service.models import Job
+from service.cost.estimate import Pricer, accrued
+from service.models import Job, utcnow
 from service.pagination import decode_time_cursor, storable_time
 from service.problems import problem_responses
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
@@ -33,13 +34,17 @@ def _summary_fields(job: Job) -> dict:
                 created_by=job.created_by, progress=job.progress)
 
 
-def job_out(job: Job, backends, compiled: CompiledJob | None = None) -> JobOut:
+def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None) -> JobOut:
     compiled = compiled or CompiledJob.from_json(job.compiled)
     view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
+    cost = None
+    if pricer is not None:
+        cost = pricer.estimate(compiled.custom_job_dict, job.backend)
+        cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
-                  cluster=service.cluster_view(compiled, view))
+                  cluster=service.cluster_view(compiled, view), cost=cost)
 
 
 @router.post("", status_code=201, response_model=JobOut, operation_id="jobs_create",
@@ -59,14 +64,14 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
     result, replayed, compiled = service.create_job(
         submitter.session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
         default_backend=state.settings.default_backend, dry_run=dry_run, actor=submitter.actor,
-        idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
+        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
     if dry_run:
         return _json(result, 200)
     state.wake_controller(result.backend)
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result, state.backends, compiled), 201, headers)
+    return _json(job_out(result, state.backends, compiled, state.pricer), 201, headers)
 
 
 @router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",
@@ -93,7 +98,8 @@ def list_jobs(session: SessionDep, actor: Viewer,
             summary="A job: state, error, progress, the rendered CustomJob",
             responses=problem_responses(401, 404, 422, 503))
 def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
-    return _json(job_out(service.get_job(session, actor.team_id, job_id), request.app.state.backends))
+    state = request.app.state
+    return _json(job_out(service.get_job(session, actor.team_id, job_id), state.backends, pricer=state.pricer))
 
 
 def _json(model, status: int = 200, headers: dict | None = None) -> Response:
@@ -114,4 +120,4 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
     job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
     request.app.state.wake_controller(job.backend)
-    return job_out(job, request.app.state.backends)
+    return job_out(job, request.app.state.backends, pricer=request.app.state.pricer)

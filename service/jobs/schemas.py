@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WrapValidator
 
+from service.cost.schemas import CostEstimate
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
@@ -121,6 +122,8 @@ class JobOut(JobSummary):
                                                    "as CustomJob.to_json renders it.")
     cluster: list[ReplicaOut] = Field(description="Every replica with the exact environment its backend gives it "
                                                   "(local: 127.0.0.1 ports and run folders once launched).")
+    cost: CostEstimate | None = Field(None, description="An estimate (not a bill) of what the job costs on Vertex "
+                                                        "AI: per hour, to its timeout, and accrued since it started")
 
 
 class JobPreview(BaseModel):
@@ -132,6 +135,8 @@ class JobPreview(BaseModel):
     labels: dict[str, str]
     custom_job: dict[str, Any]
     cluster: list[ReplicaOut]
+    cost: CostEstimate | None = Field(None, description="An estimate (not a bill) of what the job would cost on "
+                                                        "Vertex AI, per hour and to its timeout")
 
 
 class JobPage(BaseModel):

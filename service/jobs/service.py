@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session, defer
 
 from service import jobspec
 from service.auth.service import Actor
+from service.budgets import service as budgets
+from service.cost.estimate import Pricer
 from service.errors import Conflict, Invalid, NotFound, Problem
 from service.jobs import overrides_policy, store
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
@@ -76,7 +78,7 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
-               idempotency_key: str | None = None,
+               pricer: Pricer, idempotency_key: str | None = None,
                verify_token: str = "") -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
@@ -109,11 +111,14 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     if problems:
         raise Invalid.of(problems)
     ref = TemplateRef(name=tv.name, version=tv.version)
+    cost = pricer.estimate(compiled.custom_job_dict, backend_name)
     if dry_run:
         view = backend.launch_view(job_id, compiled, None)
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
-                          labels=view.custom_job.get("labels", {}),
-                          custom_job=view.custom_job, cluster=cluster_view(compiled, view)), False, compiled
+                          labels=view.custom_job.get("labels", {}), custom_job=view.custom_job,
+                          cluster=cluster_view(compiled, view), cost=cost), False, compiled
+    # Under the team's limits lock, in this transaction: the check and the insert commit together.
+    budgets.check_submit(session, actor.team_id, actor.team, cost)
 
     now = utcnow()
     values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
@@ -130,6 +135,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
         store.insert_job(session, row, body.labels, event, wake=backend_name)
+        budgets.record_cost(session, job_id, actor.team_id, cost)
         engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()

@@ -6,6 +6,9 @@ The order is strict: when the oldest cannot be submitted (the backend said
 "later"), nobody younger jumps ahead of it on that pass."""
 from __future__ import annotations
 
+import uuid
+from typing import Callable, Protocol
+
 from sqlalchemy import and_, func, not_, or_, select
 from sqlalchemy.orm import Session
 
@@ -26,16 +29,32 @@ def running_count(session: Session, backend: str) -> int:
     return session.scalar(select(func.count()).select_from(Job).where(launched_active(backend)))
 
 
-def admissible(session: Session, backend: str, caps: Capabilities, batch: int) -> list:
-    """The rows of the jobs to submit on this pass, oldest first."""
-    room = batch
+def room(session: Session, backend: str, caps: Capabilities, batch: int) -> int:
+    """How many jobs this backend may launch on this pass."""
+    free = batch
     if caps.max_running is not None:
-        room = min(room, caps.max_running - running_count(session, backend))
+        free = min(free, caps.max_running - running_count(session, backend))
     if caps.max_submits_per_pass is not None:
-        room = min(room, caps.max_submits_per_pass)
-    if room <= 0:
+        free = min(free, caps.max_submits_per_pass)
+    return free
+
+
+def admissible(session: Session, backend: str, caps: Capabilities, batch: int, *, gated: bool = False) -> list:
+    """The rows of the jobs to submit on this pass, oldest first. gated: up to `batch` of
+    them, since an AdmissionGate may hold some back (the loop stops at room())."""
+    free = room(session, backend, caps, batch)
+    if free <= 0:
         return []
-    return read_handles(session, [Job.backend == backend, UNLAUNCHED], limit=room)
+    return read_handles(session, [Job.backend == backend, UNLAUNCHED], limit=batch if gated else free)
+
+
+class AdmissionGate(Protocol):
+    """Policy from outside the lifecycle (e.g. team budgets) that may hold a QUEUED job back.
+    start_pass() returns the check for one pass: check(session, job_id) -> why the job must
+    wait, or None. It runs in the transaction that then records the launch attempt and may
+    lock rows there, so that its decision and the attempt commit together."""
+
+    def start_pass(self) -> Callable[[Session, uuid.UUID], str | None]: ...
 
 
 def waiting_cancelled(backend: str):

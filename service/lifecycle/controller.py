@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.lifecycle.admission import AdmissionGate
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import WAKE_CHANNEL, Leadership
 from service.lifecycle.loop import BackendLoop, TickStats
@@ -34,7 +35,7 @@ class Controller:
                  session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
                  batch_size: int, election_interval: float = 2.0, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
-                 services: Sequence[ServiceFactory] = ()) -> None:
+                 services: Sequence[ServiceFactory] = (), gate: AdmissionGate | None = None) -> None:
         self.leadership = leadership
         self.backends = backends
         self.session_factory = session_factory
@@ -48,6 +49,7 @@ class Controller:
         self.errors = 0
         self.loops: dict[str, BackendLoop] = {}
         self.service_factories = list(services)   # extra loop services (service.lifecycle.services)
+        self.gate = gate   # e.g. team budgets: may hold a job back at launch (lifecycle.admission)
         self.services: dict[str, LoopService] = {}
         self.epoch: int | None = None
         self._stop = threading.Event()
@@ -123,7 +125,7 @@ class Controller:
             self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
                                             interval=self.interval, batch_size=self.batch_size,
                                             wake_gap=self.wake_gap, on_tick=self._tick,
-                                            on_deposed=self._deposed.set)
+                                            on_deposed=self._deposed.set, gate=self.gate)
                           for name, b in self.backends.items()}
             self.services = {}
             for factory in self.service_factories:

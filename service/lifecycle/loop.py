@@ -49,7 +49,7 @@ class BackendLoop:
     def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
                  fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
-                 on_deposed: Callable[[], None] | None = None) -> None:
+                 on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None) -> None:
         self.backend = backend
         self.name = backend.name
         self.session_factory = session_factory
@@ -60,6 +60,7 @@ class BackendLoop:
         self.wake_gap = wake_gap
         self.on_tick = on_tick
         self.on_deposed = on_deposed
+        self.gate = gate
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -140,14 +141,27 @@ class BackendLoop:
 
     def _admit(self, stats: TickStats) -> None:
         with self.session_factory() as session:
-            rows = admission.admissible(session, self.name, self.backend.capabilities, self.batch_size)
+            caps = self.backend.capabilities
+            check = self.gate.start_pass() if self.gate is not None else None
+            free = admission.room(session, self.name, caps, self.batch_size) if check else None
+            rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
             session.rollback()
-            window = self.backend.capabilities.resubmit_after_seconds
+            window = caps.resubmit_after_seconds
             for row in rows:
                 if self._stop.is_set():
                     return
                 prev = row.launch_attempted_at
                 settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
+                if check is not None:
+                    if free <= 0:
+                        return
+                    # Held back by the gate: it waits, with why; younger jobs may go (the gate
+                    # keeps a team's own jobs in order).
+                    reason = None if prev is not None else check(session, row.id)
+                    if reason:
+                        self._note_waiting(session, row.id, reason)
+                        continue
+                    free -= 1
                 if not settling:
                     # Committed before the backend is called: whoever controls next knows an
                     # attempt may have been made (a create at Google is not idempotent).

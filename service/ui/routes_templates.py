@@ -128,7 +128,7 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     try:
         result, _, _ = jobs.create_job(session, state.backends, state.lifecycle, job_body,
                                        template_cache=state.template_cache,
-                                       default_backend=state.settings.default_backend,
+                                       default_backend=state.settings.default_backend, pricer=state.pricer,
                                     dry_run=dry_run, actor=user.actor,
                                     idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
     except (Invalid, Forbidden) as e:

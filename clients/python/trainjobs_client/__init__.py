@@ -18,7 +18,7 @@ from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, Confi
                                      ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
 from trainjobs_client.models import (TERMINAL_STATES, Evaluation, Job, JobEvent, JobPreview, JobState,  # noqa: E402
                                      JobSummary, LogEnd, LogLine, LogPage, Progress, Replica, Template,
-                                     TemplateRef, TemplateSummary, TemplateVersion, TokenInfo)
+                                     TeamLimits, TeamUsage, TemplateRef, TemplateSummary, TemplateVersion, TokenInfo)
 
 __all__ = [
     "Client", "AsyncClient", "LogStream", "AsyncLogStream", "Applied",
@@ -28,5 +28,5 @@ __all__ = [
     "ConnectionFailed", "ConfigError", "WaitTimeout",
     "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
     "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
-    "TokenInfo",
+    "TokenInfo", "TeamLimits", "TeamUsage",
 ]

@@ -13,7 +13,7 @@ import httpx
 from pydantic import TypeAdapter
 
 from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogPage, Template,
-                                     TemplateSummary, TemplateVersion, TokenInfo)
+                                     TeamLimits, TeamUsage, TemplateSummary, TemplateVersion, TokenInfo)
 
 T = TypeVar("T")
 
@@ -140,6 +140,30 @@ def follow_call(job: JobRef, replica: str | None, cursor: str | None) -> Call:
 def whoami() -> Op[TokenInfo]:
     r = yield Call("GET", "/v1/tokens/me")
     return TokenInfo.model_validate_json(r.content)
+
+
+# --- team limits ------------------------------------------------------------------------------
+
+def team_limits(team: str) -> Op[TeamLimits]:
+    r = yield Call("GET", f"/v1/teams/{team}/limits")
+    return TeamLimits.model_validate_json(r.content)
+
+
+def set_team_limits(team: str, body: dict) -> Op[TeamLimits]:
+    # A PUT of the whole set: repeating it is harmless.
+    r = yield Call("PUT", f"/v1/teams/{team}/limits", json=body)
+    return TeamLimits.model_validate_json(r.content)
+
+
+def team_usage(team: str) -> Op[TeamUsage]:
+    r = yield Call("GET", f"/v1/teams/{team}/usage")
+    return TeamUsage.model_validate_json(r.content)
+
+
+def limits_body(max_concurrent_jobs, max_accelerators, max_monthly_spend, on_exceed) -> dict:
+    return {"max_concurrent_jobs": max_concurrent_jobs, "max_accelerators": dict(max_accelerators or {}),
+            "max_monthly_spend": None if max_monthly_spend is None else str(max_monthly_spend),
+            "on_exceed": on_exceed}
 
 
 # --- templates --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Iterable, Iterator
 
 import httpx
@@ -11,7 +12,7 @@ from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
+from trainjobs_client.models import (TeamLimits, TeamUsage, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
                                      TemplateSummary, TemplateVersion, TokenInfo)
 
 
@@ -141,6 +142,19 @@ class Client:
 
     def whoami(self) -> TokenInfo:
         return self._run(_ops.whoami())
+
+    def team_limits(self, team: str) -> TeamLimits:
+        return self._run(_ops.team_limits(team))
+
+    def set_team_limits(self, team: str, *, max_concurrent_jobs: int | None = None,
+                        max_accelerators: dict[str, int] | None = None, max_monthly_spend: Decimal | str | None = None,
+                        on_exceed: str = "refuse") -> TeamLimits:
+        """Replace the team's limits (admin): a limit left None is no limit."""
+        return self._run(_ops.set_team_limits(team, _ops.limits_body(max_concurrent_jobs, max_accelerators,
+                                                                     max_monthly_spend, on_exceed)))
+
+    def team_usage(self, team: str) -> TeamUsage:
+        return self._run(_ops.team_usage(team))
 
 
 class LogStream:

@@ -3,6 +3,7 @@ service does not break an older client."""
 from __future__ import annotations
 
 import enum
+from decimal import Decimal
 import uuid
 from datetime import datetime
 from typing import Any
@@ -105,6 +106,8 @@ class JobSummary(Model):
 
 
 class Job(JobSummary):
+    cost: dict[str, Any] | None = Field(None, description="Cost estimate (not a bill): per_hour, for_timeout, "
+                                                          "accrued, pools, currency, prices_date")
     parameters: dict[str, Any] = Field(default_factory=dict)
     overrides: Any = None
     backend_ref: str | None = None
@@ -116,6 +119,8 @@ class Job(JobSummary):
 
 class JobPreview(Model):
     """What a submit would launch (dry run): nothing is stored."""
+
+    cost: dict[str, Any] | None = Field(None, description="Cost estimate (not a bill)")
 
     display_name: str
     template: TemplateRef
@@ -196,3 +201,39 @@ class TokenInfo(Model):
     created_at: datetime
     created_by: str
     revoked_at: datetime | None = None
+
+
+class TeamLimits(Model):
+    """A team's limits (GET/PUT /v1/teams/{team}/limits); None: no limit."""
+
+    team: str
+    max_concurrent_jobs: int | None = None
+    max_accelerators: dict[str, int] = Field(default_factory=dict)
+    max_monthly_spend: Decimal | None = None
+    currency: str
+    on_exceed: str
+    updated_at: datetime | None = None
+    updated_by: str | None = None
+
+
+class LimitUse(Model):
+    limit: str
+    use: Decimal
+    max: Decimal | None = None
+
+
+class TeamUsage(Model):
+    """A team's use against its limits (GET /v1/teams/{team}/usage): estimates, not a bill."""
+
+    team: str
+    at: datetime
+    month_start: datetime
+    currency: str
+    jobs: int
+    launched_jobs: int
+    accelerators: dict[str, int] = Field(default_factory=dict)
+    spend: Decimal
+    spend_unpriced_jobs: int = 0
+    limits: list[LimitUse] = Field(default_factory=list)
+    on_exceed: str | None = None
+    note: str = ""

@@ -1,0 +1,44 @@
+"""The controller's launch check for team limits (a lifecycle.admission.AdmissionGate).
+
+A QUEUED job launches only while its team stays within its limits counting the jobs
+already launched; otherwise it waits, its waiting_reason naming the limit, and is looked
+at again on every pass, so it launches as soon as use drops. Within one pass a team's
+younger jobs wait behind its older held-back one (no small job overtakes a big one of the
+same team); other teams' jobs are not held up."""
+from __future__ import annotations
+
+import uuid
+from typing import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.budgets import rules
+from service.budgets.service import demand_of_row
+from service.budgets.usage import lock_limits, team_use
+from service.models import Team, utcnow
+
+
+class BudgetGate:
+    def __init__(self, currency: str) -> None:
+        self.currency = currency
+
+    def start_pass(self) -> Callable[[Session, uuid.UUID], str | None]:
+        held: dict[uuid.UUID, str] = {}   # team -> why its oldest waiting job waits
+
+        def check(session: Session, job_id: uuid.UUID) -> str | None:
+            team_id, job = demand_of_row(session, job_id)
+            if team_id in held:
+                return f"waiting behind an older job of its team: {held[team_id]}"
+            limits = lock_limits(session, team_id)
+            if limits is None:
+                return None
+            team = session.scalar(select(Team.name).where(Team.id == team_id))
+            crossed = rules.check(limits, team_use(session, team_id, utcnow(), launched_only=True), job, team,
+                                  self.currency)
+            if crossed is None:
+                return None
+            held[team_id] = (f"team limit {crossed.limit}: {crossed.message}; it launches as soon as the team's use "
+                             "drops")
+            return held[team_id]
+        return check
