@@ -5,11 +5,12 @@ team's limits lock (budgets.usage.lock_limits); a job that could never fit is re
 either mode. Launches are checked by the controller (budgets.gate)."""
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.budgets import rules
@@ -123,12 +124,12 @@ def check_submit(session: Session, team_id: uuid.UUID, team: str, est: CostEstim
                             problems=[Problem(f"limits.{crossed.limit}", crossed.message, _fix(team))])
 
 
-def record_cost(session: Session, job_id: uuid.UUID, team_id: uuid.UUID, est: CostEstimate) -> None:
-    """The job's estimate as its team's budgets count it (same transaction as the job)."""
-    session.execute(insert(JobCost).values(
-        job_id=job_id, team_id=team_id, per_hour_micros=micros(est.exact_per_hour),
-        timeout_seconds=est.timeout_seconds, complete=est.complete, accelerators=dict(est.accelerators),
-        currency=est.currency))
+def cost_row(job_id: uuid.UUID, team_id: uuid.UUID, est: CostEstimate) -> dict:
+    """The job's job_costs row: its estimate as its team's budgets count it, written with the
+    job (jobs.store.insert_job; JSON as text)."""
+    return dict(job_id=job_id, team_id=team_id, per_hour_micros=micros(est.exact_per_hour),
+                timeout_seconds=est.timeout_seconds, complete=est.complete,
+                accelerators=json.dumps(dict(est.accelerators)), currency=est.currency)
 
 
 def demand_of_row(session: Session, job_id: uuid.UUID) -> tuple[uuid.UUID, rules.Demand]:

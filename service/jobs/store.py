@@ -1,5 +1,5 @@
-"""Writing a new job: the job row, its label rows and its first event, and the
-controller's wake-up — in one round trip on PostgreSQL.
+"""Writing a new job: the job row, its label rows, its first event, its cost row (what
+team budgets add up) and the controller's wake-up — in one round trip on PostgreSQL.
 
 The submit path is the service's hottest: there, building SQLAlchemy statements and
 running the ORM's bulk machinery cost more than the database does. So the statements
@@ -15,10 +15,11 @@ from sqlalchemy import JSON, Text, bindparam, insert, text
 from sqlalchemy.orm import Session
 
 from service.lifecycle.leader import WAKE_CHANNEL
-from service.models import Job, JobEvent, JobLabel
+from service.models import Job, JobCost, JobEvent, JobLabel
 
 _JOBS = Job.__table__
 _EVENT_COLUMNS = ("job_id", "from_state", "to_state", "reason", "actor", "at")
+_COST_COLUMNS = tuple(c.name for c in JobCost.__table__.columns)
 JSON_COLUMNS = frozenset(c.name for c in _JOBS.columns if isinstance(c.type, JSON))
 
 
@@ -27,15 +28,17 @@ def encode(value) -> str:
     return json.dumps(value)
 
 
-def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict, *, wake: str) -> None:
+def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict, cost: dict, *,
+               wake: str) -> None:
     """`row`: every column of jobs, JSON columns already encoded (see `encode`); `event`:
-    the first event's row (lifecycle Engine.creation_event); `wake`: the backend whose
-    controller loop to wake when this commits."""
+    the first event's row (lifecycle Engine.creation_event); `cost`: the job_costs row
+    (budgets.cost_row); `wake`: the backend whose controller loop to wake when this commits."""
     conn = session.connection()
     if conn.dialect.name == "postgresql":
         # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked
         # at the end of the statement. pg_notify is delivered at commit, like the rows.
         conn.execute(_postgres_statement(), {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS},
+                                             **{f"cost_{k}": cost[k] for k in _COST_COLUMNS},
                                              "wake_channel": WAKE_CHANNEL, "wake_backend": wake}).close()
         return
     # SQLite: no round trips to save; the same rows through statements built once.
@@ -44,6 +47,7 @@ def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict,
         conn.execute(_sqlite_statements()[1], [{"job_id": row["id"], "key": k, "value": v}
                                                for k, v in labels.items()])
     conn.execute(_sqlite_statements()[2], event)
+    conn.execute(_sqlite_statements()[3], cost)
 
 
 @lru_cache(maxsize=1)
@@ -56,12 +60,20 @@ def _postgres_statement():
         f"labels AS (INSERT INTO {JobLabel.__tablename__} (job_id, key, value) "
         f"SELECT :id, l.key, l.value FROM json_each_text(CAST(:labels AS json)) AS l), "
         f"event AS (INSERT INTO {JobEvent.__tablename__} ({', '.join(_EVENT_COLUMNS)}) "
-        f"VALUES ({', '.join(':event_' + c for c in _EVENT_COLUMNS)})) "
+        f"VALUES ({', '.join(':event_' + c for c in _EVENT_COLUMNS)})), "
+        f"cost AS (INSERT INTO {JobCost.__tablename__} ({', '.join(_COST_COLUMNS)}) "
+        f"VALUES ({', '.join(_cost_value(c) for c in _COST_COLUMNS)})) "
         "SELECT pg_notify(:wake_channel, :wake_backend)")
+
+
+def _cost_value(column: str) -> str:
+    return f"CAST(:cost_{column} AS json)" if isinstance(JobCost.__table__.c[column].type, JSON) else f":cost_{column}"
 
 
 @lru_cache(maxsize=1)
 def _sqlite_statements():
     job = insert(_JOBS).values({c.name: bindparam(c.name, type_=Text() if c.name in JSON_COLUMNS else c.type)
                                 for c in _JOBS.columns})
-    return job, insert(JobLabel.__table__), insert(JobEvent.__table__)
+    cost = insert(JobCost.__table__).values({c.name: bindparam(c.name, type_=Text() if isinstance(c.type, JSON)
+                                                               else c.type) for c in JobCost.__table__.columns})
+    return job, insert(JobLabel.__table__), insert(JobEvent.__table__), cost

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
 from service.errors import Conflict, Invalid, NotFound, Problem, Unauthorized
-from service.models import ApiToken, Template, TemplateVersion, WebhookSubscription, utcnow
+from service.models import ApiToken, TeamLimits, Template, TemplateVersion, WebhookSubscription, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates.cache import TemplateCache
 from service.templates.schemas import TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate
@@ -75,15 +75,17 @@ class Launchable:
     # Two facts the submit needs, read in the same round trip as the template's head:
     token_live: bool          # the caller's token is still unrevoked (auth.cache: a cached actor is checked here)
     team_webhooks: bool       # the team has an active webhook (else the outbox skips its own query)
+    team_limited: bool        # the team has budgets (else the submit takes no limits lock)
 
 
 # Built once: a statement built per call costs more than its round trip (SQLAlchemy's cache key).
 _T, _TV = Template.__table__.c, TemplateVersion.__table__.c
-_TOK, _HOOK = ApiToken.__table__.c, WebhookSubscription.__table__.c
+_TOK, _HOOK, _LIM = ApiToken.__table__.c, WebhookSubscription.__table__.c, TeamLimits.__table__.c
 _HEAD = select(
     _T.id, _T.name, _T.latest_version, _T.archived_at,
     exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)).label("token_live"),
     exists().where(_HOOK.team_id == _T.team_id, _HOOK.paused_at.is_(None)).label("team_webhooks"),
+    exists().where(_LIM.team_id == _T.team_id).label("team_limited"),
 ).where(_T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
 _VERSION = select(_TV.spec, _TV.parameters).where(
     _TV.template_id == bindparam("template_id"), _TV.version == bindparam("version"))
@@ -114,7 +116,7 @@ def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name:
         prepared = jobspec.prepare(row.spec, row.parameters)
         cache.put((head.id, wanted), prepared)
     return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared,
-                      bool(head.token_live), bool(head.team_webhooks))
+                      bool(head.token_live), bool(head.team_webhooks), bool(head.team_limited))
 
 
 _TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)))
