@@ -77,7 +77,7 @@ def test_the_shipped_table_prices_what_it_has_and_names_the_rest(db_url, setting
     with TestClient(create_app(shipped), headers=bearer(tokens["admin"])) as c:
         cost = _dry(c)
     assert cost["prices_date"] == "2026-11-22" and "cloud.google.com/vertex-ai/pricing" in cost["prices_source"]
-    assert cost["per_hour"] == "0.380000"   # n1-standard-4 at 0.19, twice; no disk price shipped
+    assert cost["per_hour"] == "0.436998"   # n1-standard-4 at 0.21849885, twice; no disk price shipped
     assert "no disk price for pd-ssd in region us-central1" in cost["missing"]
 
 
