@@ -3,8 +3,11 @@
 The same rule for every backend. A job is *launched* once it has a backend
 reference or has left QUEUED; launched, unfinished jobs count against the cap.
 The order is strict: when the oldest cannot be submitted (the backend said
-"later"), nobody younger jumps ahead of it on that pass."""
+"later"), nobody younger jumps ahead of it on that pass. A retry attempt still in its
+backoff (`not_before` in the future) is not in the queue yet: it waits, and blocks nobody."""
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 from sqlalchemy import and_, func, not_, or_, select
 from sqlalchemy.orm import Session
@@ -35,7 +38,12 @@ def admissible(session: Session, backend: str, caps: Capabilities, batch: int) -
         room = min(room, caps.max_submits_per_pass)
     if room <= 0:
         return []
-    return read_handles(session, [Job.backend == backend, UNLAUNCHED], limit=room)
+    return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(timezone.utc))], limit=room)
+
+
+def due(now: datetime):
+    """Not held back by a retry backoff."""
+    return or_(Job.not_before.is_(None), Job.not_before <= now)
 
 
 def waiting_cancelled(backend: str):

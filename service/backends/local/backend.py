@@ -556,7 +556,8 @@ class LocalBackend(Backend):
         if tail:
             message += " Last lines of its log:\n" + "\n".join(tail)
         return reason, {"code": code, "message": message, "replica": rep.task, "exit_code": code,
-                        "signal": None if rep.exit.get("lost") else rep.exit.get("signal"), "log_tail": tail}
+                        "signal": None if rep.exit.get("lost") else rep.exit.get("signal"),
+                        "lost": bool(rep.exit.get("lost")), "log_tail": tail}
 
     def _cancel_reason(self, run: Run) -> str:
         how = (f"SIGTERM, then SIGKILL after the {self.grace:g} s grace period" if run.killed
