@@ -129,13 +129,13 @@ def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: 
                      "with the changes in the body",
              response_description="The new job, stored and QUEUED, like POST /v1/jobs",
              responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
-def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body: JobRelaunch | None = None,
+def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body: JobRelaunch = JobRelaunch(),
                  idempotency_key: Annotated[str | None, Header(
                      max_length=255, pattern=r"^[\x21-\x7e]+$",
                      description="Retry-safe relaunch: the same key and body return the same job")] = None):
     state = request.app.state
     job, replayed, compiled = relaunch.relaunch_job(
-        submitter.session, state.backends, state.lifecycle, job_id, body or JobRelaunch(),
+        submitter.session, state.backends, state.lifecycle, job_id, body,
         template_cache=state.template_cache, default_backend=state.settings.default_backend,
         actor=submitter.actor, idempotency_key=idempotency_key)
     state.wake_controller(job.backend)
