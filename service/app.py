@@ -28,6 +28,7 @@ from service.config import Settings, get_settings
 from service.db import make_engine, make_session_factory
 from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
+from service.lifecycle.retries import RetryLimits
 from service.lifecycle.leader import leadership_for, sqlite_path
 from service.lifecycle.protocol import Backend
 from service.jobs import epochs
@@ -69,7 +70,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         configure_logging(settings.log_level)
     # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
     pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
-    lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes)
+    lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,
+                       retry_limits=RetryLimits(settings.retry_max_attempts, settings.retry_max_backoff_seconds))
     # Each epoch a job reports is kept for the charts, in the same transaction as the report.
     lifecycle.listen(epochs.on_change)
     # Webhook deliveries go into an outbox in the same transaction; the controller sends them.

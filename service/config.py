@@ -120,6 +120,13 @@ class Settings(BaseSettings):
     job_epochs_max_metrics: int = Field(64, ge=1, le=1000, description="Metrics kept per epoch (by name); "
                                         "the rest of a larger dict is dropped")
 
+    # Retries (a template's `retry` policy; README "Retries and relaunch")
+    retry_max_attempts: int = Field(10, ge=1, le=1000, description="The most attempts a retry policy may ask "
+                                    "for (max_attempts above it is a 422 at submit)")
+    retry_max_backoff_seconds: float = Field(
+        86_400.0, ge=0, le=30 * 86_400, description="The longest backoff a retry policy may ask for "
+                                                     "(backoff.initial_seconds or max_seconds above it is a 422)")
+
     # Web UI (/ui)
     ui_session_secret: SecretStr | None = Field(
         None, description="Key that signs the UI's session cookies (32+ characters). Default: one "

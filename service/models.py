@@ -123,6 +123,9 @@ class Job(Base):
         UniqueConstraint("team_id", "idempotency_key", name="uq_jobs_team_idempotency_key"),
         # Team budgets: this month's ended jobs (service/budgets).
         Index("ix_jobs_team_ended", "team_id", "ended_at"),
+        # One row per attempt of a job: two controllers can never both add attempt N (and the
+        # attempts of a job are found by this index).
+        UniqueConstraint("retry_of", "attempt", name="uq_jobs_retry_of_attempt"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -153,6 +156,13 @@ class Job(Base):
     # Why a QUEUED job has not been launched yet, as its backend last said (e.g. waiting for
     # the Vertex create budget); cleared when it leaves QUEUED. See lifecycle.engine.note_waiting.
     waiting_reason: Mapped[str | None] = mapped_column(String(500))
+    # Retries (service.lifecycle.retries): each attempt is a job; attempts after the first
+    # point at the first one. A QUEUED attempt is not launched before `not_before` (its backoff).
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    retry_of: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("jobs.id"))
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # POST /v1/jobs/{id}/relaunch: the job this one was launched again from.
+    relaunch_of: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("jobs.id"))
 
     events: Mapped[list["JobEvent"]] = relationship(order_by="JobEvent.id", viewonly=True)
 

@@ -1,4 +1,4 @@
-"""`trainjobs jobs submit|list|get|events|logs|wait|cancel`."""
+"""`trainjobs jobs submit|relaunch|list|get|events|logs|wait|cancel`."""
 from __future__ import annotations
 
 import argparse
@@ -20,24 +20,19 @@ def register(sub) -> None:
 
     s = client_options(js.add_parser("submit", help="launch a job from a template"))
     s.add_argument("template")
-    s.add_argument("-p", "--param", action="append", type=key_value, default=[], metavar="NAME=VALUE",
-                   help="a template parameter (repeat); typed as the template declares it")
-    s.add_argument("--set", action="append", type=key_value, default=[], metavar="PATH=VALUE", dest="sets",
-                   help="override the template spec, e.g. workers.replica_count=4 or evaluator=null (repeat); "
-                        "VALUE is JSON if it parses, else text")
-    s.add_argument("--overrides", type=Path, metavar="FILE", help="a JSON or YAML merge patch over the spec")
-    s.add_argument("--backend", help="local or vertex (default: the service's default)")
+    _launch_options(s, "the spec", "default: the latest version", "default: <template>-<short id>",
+                    "local or vertex (default: the service's default)")
     s.add_argument("--template-version", type=int, metavar="N", help="default: the latest version")
-    s.add_argument("--name", help="display name (default: <template>-<short id>)")
-    s.add_argument("--label", action="append", type=key_value, default=[], metavar="KEY=VALUE")
-    s.add_argument("--idempotency-key", metavar="KEY",
-                   help="retry-safe submit: the same key returns the same job (default: a fresh key)")
     s.add_argument("--dry-run", action="store_true", help="show the CustomJob and replicas; launch nothing")
-    s.add_argument("--wait", action="store_true", help="wait for the end; the exit code tells the final state")
-    s.add_argument("-f", "--follow", action="store_true", help="print the logs until the end (implies --wait)")
-    s.add_argument("--timeout", type=float, metavar="SECONDS", help="with --wait: give up after this long (exit 124)")
-    s.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
     s.set_defaults(func=submit)
+
+    r = client_options(js.add_parser("relaunch", help="launch a job again: its template version, parameters, "
+                                                      "overrides, backend and labels, with your changes"))
+    r.add_argument("job", type=job_id, help="the job id")
+    _launch_options(r, "the job's own overrides", "", "default: the job's", "default: the job's")
+    r.add_argument("--template-version", type=_version, metavar="N|latest",
+                   help="default: the version the job used; latest: the template's newest")
+    r.set_defaults(func=relaunch)
 
     ls = client_options(js.add_parser("list", help="jobs, newest first"))
     ls.add_argument("--state", action="append", choices=STATES, default=[], help="repeat for several")
@@ -73,6 +68,34 @@ def register(sub) -> None:
     c.set_defaults(func=cancel)
 
 
+def _launch_options(p, patched: str, _version_help: str, name_help: str, backend_help: str) -> None:
+    """The options submit and relaunch share."""
+    p.add_argument("-p", "--param", action="append", type=key_value, default=[], metavar="NAME=VALUE",
+                   help="a template parameter (repeat); typed as the template declares it")
+    p.add_argument("--set", action="append", type=key_value, default=[], metavar="PATH=VALUE", dest="sets",
+                   help=f"override {patched}, e.g. workers.replica_count=4 or evaluator=null (repeat); "
+                        "VALUE is JSON if it parses, else text")
+    p.add_argument("--overrides", type=Path, metavar="FILE", help=f"a JSON or YAML merge patch over {patched}")
+    p.add_argument("--backend", help=backend_help)
+    p.add_argument("--name", help=f"display name ({name_help})")
+    p.add_argument("--label", action="append", type=key_value, default=[], metavar="KEY=VALUE")
+    p.add_argument("--idempotency-key", metavar="KEY",
+                   help="retry-safe: the same key returns the same job (default: a fresh key)")
+    p.add_argument("--wait", action="store_true", help="wait for the end; the exit code tells the final state")
+    p.add_argument("-f", "--follow", action="store_true", help="print the logs until the end (implies --wait)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="with --wait: give up after this long (exit 124)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the job id")
+
+
+def _version(text: str) -> int | str:
+    if text == "latest":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version number or 'latest'") from None
+
+
 def job_id(text: str) -> str:
     import uuid
     try:
@@ -101,13 +124,12 @@ def _typed(value: str, kind: str | None):
     return json_or_text(value)
 
 
-def _parameters(client, args) -> dict:
+def _parameters(client, args, template: str, version: int | None) -> dict:
     if not args.param:
         return {}
     from trainjobs_client import NotFound
     try:
-        declared = {p.get("name"): p.get("type") for p in client.templates.get(args.template,
-                                                                             args.template_version).parameters}
+        declared = {p.get("name"): p.get("type") for p in client.templates.get(template, version).parameters}
     except NotFound:
         declared = {}  # the submit itself says the template does not exist
     return {name: _typed(value, declared.get(name)) for name, value in args.param}
@@ -128,7 +150,8 @@ def _overrides(args):
 @handles_errors
 def submit(args) -> int:
     with make_client(args) as client:
-        kwargs = dict(parameters=_parameters(client, args), overrides=_overrides(args), backend=args.backend,
+        kwargs = dict(parameters=_parameters(client, args, args.template, args.template_version),
+                      overrides=_overrides(args), backend=args.backend,
                       display_name=args.name, labels=dict(args.label) or None,
                       template_version=args.template_version)
         if args.dry_run:
@@ -142,21 +165,40 @@ def submit(args) -> int:
                 out.print(render.cluster_table(preview.cluster))
             return OK
         job = client.submit(args.template, **kwargs, idempotency_key=args.idempotency_key or True)
-        err = stderr_console()
-        if args.quiet:
-            print(job.id, flush=True)
-        elif args.output == "json" and not (args.wait or args.follow):
-            print_json(job)
-        elif args.output == "text":
-            err.print(f"submitted job [bold]{job.id}[/] ({escape(job.display_name)}) on {job.backend}: "
-                      f"{render.state(job.state)}")
-        if not (args.wait or args.follow):
-            return OK
-        if args.follow:
-            follow_logs(client, job, output="json" if args.output == "json" else "text",
-                        label=job.display_name)
-        final = client.wait(job, args.timeout)
-        return _finished(final, args, err)
+        return _launched(client, job, args, "submitted")
+
+
+@handles_errors
+def relaunch(args) -> int:
+    with make_client(args) as client:
+        params = {}
+        if args.param:
+            earlier = client.get(args.job)
+            version = None if args.template_version == "latest" else (args.template_version or
+                                                                      earlier.template.version)
+            params = _parameters(client, args, earlier.template.name, version)
+        job = client.relaunch(args.job, parameters=params or None, overrides=_overrides(args),
+                              backend=args.backend, display_name=args.name, labels=dict(args.label) or None,
+                              template_version=args.template_version,
+                              idempotency_key=args.idempotency_key or True)
+        return _launched(client, job, args, f"relaunched {args.job} as")
+
+
+def _launched(client, job, args, what: str) -> int:
+    """Say what was launched; with --wait or --follow, follow it to the end."""
+    err = stderr_console()
+    if args.quiet:
+        print(job.id, flush=True)
+    elif args.output == "json" and not (args.wait or args.follow):
+        print_json(job)
+    elif args.output == "text":
+        err.print(f"{what} job [bold]{job.id}[/] ({escape(job.display_name)}) on {job.backend}: "
+                  f"{render.state(job.state)}")
+    if not (args.wait or args.follow):
+        return OK
+    if args.follow:
+        follow_logs(client, job, output="json" if args.output == "json" else "text", label=job.display_name)
+    return _finished(client.wait(job, args.timeout), args, err)
 
 
 def _finished(job, args, err) -> int:

@@ -62,6 +62,14 @@ def job_detail(job):
             ("template", escape(f"{job.template.name} v{job.template.version}")), ("backend", job.backend),
             ("state", state(job.state)), ("created", f"{job.created_at:%Y-%m-%d %H:%M:%S} ({age(job.created_at)} ago)"
                                           f" by {escape(job.created_by)}")]
+    if len(job.attempts) > 1 or job.attempt > 1:
+        rows.append(("attempt", f"{job.attempt} of {len(job.attempts)} so far"
+                                + (f", retry of {job.retry_of}" if job.retry_of else "")
+                                + (f", retried as {job.retried_by}" if job.retried_by else "")))
+    if job.relaunch_of:
+        rows.append(("relaunch of", str(job.relaunch_of)))
+    if job.waiting_reason:
+        rows.append(("waiting", escape(job.waiting_reason)))
     if job.started_at:
         rows.append(("started", f"{job.started_at:%Y-%m-%d %H:%M:%S}"))
     if job.ended_at:

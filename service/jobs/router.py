@@ -9,9 +9,9 @@ from pydantic import StringConstraints
 
 from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
-from service.jobs import service
-from service.jobs.schemas import (JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobSummary,
-                                  TemplateRef)
+from service.jobs import relaunch, service
+from service.jobs.schemas import (AttemptRef, JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobRelaunch,
+                                  JobSummary, TemplateRef)
 from service.lifecycle.states import JobState
 from service.jobspec import CompiledJob
 from service.cost.estimate import Pricer, accrued
@@ -31,18 +31,25 @@ def _summary_fields(job: Job) -> dict:
                 template=TemplateRef(name=job.template_name, version=job.template_version),
                 backend=job.backend, state=job.state, labels=job.labels, created_at=job.created_at,
                 updated_at=job.updated_at, started_at=job.started_at, ended_at=job.ended_at,
-                created_by=job.created_by, progress=job.progress)
+                created_by=job.created_by, progress=job.progress, attempt=job.attempt, retry_of=job.retry_of,
+                relaunch_of=job.relaunch_of)
 
 
-def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None) -> JobOut:
+def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
+            attempts: list | None = None) -> JobOut:
+    """`attempts`: service.attempts_of(job); None for a job just created (its only attempt)."""
     compiled = compiled or CompiledJob.from_json(job.compiled)
     view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
     cost = None
     if pricer is not None:
         cost = pricer.estimate(compiled.custom_job_dict, job.backend)
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
+    refs = [AttemptRef(id=a.id, attempt=a.attempt, state=a.state) for a in attempts] if attempts is not None \
+        else [AttemptRef(id=job.id, attempt=job.attempt, state=job.state)]
+    retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
+                  not_before=job.not_before, retried_by=retried_by, attempts=refs,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost)
 
@@ -99,7 +106,8 @@ def list_jobs(session: SessionDep, actor: Viewer,
             responses=problem_responses(401, 404, 422, 503))
 def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
     state = request.app.state
-    return _json(job_out(service.get_job(session, actor.team_id, job_id), state.backends, pricer=state.pricer))
+    job = service.get_job(session, actor.team_id, job_id)
+    return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
 
 
 def _json(model, status: int = 200, headers: dict | None = None) -> Response:
@@ -120,4 +128,27 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
     job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
     request.app.state.wake_controller(job.backend)
-    return job_out(job, request.app.state.backends, pricer=request.app.state.pricer)
+    return job_out(job, request.app.state.backends, pricer=request.app.state.pricer,
+                   attempts=service.attempts_of(session, job))
+
+
+@router.post("/{job_id}/relaunch", status_code=201, response_model=JobOut, operation_id="jobs_relaunch",
+             summary="Launch a job again: its template version, parameters, overrides, backend and labels, "
+                     "with the changes in the body",
+             response_description="The new job, stored and QUEUED, like POST /v1/jobs",
+             responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
+def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body: JobRelaunch = JobRelaunch(),
+                 idempotency_key: Annotated[str | None, Header(
+                     max_length=255, pattern=r"^[\x21-\x7e]+$",
+                     description="Retry-safe relaunch: the same key and body return the same job")] = None):
+    state = request.app.state
+    job, replayed, compiled = relaunch.relaunch_job(
+        submitter.session, state.backends, state.lifecycle, job_id, body,
+        template_cache=state.template_cache, default_backend=state.settings.default_backend,
+        pricer=state.pricer, actor=submitter.actor, idempotency_key=idempotency_key,
+        verify_token=submitter.unverified_token)
+    state.wake_controller(job.backend)
+    headers = {"Location": f"/v1/jobs/{job.id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return _json(job_out(job, state.backends, compiled, state.pricer), 201, headers)

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WrapValidator
+from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WrapValidator,
+                      field_validator)
 
 from service.cost.schemas import CostEstimate
 from service.lifecycle.states import JobState
@@ -30,6 +31,37 @@ class JobCreate(RequestBody):
     display_name: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         None, description="At most 128 characters. Default: <template>-<short id>.")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+
+
+class JobRelaunch(RequestBody):
+    """Changes to what the earlier job was launched with; everything left out is kept."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "parameters": {"epochs": 5}, "labels": {"try": "2"}}]})
+
+    template_version: int | Literal["latest"] | None = Field(
+        None, description='Default: the version the job used; "latest" for the template\'s newest.')
+    parameters: dict[Annotated[str, StringConstraints(max_length=64)], int | float | str | bool] = Field(
+        default_factory=dict, max_length=100, description="Merged over the job's parameters")
+    overrides: Any = Field(None, description="JSON merge patch over the job's own overrides (null in it removes "
+                                             "a key, as in the spec); left out: the job's overrides as they were")
+    backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = None
+    display_name: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64,
+                                               description="Merged over the job's labels")
+
+    @field_validator("template_version")
+    @classmethod
+    def _version_bounds(cls, v):
+        if isinstance(v, int) and not 1 <= v <= MAX_VERSION:
+            raise ValueError(f"a template version is 1 to {MAX_VERSION}, or \"latest\"")
+        return v
+
+
+class AttemptRef(BaseModel):
+    id: uuid.UUID
+    attempt: int
+    state: JobState
 
 
 class TemplateRef(BaseModel):
@@ -104,6 +136,9 @@ class JobSummary(BaseModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     created_by: str
+    attempt: int = Field(1, description="1 for a job as launched; 2, 3... for its retries")
+    retry_of: uuid.UUID | None = Field(None, description="A retry: the job's first attempt")
+    relaunch_of: uuid.UUID | None = Field(None, description="Launched with POST /v1/jobs/{id}/relaunch from this job")
     progress: JobProgress | None = Field(None, description="Latest training progress; null until the trainer "
                                                            "reports any")
 
@@ -114,6 +149,12 @@ class JobOut(JobSummary):
     backend_ref: str | None = None
     console_url: str | None = None
     error: dict[str, Any] | None = None
+    not_before: datetime | None = Field(None, description="A retry waiting for its backoff is not launched "
+                                                          "before this")
+    retried_by: uuid.UUID | None = Field(None, description="The attempt that followed this one, if it failed "
+                                                           "and was retried")
+    attempts: list[AttemptRef] = Field(default_factory=list, description="Every attempt of this job, in order "
+                                                                         "(this one included)")
     waiting_reason: str | None = Field(
         None, description="Why a QUEUED job has not been launched yet, in its backend's words "
                           "(e.g. waiting for the Vertex AI create budget); null once launched")

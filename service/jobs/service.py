@@ -12,7 +12,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Mapping
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import or_, select, tuple_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -26,6 +26,7 @@ from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.jobspec.validate import label_key_ok, label_value_ok
 from service.lifecycle.controller import notify_controller
+from service.lifecycle import retries
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend, LaunchView
 from service.lifecycle.states import TERMINAL, JobState
@@ -78,13 +79,14 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
-               pricer: Pricer, idempotency_key: str | None = None,
-               verify_token: str = "") -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               pricer: Pricer, idempotency_key: str | None = None, verify_token: str = "",
+               relaunch_of: uuid.UUID | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
     new job's CompiledJob (None for a replayed one: read it from the row).
     `verify_token`: the hash of a token taken from the auth cache, checked here against
-    revocation before anything is read or written for it (auth.cache)."""
+    revocation before anything is read or written for it (auth.cache). `relaunch_of`:
+    the job this one launches again (recorded on the row and in its first event)."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         if verify_token:
@@ -107,7 +109,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
                                          display_name=display_name, labels=body.labels,
                                          reserved_labels={JOB_ID_LABEL: str(job_id)})
-    problems = backend.check_launchable(compiled)
+    problems = backend.check_launchable(compiled) + retries.limit_problems(compiled.retry, engine.retry_limits)
     if problems:
         raise Invalid.of(problems)
     ref = TemplateRef(name=tv.name, version=tv.version)
@@ -131,10 +133,12 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
                   created_at=now, updated_at=now, idempotency_key=idempotency_key,
                   request_hash=digest if idempotency_key else None, backend_ref=None, console_url=None,
                   error=None, progress=None, started_at=None, ended_at=None, launch_attempted_at=None,
-                  waiting_reason=None)
+                  waiting_reason=None, attempt=1, retry_of=None, not_before=None, relaunch_of=relaunch_of)
     # JSON columns as the text stored; the compiled job from the JSON the compiler already wrote.
     row = {k: (compiled.to_json_text() if k == "compiled" else store.encode(v)) if k in store.JSON_COLUMNS else v
            for k, v in values.items()}
+    if relaunch_of is not None:
+        submitted += f"; relaunch of job {relaunch_of}"
     event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
         store.insert_job(session, row, body.labels, event, budgets.cost_row(job_id, actor.team_id, cost),
@@ -237,3 +241,11 @@ def cancel_job(session: Session, engine: Engine, job_id: uuid.UUID, actor: Actor
     notify_controller(session, job.backend)
     session.commit()
     return get_job(session, actor.team_id, job_id)
+
+
+def attempts_of(session: Session, job: Job) -> list:
+    """Every attempt of the job `job` is one of (its first, then its retries), in order."""
+    first = job.retry_of or job.id
+    return list(session.execute(select(Job.id, Job.attempt, Job.state)
+                                .where(or_(Job.id == first, Job.retry_of == first))
+                                .order_by(Job.attempt)).all())

@@ -62,6 +62,11 @@ class CompiledJob:
     job_spec_json: str | None = None
     # trainjobs' own scheduling, not part of the CustomJob (see Scheduling.stall_timeout_seconds).
     stall_timeout_seconds: int | None = None
+    # trainjobs' retry policy (RetryPolicy as a dict; None: a failure is final), read by the lifecycle.
+    retry: Mapping[str, Any] | None = None
+    # A retry attempt: the id of the job (its first attempt) whose output directory it uses,
+    # so it finds that job's checkpoints and resumes. None: its own.
+    output_of: str | None = None
 
     def custom_job(self) -> "CustomJob":
         from google.cloud.aiplatform_v1 import CustomJob
@@ -97,6 +102,15 @@ class CompiledJob:
                "job_spec": self.job_spec_dict}
         if self.stall_timeout_seconds:
             out["stall_timeout_seconds"] = self.stall_timeout_seconds
+        out.update(self._trainjobs_fields())
+        return out
+
+    def _trainjobs_fields(self) -> dict:
+        out: dict[str, Any] = {}
+        if self.retry is not None:
+            out["retry"] = dict(self.retry)
+        if self.output_of is not None:
+            out["output_of"] = self.output_of
         return out
 
     def to_json_text(self) -> str:
@@ -106,6 +120,8 @@ class CompiledJob:
                f'"job_spec":{job_spec}')
         if self.stall_timeout_seconds:
             out += f',"stall_timeout_seconds":{int(self.stall_timeout_seconds)}'
+        for key, value in self._trainjobs_fields().items():
+            out += f',"{key}":{_dumps(value)}'
         return out + "}"
 
     @classmethod
@@ -114,7 +130,7 @@ class CompiledJob:
         return cls(json.dumps(data["custom_job"], separators=(",", ":")),
                    tuple(Replica.from_dict(r) for r in data["replicas"]),
                    json.dumps(spec, separators=(",", ":")) if spec is not None else None,
-                   data.get("stall_timeout_seconds"))
+                   data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"))
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
@@ -143,7 +159,8 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str])
     if labels:
         custom_job["labels"] = dict(labels)
     compiled = CompiledJob(_dumps(custom_job), tuple(r for _, rs in pools for r in rs), _dumps(job_spec),
-                           spec.scheduling.stall_timeout_seconds)
+                           spec.scheduling.stall_timeout_seconds,
+                           spec.retry.model_dump(mode="json") if spec.retry is not None else None)
     # Already in hand: spare the first readers a json.loads (cached_property's own slot).
     compiled.__dict__["custom_job_dict"] = custom_job
     compiled.__dict__["job_spec_dict"] = job_spec

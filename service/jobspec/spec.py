@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
@@ -80,6 +80,45 @@ class Scheduling(Strict):
                     "reports no progress for this long fails the job, naming the replica. Off by default.")
 
 
+# google.rpc.Code values Vertex AI reports for failures of its own infrastructure
+# (shared/VERTEX.md: `error.code` of a FAILED CustomJob): worth another attempt.
+INFRASTRUCTURE_CODES = {"INTERNAL": 13, "UNAVAILABLE": 14, "RESOURCE_EXHAUSTED": 8}
+
+
+class Backoff(Strict):
+    initial_seconds: float = Field(10.0, ge=0, description="Wait before the second attempt")
+    multiplier: float = Field(2.0, ge=1, le=10, description="Each later wait is the previous one times this")
+    max_seconds: float = Field(600.0, ge=0, description="No wait is longer than this "
+                                                        "(the service caps it at TRAINJOBS_RETRY_MAX_BACKOFF_SECONDS)")
+
+
+class RetryPolicy(Strict):
+    """trainjobs, not Vertex: a failed job is launched again as a new attempt (a job of its own,
+    sharing the first attempt's checkpoint directory, so the trainer resumes where it stopped)."""
+
+    max_attempts: int = Field(1, ge=1, description="Attempts in all, the first included (1: no retry; "
+                                                   "the service caps it at TRAINJOBS_RETRY_MAX_ATTEMPTS)")
+    on_signal: bool = Field(True, description="Retry when a replica was preempted or killed by a signal")
+    on_infrastructure_error: bool = Field(
+        True, description="Retry when Vertex AI reports INTERNAL, UNAVAILABLE or RESOURCE_EXHAUSTED")
+    exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
+        default_factory=list, max_length=64, description="Replica exit codes worth another attempt")
+    fatal_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(
+        default_factory=list, max_length=64,
+        description="Exit codes never retried, whatever else says so (a signal N counts as exit code 128+N)")
+    backoff: Backoff = Field(default_factory=Backoff)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "RetryPolicy":
+        both = sorted(set(self.exit_codes) & set(self.fatal_exit_codes))
+        if both:
+            raise ValueError(f"exit codes {both} are both retried and fatal; list each in one of "
+                             "exit_codes and fatal_exit_codes")
+        if self.backoff.max_seconds < self.backoff.initial_seconds:
+            raise ValueError("backoff.max_seconds is below backoff.initial_seconds; raise it or lower the other")
+        return self
+
+
 class JobSpec(Strict):
     distribution: Literal["multi_worker_mirrored", "parameter_server"] = Field(
         "multi_worker_mirrored",
@@ -100,6 +139,8 @@ class JobSpec(Strict):
     labels: dict[Annotated[str, StringConstraints(max_length=64)],
                  Annotated[str, StringConstraints(max_length=64)]] = Field(default_factory=dict, max_length=64)
     enable_web_access: bool = False
+    retry: RetryPolicy | None = Field(None, description="Launch a failed job again (a new attempt); "
+                                                        "none: a failure is final")
     overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
         default_factory=list, max_length=100,
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "

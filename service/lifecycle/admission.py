@@ -3,10 +3,12 @@
 The same rule for every backend. A job is *launched* once it has a backend
 reference or has left QUEUED; launched, unfinished jobs count against the cap.
 The order is strict: when the oldest cannot be submitted (the backend said
-"later"), nobody younger jumps ahead of it on that pass."""
+"later"), nobody younger jumps ahead of it on that pass. A retry attempt still in its
+backoff (`not_before` in the future) is not in the queue yet: it waits, and blocks nobody."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from typing import Callable, Protocol
 
 from sqlalchemy import and_, func, not_, or_, select
@@ -45,7 +47,13 @@ def admissible(session: Session, backend: str, caps: Capabilities, batch: int, *
     free = room(session, backend, caps, batch)
     if free <= 0:
         return []
-    return read_handles(session, [Job.backend == backend, UNLAUNCHED], limit=batch if gated else free)
+    return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(timezone.utc))],
+                        limit=batch if gated else free)
+
+
+def due(now: datetime):
+    """Not held back by a retry backoff."""
+    return or_(Job.not_before.is_(None), Job.not_before <= now)
 
 
 class AdmissionGate(Protocol):

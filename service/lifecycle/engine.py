@@ -21,7 +21,7 @@ from sqlalchemy import exists, insert, select, update
 from sqlalchemy.orm import Session
 
 from service.errors import Conflict, NotFound
-from service.lifecycle import sanitize
+from service.lifecycle import retries, sanitize
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
 from service.models import ControllerLease, Job, JobEvent
@@ -77,9 +77,11 @@ def decide(current: JobState, proposed: JobState | None) -> JobState | None:
 
 
 class Engine:
-    def __init__(self, *, progress_max_bytes: int = 16_384, error_max_bytes: int = 65_536) -> None:
+    def __init__(self, *, progress_max_bytes: int = 16_384, error_max_bytes: int = 65_536,
+                 retry_limits: retries.RetryLimits = retries.RetryLimits()) -> None:
         self.progress_max_bytes = progress_max_bytes
         self.error_max_bytes = error_max_bytes
+        self.retry_limits = retry_limits
         self.listeners: list[Listener] = []
 
     def listen(self, listener: Listener) -> None:
@@ -108,8 +110,15 @@ class Engine:
 
     def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
                actor: str, at: datetime, progress: dict | None = None) -> None:
+        # A failure and its retry (the next attempt's row) are one transaction: both or neither.
+        plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits) \
+            if dst == S.FAILED else retries.Plan()
+        reason += plan.note
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
         self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
+        if plan.row is not None:
+            retries.insert_attempt(session, plan, job_id)
+            self.created(session, plan.row["id"], "lifecycle", at, reason=plan.first_reason)
 
     def _notify(self, session: Session, change: Change) -> None:
         for listener in self.listeners:
@@ -167,7 +176,7 @@ class Engine:
                                     if isinstance(reported, dict) else reported,
                                     self.progress_max_bytes, PROGRESS_KEEP)
         error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
-                                                                    "exit_code", "signal"))
+                                                                    "exit_code", "signal", "lost", "source"))
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
                                          Job.waiting_reason)

@@ -103,3 +103,30 @@ def test_errors_are_one_clear_message_and_exit_2(cli, tmp_path):
     assert nobody.returncode == 2 and "trainjobs login" in nobody.stderr
     down = cli("jobs", "list", TRAINJOBS_URL="http://127.0.0.1:9")
     assert down.returncode == 3 and "could not reach" in down.stderr
+
+
+def test_relaunch_with_changed_parameters_and_a_retry_shown_in_get(cli, tmp_path, work_dir):
+    cli("templates", "apply", "-f", str(template_file(tmp_path)))
+    first = json.loads(cli("jobs", "submit", "tiny", "-p", "tag=007", "--label", "who=me", "--wait",
+                           "-o", "json").stdout)
+    run = cli("jobs", "relaunch", first["id"], "-p", "epochs=3", "--label", "try=2", "--wait", "-o", "json")
+    assert run.returncode == 0, run.stderr
+    again = json.loads(run.stdout)
+    assert again["relaunch_of"] == first["id"] and again["state"] == "SUCCEEDED"
+    # -p is typed as the template declares: 3 an int; the job's own tag=007 stays a string.
+    assert again["parameters"] == {"tag": "007", "epochs": 3}
+    assert again["labels"]["who"] == "me" and again["labels"]["try"] == "2"
+    text = cli("jobs", "relaunch", again["id"], "--template-version", "latest", "--set",
+               'chief.container.args=["--exit","3"]', "--set", "retry.max_attempts=2",
+               "--set", "retry.exit_codes=[3]", "--set", "retry.backoff.initial_seconds=0")
+    assert text.returncode == 0, text.stderr
+    third = re.search(r"relaunched \S+ as job ([0-9a-f-]{36})", text.stderr).group(1)
+    retried = json.loads(cli("jobs", "wait", third, "-o", "json").stdout)
+    assert retried["state"] == "FAILED"
+    assert retried["retried_by"] is not None
+    shown = cli("jobs", "get", retried["retried_by"]).stdout
+    assert "attempt" in shown and f"retry of {third}" in shown
+    assert cli("jobs", "relaunch", "not-a-uuid").returncode == 2
+    assert cli("jobs", "relaunch", first["id"], "--template-version", "newest").returncode == 2
+    cli("jobs", "wait", retried["retried_by"])
+    assert_no_processes(work_dir)

@@ -29,6 +29,9 @@ async def test_submit_follow_wait_list_templates(server, token):
         assert (await tj.whoami()).team == "alpha"
         with pytest.raises(Conflict):
             await tj.cancel(job)
+        again = await tj.relaunch(job, parameters={"epochs": 1}, template_version="latest")
+        assert again.relaunch_of == job.id and again.parameters == {"epochs": 1}
+        assert (await tj.wait(again, timeout=60)).state is JobState.SUCCEEDED
         with pytest.raises(InvalidRequest) as bad:
             await tj.preview("tiny", {"epochs": 0})
         assert bad.value.errors[0].field == "parameters.epochs"

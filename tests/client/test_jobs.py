@@ -110,3 +110,26 @@ def test_problems_become_typed_exceptions(tj, server, viewer_token):
 def test_whoami(tj):
     me = tj.whoami()
     assert (me.team, me.role) == ("alpha", "admin")
+
+
+def test_relaunch_and_the_attempts_of_a_retried_job(tj, work_dir):
+    spec = tiny_spec()
+    spec["retry"] = {"max_attempts": 2, "exit_codes": [3], "backoff": {"initial_seconds": 0}}
+    tj.templates.create("tiny", spec, TINY_PARAMETERS)
+    job = tj.wait(tj.submit("tiny", {"epochs": 2}, overrides={"chief": {"container": {"args": ["--exit", "3"]}}}),
+                  timeout=60)
+    assert job.state is JobState.FAILED and job.attempt == 1
+    second = tj.wait(tj.get(job).retried_by, timeout=60)
+    assert (second.attempt, second.retry_of, second.state) == (2, job.id, JobState.FAILED)
+    assert [(a.attempt, a.state) for a in second.attempts] == [(1, JobState.FAILED), (2, JobState.FAILED)]
+
+    again = tj.relaunch(job, parameters={"epochs": 3}, overrides={"chief": {"container": None}},
+                        labels={"try": "2"})
+    assert again.relaunch_of == job.id and again.parameters == {"epochs": 3}
+    assert tj.wait(again, timeout=60).state is JobState.SUCCEEDED
+    same = tj.relaunch(job, idempotency_key="relaunch-1")
+    assert tj.relaunch(job, idempotency_key="relaunch-1").id == same.id
+    with pytest.raises(NotFound):
+        tj.relaunch(uuid.uuid4())
+    tj.wait(same, timeout=60)
+    assert_no_processes(work_dir)

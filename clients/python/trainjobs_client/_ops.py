@@ -117,6 +117,22 @@ def events(job: JobRef) -> Op[list[JobEvent]]:
     return _events.validate_json(r.content)
 
 
+def relaunch_body(parameters, overrides, backend, display_name, labels, template_version) -> dict:
+    body: dict[str, Any] = {}
+    for key, value in (("parameters", parameters), ("overrides", overrides), ("backend", backend),
+                       ("display_name", display_name), ("labels", labels), ("template_version", template_version)):
+        if value is not None:
+            body[key] = dict(value) if key in ("parameters", "labels") else value
+    return body
+
+
+def relaunch(job: JobRef, body: dict, idempotency_key: str | bool) -> Op[Job]:
+    key = uuid.uuid4().hex if idempotency_key is True else (idempotency_key or None)
+    r = yield Call("POST", f"/v1/jobs/{job_id(job)}/relaunch", json=body,
+                   headers={"Idempotency-Key": key} if key else {}, retry="safe" if key else "connect")
+    return Job.model_validate_json(r.content)
+
+
 def cancel(job: JobRef) -> Op[Job]:
     r = yield Call("POST", f"/v1/jobs/{job_id(job)}/cancel", retry="connect")
     return Job.model_validate_json(r.content)

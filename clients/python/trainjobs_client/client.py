@@ -117,6 +117,15 @@ class Client:
     def events(self, job: JobRef) -> list[JobEvent]:
         return self._run(_ops.events(job))
 
+    def relaunch(self, job: JobRef, *, parameters: dict[str, Any] | None = None, overrides: Any = None,
+                 backend: str | None = None, display_name: str | None = None, labels: dict[str, str] | None = None,
+                 template_version: int | str | None = None, idempotency_key: str | bool = True) -> Job:
+        """Launch `job` again (its template version, parameters, overrides, backend and labels),
+        changed by what you pass: parameters and labels are merged, overrides is a merge patch
+        over the job's own, template_version="latest" takes the template's newest version."""
+        body = _ops.relaunch_body(parameters, overrides, backend, display_name, labels, template_version)
+        return self._run(_ops.relaunch(job, body, idempotency_key))
+
     def cancel(self, job: JobRef) -> Job:
         return self._run(_ops.cancel(job))
 

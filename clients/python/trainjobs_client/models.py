@@ -86,6 +86,12 @@ class Replica(Model):
     env: dict[str, str]
 
 
+class AttemptRef(Model):
+    id: uuid.UUID
+    attempt: int
+    state: JobState
+
+
 class JobSummary(Model):
     id: uuid.UUID
     display_name: str
@@ -99,6 +105,9 @@ class JobSummary(Model):
     ended_at: datetime | None = None
     created_by: str
     progress: Progress | None = None
+    attempt: int = 1
+    retry_of: uuid.UUID | None = None
+    relaunch_of: uuid.UUID | None = None
 
     @property
     def final(self) -> bool:
@@ -113,6 +122,10 @@ class Job(JobSummary):
     backend_ref: str | None = None
     console_url: str | None = None
     error: dict[str, Any] | None = None
+    waiting_reason: str | None = None
+    not_before: datetime | None = None
+    retried_by: uuid.UUID | None = None
+    attempts: list[AttemptRef] = Field(default_factory=list)
     custom_job: dict[str, Any] = Field(default_factory=dict)
     cluster: list[Replica] = Field(default_factory=list)
 

@@ -258,6 +258,11 @@ class LocalBackend(Backend):
         with self._lock:
             run = self._runs.get(job.id) or self._load(job)
             if run is None:
+                sharing = self._sharing_output(job)
+                if sharing is not None:
+                    return SubmitResult(nothing_launched=True, reason=(
+                        f"waiting for the replicas of job {sharing.job_id} to stop: this retry uses the same "
+                        "output (checkpoint) directory"))
                 try:
                     run = self._launch(job)
                 except OSError as e:  # no run folder, ports or uids: the next pass tries again
@@ -329,7 +334,7 @@ class LocalBackend(Backend):
             output_dir = state.get("output_dir")
         else:
             addresses = {r.task_name: UNASSIGNED_ADDRESS for r in compiled.replicas}
-            output_dir = str(rd.output)
+            output_dir = str(self._output_dir(rd, compiled))
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas})
@@ -346,6 +351,18 @@ class LocalBackend(Backend):
         return host is not None and host != host_id()
 
     # -- launching ---------------------------------------------------------------------
+
+    def _output_dir(self, rd: RunDir, compiled: CompiledJob) -> Path:
+        """The run's own output folder; for a retry attempt, its first attempt's, so the
+        trainer finds the checkpoints there and resumes (Vertex: the same base output directory)."""
+        return RunDir.of(self.work_dir, uuid.UUID(compiled.output_of)).output if compiled.output_of else rd.output
+
+    def _sharing_output(self, job: JobHandle) -> Run | None:
+        """A run of this host still stopping that writes where `job` would: it launches after."""
+        if not job.compiled.output_of:
+            return None
+        mine = str(self._output_dir(RunDir.of(self.work_dir, job.id), job.compiled))
+        return next((r for r in self._runs.values() if not r.gone and r.state.get("output_dir") == mine), None)
 
     def command_of(self, replica: Replica) -> list[str]:
         """The template's command and args; the trainer image's entrypoint when there
@@ -376,6 +393,11 @@ class LocalBackend(Backend):
             uid = isolation.pick_uid(self.settings.local_replica_uid_base, self.settings.local_replica_uid_count,
                                      {r.uid for r in self._runs.values() if not r.gone and r.uid is not None})
         rd.create(uid)
+        output = self._output_dir(rd, compiled)
+        if output != rd.output:
+            # The first attempt's files were given back to the service when it ended: this
+            # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
+            isolation.own_tree(output, uid)
         in_use = {int(r["address"].rsplit(":", 1)[1]) for run in self._runs.values() if not run.gone
                   for r in run.state["replicas"].values()}
         ports = free_ports(len(compiled.replicas), in_use)
@@ -383,7 +405,7 @@ class LocalBackend(Backend):
         # The job's base output directory, whether the template names one (a gs:// prefix
         # means nothing here) or not: the run's own folder, as Vertex gives every job
         # <TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY>/<job id> when its template sets none.
-        output_dir = str(rd.output)
+        output_dir = str(output)
         launched = _now()
         state = {
             "job_id": str(job.id), "phase": "launching", "launched_at": _iso(launched),
@@ -406,7 +428,7 @@ class LocalBackend(Backend):
             rep = run.replicas[r.task_name]
             try:
                 popen = self._spawn(rd, r.task_name, state["replicas"][r.task_name]["argv"],
-                                    self.env_of(job.id, compiled, r, addresses, output_dir, rd), uid)
+                                    self.env_of(job.id, compiled, r, addresses, output_dir, rd), uid, output)
             except OSError as e:
                 log.error("job %s: cannot start replica %s: %s", job.id, r.task_name, e)
                 self._set_outcome(run, S.FAILED, f"could not start replica {r.task_name}: {e}",
@@ -427,9 +449,10 @@ class LocalBackend(Backend):
         return run
 
     def _spawn(self, rd: RunDir, task: str, argv: list[str], env: dict[str, str],
-               uid: int | None) -> subprocess.Popen:
+               uid: int | None, output: Path) -> subprocess.Popen:
         if self.sandbox == "bwrap":
-            argv = isolation.bwrap_prefix(rd.path, []) + argv
+            shared = [] if output.is_relative_to(rd.path) else [output]
+            argv = isolation.bwrap_prefix(rd.path, [], writable=shared) + argv
         drop = ["--uid", str(uid)] if uid is not None else []
         with open(rd.wrapper_log(task), "ab") as wrapper_log:
             return subprocess.Popen(
@@ -455,7 +478,7 @@ class LocalBackend(Backend):
                     if r.pid is not None):
                 run.gone = True
                 if run.uid is not None:
-                    isolation.reclaim([run.dir.work, run.dir.output])
+                    isolation.reclaim([run.dir.work, Path(run.state.get("output_dir") or run.dir.output)])
                 if run.outcome is None:  # a cancel ends when the last process is gone
                     self._set_outcome(run, S.CANCELLED, self._cancel_reason(run),
                                       {"code": 1, "message": "CANCELLED: the job was cancelled by request"})
@@ -556,7 +579,8 @@ class LocalBackend(Backend):
         if tail:
             message += " Last lines of its log:\n" + "\n".join(tail)
         return reason, {"code": code, "message": message, "replica": rep.task, "exit_code": code,
-                        "signal": None if rep.exit.get("lost") else rep.exit.get("signal"), "log_tail": tail}
+                        "signal": None if rep.exit.get("lost") else rep.exit.get("signal"),
+                        "lost": bool(rep.exit.get("lost")), "log_tail": tail}
 
     def _cancel_reason(self, run: Run) -> str:
         how = (f"SIGTERM, then SIGKILL after the {self.grace:g} s grace period" if run.killed

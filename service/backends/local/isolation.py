@@ -58,6 +58,19 @@ def own_dir(path: Path, uid: int | None, mode: int = 0o700) -> None:
     os.chmod(path, mode)
 
 
+def own_tree(top: Path, uid: int | None) -> None:
+    """Hand a folder and everything in it to `uid` (0700), e.g. a retry's shared checkpoints.
+    Symlinks are changed, never followed. None: the service's own user keeps it."""
+    top.mkdir(parents=True, exist_ok=True)
+    if uid is None:
+        return
+    for root, dirs, files in os.walk(top, followlinks=False):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, uid)
+    os.lchown(top, uid, uid)
+    os.chmod(top, 0o700)
+
+
 def reclaim(paths: list[Path]) -> None:
     """Give a finished job's files back to the service (owner-only), so the next job to
     get the same uid cannot read them. Symlinks are changed, never followed."""
@@ -107,7 +120,7 @@ def secure_database_file(path: Path | None) -> None:
             pass
 
 
-def bwrap_prefix(run_dir: Path, readable: list[Path]) -> list[str]:
+def bwrap_prefix(run_dir: Path, readable: list[Path], writable: list[Path] = ()) -> list[str]:
     """bubblewrap arguments: the machine read-only, the run folder writable, private
     /tmp, /proc of its own PID namespace (so no other process's environ), no IPC."""
     exe = shutil.which("bwrap")
@@ -118,4 +131,6 @@ def bwrap_prefix(run_dir: Path, readable: list[Path]) -> list[str]:
             "--bind", str(run_dir), str(run_dir)]
     for p in readable:
         args += ["--ro-bind", str(p), str(p)]
+    for p in writable:
+        args += ["--bind", str(p), str(p)]
     return args + ["--"]

@@ -10,6 +10,7 @@ what a person reads is what Google received."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import uuid
 
@@ -26,14 +27,15 @@ def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_dir
     cj.setdefault("labels", {})[JOB_ID_LABEL] = str(job_id)
     spec = cj.setdefault("jobSpec", {})
     if base_output_directory and not (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"):
-        prefix = f"{base_output_directory.rstrip('/')}/{job_id}"
+        # A retry attempt writes where its first attempt did: it resumes from those checkpoints.
+        prefix = f"{base_output_directory.rstrip('/')}/{compiled.output_of or job_id}"
         spec["baseOutputDirectory"] = {"outputUriPrefix": prefix}
         spec_tf["base_output_directory"] = {"output_uri_prefix": prefix}
     if service_account and not spec.get("serviceAccount"):
         spec["serviceAccount"] = service_account
         spec_tf["service_account"] = service_account
-    return CompiledJob(json.dumps(cj, separators=(",", ":")), compiled.replicas,
-                       json.dumps(spec_tf, separators=(",", ":")), compiled.stall_timeout_seconds)
+    return dataclasses.replace(compiled, custom_job_json=json.dumps(cj, separators=(",", ":")),
+                               job_spec_json=json.dumps(spec_tf, separators=(",", ":")))
 
 
 def launch_view(compiled: CompiledJob) -> LaunchView:
