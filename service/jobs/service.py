@@ -76,10 +76,12 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
-               idempotency_key: str | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               idempotency_key: str | None = None,
+               trial: jobspec.Trial | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
-    new job's CompiledJob (None for a replayed one: read it from the row)."""
+    new job's CompiledJob (None for a replayed one: read it from the row). `trial`: the
+    sweep trial this job runs (service.sweeps), for its env and labels."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         existing = _replay(session, actor, idempotency_key, digest)
@@ -97,7 +99,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
     _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
                                          display_name=display_name, labels=body.labels,
-                                         reserved_labels={JOB_ID_LABEL: str(job_id)})
+                                         reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
     problems = backend.check_launchable(compiled)
     if problems:
         raise Invalid.of(problems)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Mapping
 
+from service.jobspec.trial import TRIAL_ENV
+
 if TYPE_CHECKING:
     from service.jobspec.compile import CompiledJob, Replica
 
@@ -31,9 +33,12 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
     pools: dict[str, list[str]] = {}
     for r in job.replicas:
         pools.setdefault(f"workerpool{r.pool}", []).append(addr(r))
+    # A sweep trial's replicas carry its id (jobspec.trial); Vertex's tuning puts it in `task`.
+    trial = replica.container_env.get(TRIAL_ENV)
+    with_trial = {"trial": trial} if trial else {}
     env["CLUSTER_SPEC"] = _dumps({
         "cluster": pools, "environment": "cloud",
-        "task": {"type": f"workerpool{replica.pool}", "index": replica.index}, "job": spec})
+        "task": {"type": f"workerpool{replica.pool}", "index": replica.index, **with_trial}, "job": spec})
 
     # TF_CONFIG only for distributed jobs, only for TensorFlow tasks; the
     # evaluator is never part of `cluster`, and Reduction Server replicas are not TF tasks.
@@ -43,7 +48,7 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
             if r.tf_role in ("chief", "worker", "ps"):
                 tf_cluster.setdefault(r.tf_role, []).append(addr(r))
         env["TF_CONFIG"] = _dumps({
-            "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index},
+            "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index, **with_trial},
             "environment": "cloud", "job": spec})
 
     if base_output_directory:

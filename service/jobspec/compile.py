@@ -117,13 +117,17 @@ class CompiledJob:
                    data.get("stall_timeout_seconds"))
 
 
-def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
+def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
+                 service_env: Mapping[str, str] | None = None) -> CompiledJob:
+    """`service_env`: variables trainjobs itself gives every TensorFlow replica (a sweep's
+    trial id), after the template's (which may not use these names: env_policy)."""
+    extra = dict(service_env or {})
     pools: list[tuple[dict, list[Replica]]] = [
-        _role_pool(0, spec, spec.chief),
-        _role_pool(1, spec, spec.workers) if spec.workers else _empty(),
-        (_role_pool(2, spec, spec.parameter_servers) if spec.parameter_servers
+        _role_pool(0, spec, spec.chief, extra),
+        _role_pool(1, spec, spec.workers, extra) if spec.workers else _empty(),
+        (_role_pool(2, spec, spec.parameter_servers, extra) if spec.parameter_servers
          else _reduction_pool(spec.reduction_server) if spec.reduction_server else _empty()),
-        _role_pool(3, spec, spec.evaluator) if spec.evaluator else _empty(),
+        _role_pool(3, spec, spec.evaluator, extra) if spec.evaluator else _empty(),
     ]
     while pools and not pools[-1][1]:
         pools.pop()
@@ -197,12 +201,12 @@ def _container(image: str, command: list[str], args: list[str], env: Mapping[str
     return out
 
 
-def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[dict, list[Replica]]:
+def _role_pool(pool: int, spec: JobSpec, role: Role, service_env: Mapping[str, str]) -> tuple[dict, list[Replica]]:
     over = role.container
     image = (over.image_uri if over and over.image_uri else spec.container.image_uri)
     command = over.command if over and over.command is not None else spec.container.command
     args = over.args if over and over.args is not None else spec.container.args
-    env = {**spec.container.env, **(over.env if over else {})}
+    env = {**spec.container.env, **(over.env if over else {}), **service_env}
     if role.accelerator_count:
         env[cluster.EXPECTED_GPUS_ENV] = str(role.accelerator_count)
 
