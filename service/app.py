@@ -36,6 +36,8 @@ from service.observability import Metrics, RequestContextMiddleware, metrics_acc
 from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
+from service.sweeps.launcher import SweepLauncher
+from service.sweeps.router import router as sweeps_router
 from service.webhooks.dispatcher import Dispatcher
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import Outbox
@@ -101,7 +103,14 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                 election_interval=settings.election_interval_seconds,
                                 wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
                                 services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
-                                                                   webhook_limits, fence=fence)])
+                                                                   webhook_limits, fence=fence),
+                                          lambda fence: SweepLauncher(
+                                              app.state.session_factory, lifecycle, built,
+                                              template_cache=app.state.template_cache,
+                                              default_backend=settings.default_backend,
+                                              interval=settings.sweep_interval_seconds,
+                                              batch_size=settings.sweep_batch_size, fence=fence,
+                                              wake_backend=lambda b: app.state.wake_controller(b))])
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         app.state.controller = controller
         app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
@@ -148,6 +157,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(tokens_router)
     app.include_router(epochs_router)
     app.include_router(webhooks_router)
+    app.include_router(sweeps_router)
     mount_ui(app)  # the web UI under /ui
 
     # Health checks answer whatever the load: no request slot, no shared thread, their own
