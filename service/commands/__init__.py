@@ -1,10 +1,11 @@
 """The commands that talk to a running service through the Python client
-(trainjobs_client): jobs, templates, login. service/cli.py registers them."""
+(trainjobs_client): jobs, sweeps, templates, login. service/cli.py registers them."""
 from __future__ import annotations
 
 
 def register(sub) -> None:
-    from service.commands import jobs, login, templates
+    from service.commands import jobs, login, sweeps, templates
     jobs.register(sub)
+    sweeps.register(sub)
     templates.register(sub)
     login.register(sub)

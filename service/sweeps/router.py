@@ -18,14 +18,21 @@ router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
 @router.post("", status_code=201, response_model=SweepOut, operation_id="sweeps_create",
              summary="Start a sweep: one job per trial over a search space of a template's parameters",
              response_description="The sweep, RUNNING; the controller starts its trials as room frees",
-             responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
-def create_sweep(body: SweepCreate, request: Request, session: SessionDep, actor: Member):
+             responses={200: {"model": SweepOut, "description": "Dry run: the sweep and its trials as they "
+                                                                "would be; nothing stored"},
+                        **problem_responses(401, 403, 404, 409, 413, 422, 503)})
+def create_sweep(body: SweepCreate, request: Request, session: SessionDep, actor: Member,
+                 dry_run: Annotated[bool, Query(description="Check every trial and plan them; store nothing.")]
+                 = False):
     state = request.app.state
     sweep = service.create_sweep(session, state.backends, state.lifecycle, body,
                                  template_cache=state.template_cache, default_backend=state.settings.default_backend,
-                                 actor=actor, limits=service.SweepLimits.from_settings(state.settings))
-    state.wake_controller(service.LAUNCHER)
+                                 actor=actor, limits=service.SweepLimits.from_settings(state.settings),
+                                 dry_run=dry_run)
     out = service.sweep_out(session, sweep)
+    if dry_run:
+        return Response(out.model_dump_json(), status_code=200, media_type="application/json")
+    state.wake_controller(service.LAUNCHER)
     return Response(out.model_dump_json(), status_code=201, media_type="application/json",
                     headers={"Location": f"/v1/sweeps/{sweep.id}"})
 

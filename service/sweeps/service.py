@@ -64,7 +64,9 @@ def trial_body(sweep: Sweep, number: int) -> JobCreate:
 
 
 def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engine, body: SweepCreate, *,
-                 template_cache: TemplateCache, default_backend: str, actor: Actor, limits: SweepLimits) -> Sweep:
+                 template_cache: TemplateCache, default_backend: str, actor: Actor, limits: SweepLimits,
+                 dry_run: bool = False) -> Sweep:
+    """The sweep, stored RUNNING (dry_run: checked and planned, not stored)."""
     tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
     if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
@@ -108,6 +110,8 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
             e.problems = [p.prefixed(f"trials[{number}]") if p.field.startswith("parameters") else p
                           for p in e.problems]
             raise
+    if dry_run:
+        return sweep
     active = session.scalar(select(func.count()).select_from(Sweep)
                             .where(Sweep.team_id == actor.team_id, Sweep.state.in_(_ACTIVE)))
     if active >= limits.max_active_per_team:

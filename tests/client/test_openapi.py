@@ -30,6 +30,8 @@ OPERATIONS = {
     ("GET", "/v1/webhooks/{webhook_id}/deliveries"): "webhooks_deliveries",
     ("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}"): "webhooks_delivery",
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
+    ("POST", "/v1/sweeps"): "sweeps_create", ("GET", "/v1/sweeps"): "sweeps_list",
+    ("GET", "/v1/sweeps/{sweep_id}"): "sweeps_get", ("POST", "/v1/sweeps/{sweep_id}/cancel"): "sweeps_cancel",
     ("GET", "/healthz"): "ops_healthz", ("GET", "/readyz"): "ops_readyz", ("GET", "/metrics"): "ops_metrics",
 }
 PROBLEM = "application/problem+json"
@@ -80,7 +82,8 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     h = bearer(token)
     with_bodies = [(m, p, op) for m, p, op in operations(schema) if "requestBody" in op]
     assert {op["operationId"] for _, _, op in with_bodies} == {"templates_create", "templates_update",
-                                                                "jobs_create", "tokens_create", "webhooks_create"}
+                                                                "jobs_create", "tokens_create", "webhooks_create",
+                                                                "sweeps_create"}
     examples = {op["operationId"]: _example(schema, op) for _, _, op in with_bodies}
     made = httpx.post(f"{server}/v1/templates", json=examples["templates_create"], headers=h)
     assert made.status_code == 201, made.text
@@ -92,11 +95,18 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     job = {**examples["jobs_create"], "template": name, "parameters": {}}
     preview = httpx.post(f"{server}/v1/jobs", params={"dry_run": "true"}, json=job, headers=h)
     assert preview.status_code == 200, preview.text
+    # The sweep example searches the demo template's parameters (checked and planned, not started).
+    from service.demo import demo_template
+    demo = demo_template().model_dump(mode="json", exclude_none=True)
+    assert httpx.post(f"{server}/v1/templates", json=demo, headers=h).status_code == 201
+    planned = httpx.post(f"{server}/v1/sweeps", params={"dry_run": "true"}, json=examples["sweeps_create"],
+                         headers=h)
+    assert planned.status_code == 200 and planned.json()["trial_count"] == 4, planned.text
 
 
 def _call(server, method, path, op, schema, headers):
     url = server + path.format(job_id=uuid.uuid4(), token_id=uuid.uuid4(), name="no-such-template",
-                               webhook_id=uuid.uuid4(), delivery_id=uuid.uuid4())
+                               webhook_id=uuid.uuid4(), delivery_id=uuid.uuid4(), sweep_id=uuid.uuid4())
     body = _example(schema, op) if "requestBody" in op else None
     return httpx.request(method, url, json=body, headers=headers, timeout=30)
 
@@ -117,4 +127,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, tok
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 28
+    assert checked == 32
