@@ -268,3 +268,15 @@ def test_ranking_puts_the_best_first_for_either_goal():
     assert [t.number for t in rank(trials, "maximize")] == [3, 5, 1, 4, 2]
     assert [t.number for t in rank(trials, "minimize")] == [4, 1, 3, 5, 2]
     assert not math.isnan(rank(trials, "minimize")[0].objective_value)
+
+
+def test_a_trial_that_can_no_longer_be_created_fails_and_the_sweep_goes_on(client, tmpl):
+    sweep = create(client, parameters={"acc": {"values": [0.1, 0.2]}}, max_parallel=2)
+    assert client.post("/v1/templates/sweepable/archive").status_code == 200
+    controller = client.app.state.controller
+    controller.run_once()
+    done = get(client, sweep["id"])
+    assert [(t["state"], t["job_id"]) for t in done["trials"]] == [("FAILED", None), ("FAILED", None)]
+    assert all("archived" in t["error"] for t in done["trials"])
+    assert done["state"] == "FAILED" and done["counts"] == {"FAILED": 2}
+    assert client.get("/v1/jobs").json()["items"] == []
