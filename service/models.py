@@ -330,4 +330,5 @@ class SweepTrial(Base):
     job_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("jobs.id"), unique=True)
     parameters: Mapped[dict] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    stopped_early: Mapped[str | None] = mapped_column(Text)    # why early stopping cancelled it
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

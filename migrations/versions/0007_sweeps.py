@@ -54,6 +54,7 @@ def upgrade() -> None:
     sa.Column('job_id', sa.Uuid(), nullable=True),
     sa.Column('parameters', sa.JSON(), nullable=False),
     sa.Column('error', sa.Text(), nullable=True),
+    sa.Column('stopped_early', sa.Text(), nullable=True),
     sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], name=op.f('fk_sweep_trials_job_id_jobs')),
     sa.ForeignKeyConstraint(['sweep_id'], ['sweeps.id'], name=op.f('fk_sweep_trials_sweep_id_sweeps'),

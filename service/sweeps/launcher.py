@@ -19,13 +19,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import jobspec
-from service.errors import DomainError
+from service.errors import Conflict, DomainError
 from service.jobs import service as jobs
 from service.lifecycle.engine import LEASE, Deposed, Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.services import LoopService
 from service.lifecycle.states import TERMINAL, JobState
-from service.models import ControllerLease, Job, Sweep, SweepTrial, utcnow
+from service.models import ControllerLease, Job, JobEpoch, Sweep, SweepTrial, utcnow
+from service.sweeps import early_stop
 from service.sweeps.schemas import SweepState
 from service.sweeps.service import LAUNCHER, actor_of, cancel_trials, job_key, trial_body
 from service.templates.cache import TemplateCache
@@ -51,6 +52,8 @@ class SweepLauncher(LoopService):
         self.fence = fence
         self.wake_backend = wake_backend or (lambda _backend: None)
         self.started = 0    # trials this launcher started (tests, metrics)
+        self.passes = 0
+        self._wake_after_commit: set[str] = set()
 
     def run_once(self) -> bool:
         with self.session_factory() as session:
@@ -63,6 +66,7 @@ class SweepLauncher(LoopService):
             if self.stopping:
                 break
             self.advance(sweep_id)
+        self.passes += 1
         return len(ids) >= self.batch_size and not self.stopping
 
     def _hold_fence(self, session: Session) -> None:
@@ -86,15 +90,17 @@ class SweepLauncher(LoopService):
     def _step(self, session: Session, sweep_id: uuid.UUID) -> bool:
         """One transaction. True: a trial was started (look again)."""
         self._hold_fence(session)
+        self._wake_after_commit.clear()
         sweep = session.scalar(select(Sweep).where(Sweep.id == sweep_id).with_for_update())
         if sweep is None or sweep.state not in _OPEN:
             return False
         self._link_orphans(session, sweep)
+        if sweep.state == SweepState.RUNNING.value and sweep.request.get("early_stopping"):
+            self._stop_laggards(session, sweep)
         started, unfinished = self._counts(session, sweep_id)
         if sweep.state == SweepState.CANCELLING.value:
             # A trial started just before the cancel committed is stopped here.
-            for backend in cancel_trials(session, self.engine, sweep_id, actor="sweep", fence=self.fence):
-                self.wake_backend(backend)
+            self._wake_after_commit |= cancel_trials(session, self.engine, sweep_id, actor="sweep", fence=self.fence)
         elif started < sweep.trial_count and unfinished < sweep.max_parallel:
             self._start(session, sweep, started + 1)
             return True
@@ -102,6 +108,9 @@ class SweepLauncher(LoopService):
             self._end(session, sweep)
         sweep.checked_at = utcnow()
         session.commit()
+        for backend in self._wake_after_commit:
+            self.wake_backend(backend)
+        self._wake_after_commit.clear()
         return False
 
     def _counts(self, session: Session, sweep_id: uuid.UUID) -> tuple[int, int]:
@@ -124,6 +133,32 @@ class SweepLauncher(LoopService):
             values = {"job_id": job_id} if job_id else {"error": "its job was never created"}
             session.execute(update(SweepTrial).where(SweepTrial.sweep_id == sweep.id, SweepTrial.number == number)
                             .values(**values))
+
+    def _stop_laggards(self, session: Session, sweep: Sweep) -> None:
+        rule = sweep.request["early_stopping"]
+        running = set(session.scalars(select(SweepTrial.job_id).join(Job, Job.id == SweepTrial.job_id).where(
+            SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
+            Job.state == JobState.RUNNING.value)))
+        if not running:
+            return
+        value = JobEpoch.metrics[sweep.objective_metric].as_float()
+        curves: dict[uuid.UUID, list[tuple[int, float]]] = {}
+        for job_id, epoch, v in session.execute(
+                select(JobEpoch.job_id, JobEpoch.epoch, value).join(SweepTrial, SweepTrial.job_id == JobEpoch.job_id)
+                .where(SweepTrial.sweep_id == sweep.id, value.is_not(None))
+                .order_by(JobEpoch.job_id, JobEpoch.epoch)):
+            curves.setdefault(job_id, []).append((epoch, float(v)))
+        for verdict in early_stop.laggards(curves, running, metric=sweep.objective_metric, goal=sweep.objective_goal,
+                                           min_epochs=rule["min_epochs"], min_trials=rule["min_trials"]):
+            try:
+                self.engine.move(session, verdict.job_id, JobState.CANCELLING, reason=verdict.reason, actor="sweep",
+                                 fence=self.fence)
+            except Conflict:
+                continue   # it ended meanwhile
+            session.execute(update(SweepTrial).where(SweepTrial.job_id == verdict.job_id)
+                            .values(stopped_early=verdict.reason))
+            log.info("sweep %s: %s (job %s)", sweep.id, verdict.reason, verdict.job_id)
+            self._wake_after_commit.add(sweep.backend)
 
     def _start(self, session: Session, sweep: Sweep, number: int) -> None:
         sweep_id, body = sweep.id, trial_body(sweep, number)

@@ -48,6 +48,16 @@ class Objective(RequestBody):
     goal: Literal["maximize", "minimize"]
 
 
+class EarlyStopping(RequestBody):
+    """The median rule: stop a running trial whose best objective so far is worse than the
+    median of the other trials' at the same epoch."""
+
+    rule: Literal["median"] = "median"
+    min_epochs: int = Field(2, ge=1, le=1_000_000, description="Judge a trial only from this epoch on")
+    min_trials: int = Field(3, ge=1, le=10_000, description="Judge only against at least this many other "
+                            "trials that have reached the same epoch")
+
+
 class SweepCreate(RequestBody):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "template": "mwms-demo", "algorithm": "grid",
@@ -75,6 +85,7 @@ class SweepCreate(RequestBody):
         None, description="Default: <template>-sweep-<short id>. Trial jobs are named <display_name>-<n>.")
     max_parallel: int = Field(1, ge=1, description="Unfinished trials at most at once")
     objective: Objective
+    early_stopping: EarlyStopping | None = Field(None, description="Off unless given")
 
 
 class TrialOut(BaseModel):
@@ -88,6 +99,7 @@ class TrialOut(BaseModel):
     objective_epoch: int | None = Field(None, description="The epoch that reported objective_value")
     last_value: float | None = Field(None, description="The objective in the trial's latest epoch")
     error: str | None = None
+    stopped_early: str | None = Field(None, description="Why the sweep stopped this trial early")
 
 
 class SweepSummary(BaseModel):

@@ -206,7 +206,7 @@ def _number(value) -> float | None:
 
 def trials_of(session: Session, sweep: Sweep) -> list[TrialOut]:
     rows = session.execute(select(SweepTrial.number, SweepTrial.parameters, SweepTrial.job_id, SweepTrial.error,
-                                  Job.state, Job.progress)
+                                  SweepTrial.stopped_early, Job.state, Job.progress)
                            .outerjoin(Job, Job.id == SweepTrial.job_id)
                            .where(SweepTrial.sweep_id == sweep.id).order_by(SweepTrial.number)).all()
     best = _objectives(session, [r.job_id for r in rows if r.job_id], sweep.objective_metric, sweep.objective_goal)
@@ -218,7 +218,8 @@ def trials_of(session: Session, sweep: Sweep) -> list[TrialOut]:
         last = _number(metrics.get(sweep.objective_metric)) if isinstance(metrics, dict) else None
         state = r.state or (JobState.FAILED.value if r.error else JobState.QUEUED.value)
         out.append(TrialOut(number=r.number, parameters=r.parameters, state=state, job_id=r.job_id,
-                            objective_value=value, objective_epoch=epoch, last_value=last, error=r.error))
+                            objective_value=value, objective_epoch=epoch, last_value=last, error=r.error,
+                            stopped_early=r.stopped_early))
     out += [TrialOut(number=n, parameters=p, state=WAITING)
             for n, p in enumerate(sweep.plan, 1) if n not in started]
     return rank(out, sweep.objective_goal)
@@ -248,7 +249,7 @@ def _summary_fields(sweep: Sweep, trials: list[TrialOut]) -> dict:
 def sweep_out(session: Session, sweep: Sweep) -> SweepOut:
     trials = trials_of(session, sweep)
     req = sweep.request
-    search = {k: req.get(k) for k in ("parameters", "fixed_parameters", "overrides", "labels")}
+    search = {k: req.get(k) for k in ("parameters", "fixed_parameters", "overrides", "labels", "early_stopping")}
     return SweepOut(**_summary_fields(sweep, trials), seed=req.get("seed"), search=search, trials=trials)
 
 
