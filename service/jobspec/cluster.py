@@ -25,7 +25,10 @@ def default_address(task_name: str) -> str:
 
 
 def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, str] | None,
-                base_output_directory: str | None) -> dict[str, str]:
+                base_output_directory: str | None, trial_in_task: bool = True) -> dict[str, str]:
+    """`trial_in_task`: put a sweep trial's id in TF_CONFIG and CLUSTER_SPEC `task` (as Vertex's
+    tuning does, and the local backend); False for a Vertex CustomJob, whose TF_CONFIG Vertex
+    builds without it (the trial id is then in the env alone)."""
     addr = (lambda r: addresses[r.task_name]) if addresses is not None else (lambda r: default_address(r.task_name))
     env = dict(replica.container_env)
     spec = job.job_spec_dict
@@ -34,7 +37,7 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
     for r in job.replicas:
         pools.setdefault(f"workerpool{r.pool}", []).append(addr(r))
     # A sweep trial's replicas carry its id (jobspec.trial); Vertex's tuning puts it in `task`.
-    trial = replica.container_env.get(TRIAL_ENV)
+    trial = replica.container_env.get(TRIAL_ENV) if trial_in_task else None
     with_trial = {"trial": trial} if trial else {}
     env["CLUSTER_SPEC"] = _dumps({
         "cluster": pools, "environment": "cloud",

@@ -86,11 +86,11 @@ class CompiledJob:
         return (self.custom_job_dict.get("jobSpec", {}).get("baseOutputDirectory") or {}).get("outputUriPrefix")
 
     def env(self, replica: Replica, addresses: Mapping[str, str] | None = None,
-            base_output_directory: str | None = None) -> dict[str, str]:
+            base_output_directory: str | None = None, *, trial_in_task: bool = True) -> dict[str, str]:
         """The exact environment Vertex gives this replica. Backends that run the
         cluster elsewhere pass their own addresses and output directory."""
         return cluster.replica_env(self, replica, addresses,
-                                   base_output_directory or self.base_output_directory)
+                                   base_output_directory or self.base_output_directory, trial_in_task)
 
     def to_json(self) -> dict:
         out = {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],

@@ -3,6 +3,8 @@ Vertex builds TF_CONFIG itself for a CustomJob, so the trial id reaches the repl
 CLOUD_ML_TRIAL_ID in every pool's container env, and the CustomJob carries labels."""
 from __future__ import annotations
 
+import json
+
 from tests.fakes.harness import fake_logging, fake_vertex, harness, make_harness  # noqa: F401 - fixtures
 
 
@@ -23,6 +25,11 @@ def test_trials_reach_vertex_with_their_trial_id(harness):  # noqa: F811
             assert {"name": "CLOUD_ML_TRIAL_ID", "value": str(n)} in pool["containerSpec"]["env"]
         args = cj["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
         assert f"--learning-rate={trials[n]['parameters']['learning_rate']}" in args
+        # The job view shows the env as Vertex gives it: the trial in the env, not in TF_CONFIG.
+        job = harness.job(trials[n]["job_id"])
+        for replica in job["cluster"]:
+            assert replica["env"]["CLOUD_ML_TRIAL_ID"] == str(n)
+            assert "trial" not in json.loads(replica["env"]["TF_CONFIG"])["task"]
         harness.fake.set_state(trials[n]["job_id"], "JOB_STATE_SUCCEEDED")
     harness.reconcile()
     done = harness.client.get(f"/v1/sweeps/{sweep['id']}").json()
