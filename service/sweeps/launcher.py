@@ -53,6 +53,7 @@ class SweepLauncher(LoopService):
         self.wake_backend = wake_backend or (lambda _backend: None)
         self.started = 0    # trials this launcher started (tests, metrics)
         self.passes = 0
+        self.errors = 0
         self._wake_after_commit: set[str] = set()
 
     def run_once(self) -> bool:
@@ -65,7 +66,13 @@ class SweepLauncher(LoopService):
         for sweep_id in ids:
             if self.stopping:
                 break
-            self.advance(sweep_id)
+            try:
+                self.advance(sweep_id)
+            except Deposed:
+                raise
+            except Exception:  # one sweep's trouble (or the database's) must not stop the others
+                self.errors += 1
+                log.exception("sweep %s: pass failed", sweep_id)
         self.passes += 1
         return len(ids) >= self.batch_size and not self.stopping
 

@@ -280,3 +280,24 @@ def test_a_trial_that_can_no_longer_be_created_fails_and_the_sweep_goes_on(clien
     assert all("archived" in t["error"] for t in done["trials"])
     assert done["state"] == "FAILED" and done["counts"] == {"FAILED": 2}
     assert client.get("/v1/jobs").json()["items"] == []
+
+
+def test_one_broken_sweep_does_not_hold_up_the_others(client, tmpl):
+    from service.models import Sweep
+    broken = create(client, max_parallel=1)
+    # A plan shorter than its trial count (as no request can make): starting trial 3 fails.
+    with client.app.state.session_factory() as session:
+        session.execute(update(Sweep).where(Sweep.id == uuid.UUID(broken["id"])).values(trial_count=3))
+        session.commit()
+    fine = create(client, max_parallel=1)
+    controller = client.app.state.controller
+    for _ in range(3):
+        controller.run_once()
+        for sweep in (broken, fine):
+            for t in get(client, sweep["id"])["trials"]:
+                if t["state"] == "QUEUED":
+                    assert client.post(f"/v1/jobs/{t['job_id']}/cancel").status_code == 202
+    controller.run_once()
+    assert get(client, fine["id"])["state"] == "FAILED"          # all its trials ran (and were cancelled)
+    assert get(client, broken["id"])["state"] == "RUNNING"
+    assert controller.services["sweeps"].errors >= 1
