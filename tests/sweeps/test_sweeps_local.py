@@ -91,3 +91,17 @@ def test_cancel_stops_running_trials_and_starts_no_more(make_client, work_dir, t
     ticks = api.c.app.state.controller.ticks
     wait_for(lambda: api.c.app.state.controller.ticks >= ticks + 3, "a few more controller passes")
     assert get(api.c, sweep["id"])["counts"] == {"CANCELLED": 2, "WAITING": 1}
+
+
+def test_two_service_processes_start_each_trial_once(make_client, work_dir):
+    """Two apps on one database, each standing for election: only the controller starts trials."""
+    first = make_client(sweep_interval_seconds=0.1, election_interval_seconds=0.2)
+    second = make_client(sweep_interval_seconds=0.1, election_interval_seconds=0.2)
+    assert first.c.post("/v1/templates", json=template()).status_code == 201
+    sweep = create(first.c, parameters={"acc": {"values": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}}, max_parallel=3)
+    done = _wait_sweep(second, sweep["id"], ("SUCCEEDED", "FAILED"), 3)
+    assert done["state"] == "SUCCEEDED" and done["counts"] == {"SUCCEEDED": 6}
+    jobs = first.c.get("/v1/jobs", params={"limit": 50}).json()["items"]
+    assert len(jobs) == 6 and sorted(j["display_name"] for j in jobs) == sorted(
+        f"{sweep['display_name']}-{n}" for n in range(1, 7))
+    assert [first.c.app.state.controller.active, second.c.app.state.controller.active].count(True) == 1
