@@ -109,8 +109,7 @@ class SweepLauncher(LoopService):
             # A trial started just before the cancel committed is stopped here.
             self._wake_after_commit |= cancel_trials(session, self.engine, sweep_id, actor="sweep", fence=self.fence)
         elif started < sweep.trial_count and unfinished < sweep.max_parallel:
-            self._start(session, sweep, started + 1)
-            return True
+            return self._start(session, sweep, started + 1)
         if unfinished == 0 and (started >= sweep.trial_count or sweep.state == SweepState.CANCELLING.value):
             self._end(session, sweep)
         sweep.checked_at = utcnow()
@@ -167,7 +166,8 @@ class SweepLauncher(LoopService):
             log.info("sweep %s: %s (job %s)", sweep.id, verdict.reason, verdict.job_id)
             self._wake_after_commit.add(sweep.backend)
 
-    def _start(self, session: Session, sweep: Sweep, number: int) -> None:
+    def _start(self, session: Session, sweep: Sweep, number: int) -> bool:
+        """Start trial `number` (or record why it cannot start). False: it was there already."""
         sweep_id, body = sweep.id, trial_body(sweep, number)
         session.add(SweepTrial(sweep_id=sweep_id, number=number, parameters=sweep.plan[number - 1],
                                created_at=utcnow()))
@@ -186,15 +186,16 @@ class SweepLauncher(LoopService):
             session.add(SweepTrial(sweep_id=sweep_id, number=number, parameters=body.parameters,
                                    error=e.detail[:2000], created_at=utcnow()))
             session.commit()
-            return
+            return True
         except IntegrityError:
-            session.rollback()   # started already (cannot happen under one controller): look again
-            return
+            session.rollback()   # started already (cannot happen under one controller): next pass
+            return False
         session.execute(update(SweepTrial).where(SweepTrial.sweep_id == sweep_id, SweepTrial.number == number)
                         .values(job_id=job.id))
         session.commit()
         self.started += 1
         self.wake_backend(job.backend)
+        return True
 
     def _end(self, session: Session, sweep: Sweep) -> None:
         if sweep.state == SweepState.CANCELLING.value:
