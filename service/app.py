@@ -43,6 +43,8 @@ from service.observability import Metrics, RequestContextMiddleware, metrics_acc
 from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
+from service.sweeps.launcher import SweepLauncher
+from service.sweeps.router import router as sweeps_router
 from service.webhooks.dispatcher import Dispatcher
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import Outbox
@@ -111,7 +113,14 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                 election_interval=settings.election_interval_seconds,
                                 wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
                                 services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
-                                                                   webhook_limits, fence=fence)],
+                                                                   webhook_limits, fence=fence),
+                                          lambda fence: SweepLauncher(
+                                              app.state.session_factory, lifecycle, built,
+                                              template_cache=app.state.template_cache,
+                                              default_backend=settings.default_backend, pricer=pricer,
+                                              interval=settings.sweep_interval_seconds,
+                                              batch_size=settings.sweep_batch_size, fence=fence,
+                                              wake_backend=lambda b: app.state.wake_controller(b))],
                                 gate=BudgetGate(pricer.table.currency))
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
@@ -165,6 +174,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(epochs_router)
     app.include_router(webhooks_router)
     app.include_router(teams_router)
+    app.include_router(sweeps_router)
     mount_ui(app)  # the web UI under /ui
 
     # Health checks answer whatever the load: no request slot, no shared thread, their own

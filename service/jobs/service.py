@@ -80,13 +80,15 @@ def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None
 def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine, body: JobCreate, *,
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
                pricer: Pricer, idempotency_key: str | None = None, verify_token: str = "",
-               relaunch_of: uuid.UUID | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               relaunch_of: uuid.UUID | None = None,
+               trial: jobspec.Trial | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
     new job's CompiledJob (None for a replayed one: read it from the row).
     `verify_token`: the hash of a token taken from the auth cache, checked here against
     revocation before anything is read or written for it (auth.cache). `relaunch_of`:
-    the job this one launches again (recorded on the row and in its first event)."""
+    the job this one launches again (recorded on the row and in its first event). `trial`:
+    the sweep trial this job runs (service.sweeps), for its env and labels."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         if verify_token:
@@ -108,7 +110,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
     _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
                                          display_name=display_name, labels=body.labels,
-                                         reserved_labels={JOB_ID_LABEL: str(job_id)})
+                                         reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
     problems = backend.check_launchable(compiled) + retries.limit_problems(compiled.retry, engine.retry_limits)
     if problems:
         raise Invalid.of(problems)

@@ -14,9 +14,10 @@ from service.jobspec import parameters as params_mod
 from service.jobspec.compile import CompiledJob, Replica, compile_spec
 from service.jobspec.merge_patch import merge_patch
 from service.jobspec.spec import JobSpec, Parameter
+from service.jobspec.trial import TRIAL_ENV, Trial
 from service.jobspec.validate import check_display_name, check_labels, check_spec
 
-__all__ = ["CompiledJob", "Prepared", "Replica", "JobSpec", "Parameter", "build", "build_from", "check_patch",
+__all__ = ["CompiledJob", "Prepared", "Replica", "JobSpec", "Parameter", "Trial", "build", "build_from", "check_patch",
            "check_template", "prepare",
            "env_policy", "merge_patch", "overridable", "pydantic_problems"]
 
@@ -188,17 +189,19 @@ def prepare(template_spec: dict, declared: list[dict]) -> Prepared:
 
 def build(template_spec: dict, declared: list[dict], values: Mapping[str, Any] | None,
           overrides: Any, *, display_name: str, labels: Mapping[str, str],
-          reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
+          reserved_labels: Mapping[str, str] | None = None, trial: Trial | None = None) -> tuple[JobSpec, CompiledJob]:
     """Apply overrides (JSON merge patch) and parameter values, validate, compile."""
     return build_from(prepare(template_spec, declared), values, overrides, display_name=display_name,
-                      labels=labels, reserved_labels=reserved_labels)
+                      labels=labels, reserved_labels=reserved_labels, trial=trial)
 
 
 def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: Any, *, display_name: str,
                labels: Mapping[str, str],
-               reserved_labels: Mapping[str, str] | None = None) -> tuple[JobSpec, CompiledJob]:
+               reserved_labels: Mapping[str, str] | None = None,
+               trial: Trial | None = None) -> tuple[JobSpec, CompiledJob]:
     """`build` for a prepared template: the same checks, in the same order, with the same
-    problems; what depends on the template alone was worked out once, in `prepare`."""
+    problems; what depends on the template alone was worked out once, in `prepare`.
+    `trial`: the sweep trial this job runs (its id in every replica's env and labels)."""
     problems: list[Problem] = []
     check_patch(overrides)
     if overrides:
@@ -238,8 +241,9 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
     problems += [p.prefixed("spec") for p in check_spec(spec)]
     if problems:
         raise Invalid.of(problems)
-    all_labels = {**spec.labels, **labels, **(reserved_labels or {})}
+    all_labels = {**spec.labels, **labels, **(reserved_labels or {}), **(trial.labels() if trial else {})}
     if len(all_labels) > 64:
         raise Invalid.of([Problem("labels", f"{len(all_labels)} labels with the template's; Google allows 64",
                                   "drop some labels")])
-    return spec, compile_spec(spec, display_name=display_name, labels=all_labels)
+    return spec, compile_spec(spec, display_name=display_name, labels=all_labels,
+                              service_env={TRIAL_ENV: trial.trial_id} if trial else None)

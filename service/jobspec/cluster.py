@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Mapping
 
+from service.jobspec.trial import TRIAL_ENV
+
 if TYPE_CHECKING:
     from service.jobspec.compile import CompiledJob, Replica
 
@@ -23,7 +25,10 @@ def default_address(task_name: str) -> str:
 
 
 def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, str] | None,
-                base_output_directory: str | None) -> dict[str, str]:
+                base_output_directory: str | None, trial_in_task: bool = True) -> dict[str, str]:
+    """`trial_in_task`: put a sweep trial's id in TF_CONFIG and CLUSTER_SPEC `task` (as Vertex's
+    tuning does, and the local backend); False for a Vertex CustomJob, whose TF_CONFIG Vertex
+    builds without it (the trial id is then in the env alone)."""
     addr = (lambda r: addresses[r.task_name]) if addresses is not None else (lambda r: default_address(r.task_name))
     env = dict(replica.container_env)
     # The spec as JSON once (written at compile time), spliced in as the last key: it is
@@ -33,9 +38,12 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
     pools: dict[str, list[str]] = {}
     for r in job.replicas:
         pools.setdefault(f"workerpool{r.pool}", []).append(addr(r))
+    # A sweep trial's replicas carry its id (jobspec.trial); Vertex's tuning puts it in `task`.
+    trial = replica.container_env.get(TRIAL_ENV) if trial_in_task else None
+    with_trial = {"trial": trial} if trial else {}
     env["CLUSTER_SPEC"] = _with_job({
         "cluster": pools, "environment": "cloud",
-        "task": {"type": f"workerpool{replica.pool}", "index": replica.index}}, spec_json)
+        "task": {"type": f"workerpool{replica.pool}", "index": replica.index, **with_trial}}, spec_json)
 
     # TF_CONFIG only for distributed jobs, only for TensorFlow tasks; the
     # evaluator is never part of `cluster`, and Reduction Server replicas are not TF tasks.
@@ -45,7 +53,7 @@ def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, 
             if r.tf_role in ("chief", "worker", "ps"):
                 tf_cluster.setdefault(r.tf_role, []).append(addr(r))
         env["TF_CONFIG"] = _with_job({
-            "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index},
+            "cluster": tf_cluster, "task": {"type": replica.tf_role, "index": replica.index, **with_trial},
             "environment": "cloud"}, spec_json)
 
     if base_output_directory:

@@ -91,11 +91,11 @@ class CompiledJob:
         return (self.custom_job_dict.get("jobSpec", {}).get("baseOutputDirectory") or {}).get("outputUriPrefix")
 
     def env(self, replica: Replica, addresses: Mapping[str, str] | None = None,
-            base_output_directory: str | None = None) -> dict[str, str]:
+            base_output_directory: str | None = None, *, trial_in_task: bool = True) -> dict[str, str]:
         """The exact environment Vertex gives this replica. Backends that run the
         cluster elsewhere pass their own addresses and output directory."""
         return cluster.replica_env(self, replica, addresses,
-                                   base_output_directory or self.base_output_directory)
+                                   base_output_directory or self.base_output_directory, trial_in_task)
 
     def to_json(self) -> dict:
         out = {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
@@ -133,13 +133,17 @@ class CompiledJob:
                    data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"))
 
 
-def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str]) -> CompiledJob:
+def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
+                 service_env: Mapping[str, str] | None = None) -> CompiledJob:
+    """`service_env`: variables trainjobs itself gives every TensorFlow replica (a sweep's
+    trial id), after the template's (which may not use these names: env_policy)."""
+    extra = dict(service_env or {})
     pools: list[tuple[dict, list[Replica]]] = [
-        _role_pool(0, spec, spec.chief),
-        _role_pool(1, spec, spec.workers) if spec.workers else _empty(),
-        (_role_pool(2, spec, spec.parameter_servers) if spec.parameter_servers
+        _role_pool(0, spec, spec.chief, extra),
+        _role_pool(1, spec, spec.workers, extra) if spec.workers else _empty(),
+        (_role_pool(2, spec, spec.parameter_servers, extra) if spec.parameter_servers
          else _reduction_pool(spec.reduction_server) if spec.reduction_server else _empty()),
-        _role_pool(3, spec, spec.evaluator) if spec.evaluator else _empty(),
+        _role_pool(3, spec, spec.evaluator, extra) if spec.evaluator else _empty(),
     ]
     while pools and not pools[-1][1]:
         pools.pop()
@@ -214,12 +218,12 @@ def _container(image: str, command: list[str], args: list[str], env: Mapping[str
     return out
 
 
-def _role_pool(pool: int, spec: JobSpec, role: Role) -> tuple[dict, list[Replica]]:
+def _role_pool(pool: int, spec: JobSpec, role: Role, service_env: Mapping[str, str]) -> tuple[dict, list[Replica]]:
     over = role.container
     image = (over.image_uri if over and over.image_uri else spec.container.image_uri)
     command = over.command if over and over.command is not None else spec.container.command
     args = over.args if over and over.args is not None else spec.container.args
-    env = {**spec.container.env, **(over.env if over else {})}
+    env = {**spec.container.env, **(over.env if over else {}), **service_env}
     if role.accelerator_count:
         env[cluster.EXPECTED_GPUS_ENV] = str(role.accelerator_count)
 

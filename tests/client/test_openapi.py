@@ -33,6 +33,8 @@ OPERATIONS = {
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
     ("GET", "/v1/teams/{team}/limits"): "teams_limits_get", ("PUT", "/v1/teams/{team}/limits"): "teams_limits_set",
     ("GET", "/v1/teams/{team}/usage"): "teams_usage",
+    ("POST", "/v1/sweeps"): "sweeps_create", ("GET", "/v1/sweeps"): "sweeps_list",
+    ("GET", "/v1/sweeps/{sweep_id}"): "sweeps_get", ("POST", "/v1/sweeps/{sweep_id}/cancel"): "sweeps_cancel",
     ("GET", "/healthz"): "ops_healthz", ("GET", "/readyz"): "ops_readyz", ("GET", "/metrics"): "ops_metrics",
 }
 PROBLEM = "application/problem+json"
@@ -84,7 +86,7 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     with_bodies = [(m, p, op) for m, p, op in operations(schema) if "requestBody" in op]
     assert {op["operationId"] for _, _, op in with_bodies} == {"templates_create", "templates_update",
                                                                 "jobs_create", "tokens_create", "webhooks_create",
-                                                                "teams_limits_set", "jobs_relaunch"}
+                                                                "teams_limits_set", "jobs_relaunch", "sweeps_create"}
     examples = {op["operationId"]: _example(schema, op) for _, _, op in with_bodies}
     made = httpx.post(f"{server}/v1/templates", json=examples["templates_create"], headers=h)
     assert made.status_code == 201, made.text
@@ -101,11 +103,19 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     # A relaunch's example changes a stored job: the model the endpoint parses it with accepts it.
     from service.jobs.schemas import JobRelaunch
     assert JobRelaunch.model_validate(examples["jobs_relaunch"]).labels == {"try": "2"}
+    # The sweep example searches the demo template's parameters (checked and planned, not started).
+    from service.demo import demo_template
+    demo = demo_template().model_dump(mode="json", exclude_none=True)
+    assert httpx.post(f"{server}/v1/templates", json=demo, headers=h).status_code == 201
+    planned = httpx.post(f"{server}/v1/sweeps", params={"dry_run": "true"}, json=examples["sweeps_create"],
+                         headers=h)
+    assert planned.status_code == 200 and planned.json()["trial_count"] == 4, planned.text
 
 
 def _call(server, method, path, op, schema, headers):
     url = server + path.format(job_id=uuid.uuid4(), token_id=uuid.uuid4(), name="no-such-template",
-                               webhook_id=uuid.uuid4(), delivery_id=uuid.uuid4(), team="no-such-team")
+                               webhook_id=uuid.uuid4(), delivery_id=uuid.uuid4(), team="no-such-team",
+                               sweep_id=uuid.uuid4())
     body = _example(schema, op) if "requestBody" in op else None
     return httpx.request(method, url, json=body, headers=headers, timeout=30)
 
@@ -126,4 +136,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, tok
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 32
+    assert checked == 36

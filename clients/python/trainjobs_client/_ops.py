@@ -12,8 +12,8 @@ from typing import Any, Generator, Literal, TypeVar, Union
 import httpx
 from pydantic import TypeAdapter
 
-from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogPage, Template,
-                                     TeamLimits, TeamUsage, TemplateSummary, TemplateVersion, TokenInfo)
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogPage, Sweep, SweepSummary,
+                                     TeamLimits, TeamUsage, Template, TemplateSummary, TemplateVersion, TokenInfo)
 
 T = TypeVar("T")
 
@@ -256,3 +256,42 @@ def apply_template(name: str, body: dict) -> Op[Applied]:
         return Applied("unchanged", current, current)
     updated = yield from update_template(name, body)
     return Applied("updated", updated, current)
+
+
+# --- sweeps -----------------------------------------------------------------------------------
+
+SweepRef = Union[str, uuid.UUID, SweepSummary]
+
+
+def sweep_id(sweep: SweepRef) -> str:
+    if isinstance(sweep, SweepSummary):
+        return str(sweep.id)
+    return str(uuid.UUID(str(sweep)))
+
+
+def create_sweep(body: dict, dry_run: bool) -> Op[Sweep]:
+    # A sweep has no Idempotency-Key: retried only where the request surely never arrived.
+    r = yield Call("POST", "/v1/sweeps", params=[("dry_run", "true")] if dry_run else [], json=body,
+                   retry="safe" if dry_run else "connect")
+    return Sweep.model_validate_json(r.content)
+
+
+def get_sweep(sweep: SweepRef) -> Op[Sweep]:
+    r = yield Call("GET", f"/v1/sweeps/{sweep_id(sweep)}")
+    return Sweep.model_validate_json(r.content)
+
+
+_sweep_summaries = TypeAdapter(list[SweepSummary])
+
+
+def sweep_page(states: list[str], cursor: str | None, limit: int) -> Op[tuple[list[SweepSummary], str | None]]:
+    params = [("state", s) for s in states] + [("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
+    r = yield Call("GET", "/v1/sweeps", params=params)
+    data = r.json()
+    return _sweep_summaries.validate_python(data["items"]), data.get("next_cursor")
+
+
+def cancel_sweep(sweep: SweepRef) -> Op[Sweep]:
+    # Cancelling twice is fine (202 again while CANCELLING), so a retry is safe.
+    r = yield Call("POST", f"/v1/sweeps/{sweep_id(sweep)}/cancel")
+    return Sweep.model_validate_json(r.content)

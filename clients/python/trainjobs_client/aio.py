@@ -10,10 +10,11 @@ from typing import Any, AsyncIterator, Iterable
 import httpx
 
 from trainjobs_client import _base, _ops
-from trainjobs_client._ops import Applied, Call, JobRef, Op, T
+from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (TeamLimits, TeamUsage, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Sweep,
+                                     SweepSummary, TeamLimits, TeamUsage, Template,
                                      TemplateSummary, TemplateVersion, TokenInfo)
 
 
@@ -25,6 +26,7 @@ class AsyncClient:
         self._opts = _base.options(url, token, timeout, retries, backoff)
         self._http = httpx.AsyncClient(**_base.http_args(self._opts), transport=transport)
         self.templates = AsyncTemplates(self)
+        self.sweeps = AsyncSweeps(self)
 
     @property
     def url(self) -> str:
@@ -121,16 +123,7 @@ class AsyncClient:
 
     async def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
                    max_interval: float = 5.0) -> Job:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            current = await self.get(job)
-            if current.final:
-                return current
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(current, timeout)
-            left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
-            await asyncio.sleep(min(interval, left))
-            interval = min(interval * 1.5, max_interval)
+        return await _wait(self.get, job, timeout, interval, max_interval)
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
              page_size: int = 1000) -> "AsyncLogStream":
@@ -243,3 +236,40 @@ class AsyncTemplates:
 
     async def unarchive(self, name: str) -> Template:
         return await self._c._run(_ops.set_archived(name, False))
+
+
+async def _wait(get, ref, timeout: float | None, interval: float, max_interval: float):
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = await get(ref)
+        if current.final:
+            return current
+        if deadline is not None and time.monotonic() >= deadline:
+            raise WaitTimeout(current, timeout)
+        left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
+        await asyncio.sleep(min(interval, left))
+        interval = min(interval * 1.5, max_interval)
+
+
+class AsyncSweeps:
+    """client.sweeps, awaited (see Client.sweeps)."""
+
+    def __init__(self, client: AsyncClient):
+        self._c = client
+
+    async def create(self, body: dict, *, dry_run: bool = False) -> Sweep:
+        return await self._c._run(_ops.create_sweep(body, dry_run))
+
+    async def get(self, sweep: SweepRef) -> Sweep:
+        return await self._c._run(_ops.get_sweep(sweep))
+
+    def list(self, *, state: str | Iterable[str] | None = None, page_size: int = 20) -> AsyncIterator[SweepSummary]:
+        states = [state] if isinstance(state, str) else list(state or [])
+        return self._c._pages(lambda cursor: _ops.sweep_page(states, cursor, page_size))
+
+    async def cancel(self, sweep: SweepRef) -> Sweep:
+        return await self._c._run(_ops.cancel_sweep(sweep))
+
+    async def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
+                   max_interval: float = 5.0) -> Sweep:
+        return await _wait(self.get, sweep, timeout, interval, max_interval)

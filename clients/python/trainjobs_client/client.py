@@ -9,10 +9,11 @@ from typing import Any, Iterable, Iterator
 import httpx
 
 from trainjobs_client import _base, _ops
-from trainjobs_client._ops import Applied, Call, JobRef, Op, T
+from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (TeamLimits, TeamUsage, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Template,
+from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Sweep,
+                                     SweepSummary, TeamLimits, TeamUsage, Template,
                                      TemplateSummary, TemplateVersion, TokenInfo)
 
 
@@ -29,6 +30,7 @@ class Client:
         self._opts = _base.options(url, token, timeout, retries, backoff)
         self._http = httpx.Client(**_base.http_args(self._opts), transport=transport)
         self.templates = Templates(self)
+        self.sweeps = Sweeps(self)
 
     @property
     def url(self) -> str:
@@ -132,16 +134,7 @@ class Client:
     def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
              max_interval: float = 5.0) -> Job:
         """Poll until the job ends; returns it in its final state. Raises WaitTimeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            current = self.get(job)
-            if current.final:
-                return current
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(current, timeout)
-            left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
-            time.sleep(min(interval, left))
-            interval = min(interval * 1.5, max_interval)
+        return _wait(self.get, job, timeout, interval, max_interval)
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
              page_size: int = 1000) -> "LogStream":
@@ -258,3 +251,48 @@ class Templates:
 
     def unarchive(self, name: str) -> Template:
         return self._c._run(_ops.set_archived(name, False))
+
+
+def _wait(get, ref, timeout: float | None, interval: float, max_interval: float):
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        current = get(ref)
+        if current.final:
+            return current
+        if deadline is not None and time.monotonic() >= deadline:
+            raise WaitTimeout(current, timeout)
+        left = max_interval if deadline is None else max(0.0, deadline - time.monotonic())
+        time.sleep(min(interval, left))
+        interval = min(interval * 1.5, max_interval)
+
+
+class Sweeps:
+    """client.sweeps: hyperparameter sweeps, one job per trial (creating needs a member token).
+
+        sweep = tj.sweeps.create({"template": "mwms-demo", "algorithm": "grid",
+                                  "parameters": {"learning_rate": {"values": [0.01, 0.001]}},
+                                  "max_parallel": 2, "objective": {"metric": "val_accuracy", "goal": "maximize"}})
+        print(tj.sweeps.wait(sweep).best)
+    """
+
+    def __init__(self, client: Client):
+        self._c = client
+
+    def create(self, body: dict, *, dry_run: bool = False) -> Sweep:
+        """`body` as POST /v1/sweeps takes it. dry_run: every trial checked and planned, nothing started."""
+        return self._c._run(_ops.create_sweep(body, dry_run))
+
+    def get(self, sweep: SweepRef) -> Sweep:
+        return self._c._run(_ops.get_sweep(sweep))
+
+    def list(self, *, state: str | Iterable[str] | None = None, page_size: int = 20) -> Iterator[SweepSummary]:
+        states = [state] if isinstance(state, str) else list(state or [])
+        return self._c._pages(lambda cursor: _ops.sweep_page(states, cursor, page_size))
+
+    def cancel(self, sweep: SweepRef) -> Sweep:
+        return self._c._run(_ops.cancel_sweep(sweep))
+
+    def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
+             max_interval: float = 5.0) -> Sweep:
+        """Poll until every trial has ended; returns the sweep then. Raises WaitTimeout."""
+        return _wait(self.get, sweep, timeout, interval, max_interval)

@@ -105,12 +105,13 @@ class ConnectionFailed(TrainjobsError):
 
 
 class WaitTimeout(TrainjobsError):
-    """wait() gave up before the job ended; `job` is the last state seen."""
+    """wait() gave up before the job (or sweep) ended; `job` is the last state seen."""
 
     def __init__(self, job, timeout: float):
         self.job = job
         self.timeout = timeout
-        super().__init__(f"job {job.id} is still {job.state.value} after {timeout:g} s")
+        kind = "sweep" if hasattr(job, "trial_count") else "job"
+        super().__init__(f"{kind} {job.id} is still {getattr(job.state, 'value', job.state)} after {timeout:g} s")
 
 
 def from_response(response: httpx.Response) -> ApiError:

@@ -250,3 +250,50 @@ class TeamUsage(Model):
     limits: list[LimitUse] = Field(default_factory=list)
     on_exceed: str | None = None
     note: str = ""
+SWEEP_TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+class SweepObjective(Model):
+    metric: str
+    goal: str   # maximize | minimize
+
+
+class Trial(Model):
+    """One trial of a sweep: WAITING until the controller starts it, then its job's state."""
+
+    number: int
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    state: str
+    job_id: uuid.UUID | None = None
+    objective_value: float | None = None
+    objective_epoch: int | None = None
+    last_value: float | None = None
+    error: str | None = None
+
+
+class SweepSummary(Model):
+    id: uuid.UUID
+    display_name: str
+    template: TemplateRef
+    backend: str
+    algorithm: str
+    state: str      # RUNNING, CANCELLING, SUCCEEDED, FAILED, CANCELLED
+    objective: SweepObjective
+    max_parallel: int
+    trial_count: int
+    counts: dict[str, int] = Field(default_factory=dict)
+    best: Trial | None = None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    ended_at: datetime | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in SWEEP_TERMINAL_STATES
+
+
+class Sweep(SweepSummary):
+    seed: int | None = None
+    search: dict[str, Any] = Field(default_factory=dict)
+    trials: list[Trial] = Field(default_factory=list)

@@ -40,5 +40,7 @@ def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_dir
 
 def launch_view(compiled: CompiledJob) -> LaunchView:
     """Vertex gives each replica TF_CONFIG, CLUSTER_SPEC and the AIP_* directories of the
-    job it received; cluster addresses are Vertex's own host names (shown as task names)."""
-    return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas})
+    job it received; cluster addresses are Vertex's own host names (shown as task names).
+    A CustomJob's TF_CONFIG has no `task.trial`: a sweep trial's id is in its env only."""
+    return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r, trial_in_task=False)
+                                                 for r in compiled.replicas})

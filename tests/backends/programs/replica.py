@@ -24,6 +24,8 @@ def main() -> int:
     p.add_argument("--line-interval", type=float, default=0.0)
     p.add_argument("--timestamps", action="store_true", help="put time.time() in each line (bench)")
     p.add_argument("--epochs", type=int, default=0, help="print trainer-style epoch_end lines")
+    p.add_argument("--val-accuracy", type=float, help="epoch_end lines also report val_accuracy: this value "
+                   "in epoch 1, 0.05 less in later ones (a best epoch that is not the last)")
     p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<task>.json")
     p.add_argument("--started-dir", help="write DIR/<task>.started with time.time() at start")
     p.add_argument("--wait-file", help="wait until this file exists")
@@ -42,7 +44,8 @@ def main() -> int:
     if a.ignore_sigterm:
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     if a.dump_env:
-        with open(os.path.join(a.dump_env, f"{task}.json"), "w") as f:
+        trial = os.environ.get("CLOUD_ML_TRIAL_ID")   # a sweep's trials share task names
+        with open(os.path.join(a.dump_env, f"trial{trial}-{task}.json" if trial else f"{task}.json"), "w") as f:
             json.dump(dict(os.environ), f)
     if a.spawn_child:
         import subprocess
@@ -57,8 +60,11 @@ def main() -> int:
     for i in range(a.stderr_lines):
         print(f"{task} err {i}", file=sys.stderr, flush=True)
     for e in range(1, a.epochs + 1):
+        metrics = {"loss": 1.0 / e, "accuracy": 0.5 + e / 100}
+        if a.val_accuracy is not None:
+            metrics["val_accuracy"] = a.val_accuracy if e == 1 else a.val_accuracy - 0.05
         print(json.dumps({"event": "epoch_end", "epoch": e, "epochs": a.epochs, "steps": 10,
-                          "metrics": {"loss": 1.0 / e, "accuracy": 0.5 + e / 100},
+                          "metrics": metrics,
                           "examples_per_sec": 100.0, "task": role()}), flush=True)
     if a.wait_file:
         while not os.path.exists(a.wait_file):
