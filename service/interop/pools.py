@@ -104,7 +104,9 @@ def _role(pool: Pool, chief: Pool, problems: list[Problem]) -> dict:
 def _reduction_server(pool: Pool, warnings: list[Problem], problems: list[Problem]) -> dict:
     if pool.accelerator_type or pool.command or pool.args or pool.env:
         problems.append(Problem(pool.where, "a Reduction Server pool runs Google's image as it is, without GPUs, "
-                                "command, arguments or environment", "remove them from pool 2"))
+                                "command, arguments or environment (gcloud's --args and --command go to every "
+                                "pool, this one too)", "remove them from pool 2 (import without --args/--command "
+                                "and add the trainer's arguments to the template after)"))
     warnings.append(Problem(pool.where, "pool 2 runs Google's Reduction Server image: it became reduction_server, "
                             "and since the source ran one, its chief and worker images are taken to include "
                             "Google's reduction client (reduction_server.client_installed: true)",
