@@ -115,7 +115,7 @@ def gcloud(job: dict, *, region: str, project: str | None, title: str) -> str:
 
 
 def _command(words: list[str]) -> str:
-    return " \\\n  ".join(shlex.quote(w) for w in words) + "\n"
+    return " \\\n  ".join([" ".join(words[:4])] + [shlex.quote(w) for w in words[4:]]) + "\n"
 
 
 def _snake(value: Any) -> Any:
@@ -161,8 +161,14 @@ def sdk(job: dict, *, region: str, project: str | None, title: str) -> str:
     if any("scheduling_strategy" in r for r in run):
         lines.append("from google.cloud.aiplatform.compat.types import custom_job as gca_custom_job")
     init = f"project={project!r}, location={region!r}" if project else f"location={region!r}"
-    note = "" if base else ("  # the SDK needs an output place: add staging_bucket=\"gs://...\" "
-                            "(then Vertex sets AIP_MODEL_DIR under it)")
-    lines += ["", f"aiplatform.init({init}){note}", "", "job = aiplatform.CustomJob(", *ctor, ")"]
+    if base:
+        # The SDK refuses to build a CustomJob without a staging bucket, even with base_output_dir set.
+        bucket = "/".join(base.split("/")[:3]) if base.startswith("gs://") else "gs://YOUR_BUCKET"
+        lines += ["", "# staging_bucket: the SDK requires one; this job writes under base_output_dir."]
+    else:
+        bucket = "gs://YOUR_BUCKET"
+        lines += ["", "# staging_bucket: the SDK requires one, and since this job sets no output directory the SDK",
+                  "# adds <bucket>/aiplatform-custom-job-<time> as its base output directory (AIP_MODEL_DIR...)."]
+    lines += [f"aiplatform.init({init}, staging_bucket={bucket!r})", "", "job = aiplatform.CustomJob(", *ctor, ")"]
     lines += ["job.run(", *run, ")"] if run else ["job.run()"]
     return "\n".join(lines) + "\n"
