@@ -197,8 +197,8 @@ def test_worker_pool_specs_with_an_empty_middle_pool(client):
     assert spec["distribution"] == "parameter_server"
     empty_chief = client.post("/v1/templates:import", json={"format": "worker-pool-specs", "source": [""]})
     assert_problem(empty_chief, 422, "pools[0]")
-    five = client.post("/v1/templates:import", json={"format": "worker-pool-specs",
-                                                     "source": ["machine-type=n1-standard-4,container-image-uri=i"] * 5})
+    pool = "machine-type=n1-standard-4,container-image-uri=i"
+    five = client.post("/v1/templates:import", json={"format": "worker-pool-specs", "source": [pool] * 5})
     assert_problem(five, 422, "source[4]")
     wrong_shape = client.post("/v1/templates:import", json={"format": "worker-pool-specs", "source": "x"})
     assert_problem(wrong_shape, 422, "source")

@@ -16,8 +16,8 @@ from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noq
 from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, ConfigError, Conflict, ConnectionFailed,  # noqa: E402
                                      FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
                                      ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
-from trainjobs_client.models import (TERMINAL_STATES, Evaluation, Job, JobEvent, JobPreview, JobState,  # noqa: E402
-                                     JobSummary, LogEnd, LogLine, LogPage, Progress, Replica, Template,
+from trainjobs_client.models import (TERMINAL_STATES, Evaluation, ImportedTemplate, ImportWarning,  # noqa: E402
+                                     Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, LogPage, Progress, Replica, Template,
                                      TemplateRef, TemplateSummary, TemplateVersion, TokenInfo)
 
 __all__ = [
@@ -28,5 +28,5 @@ __all__ = [
     "ConnectionFailed", "ConfigError", "WaitTimeout",
     "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
     "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
-    "TokenInfo",
+    "TokenInfo", "ImportedTemplate", "ImportWarning",
 ]

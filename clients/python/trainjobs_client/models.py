@@ -196,3 +196,22 @@ class TokenInfo(Model):
     created_at: datetime
     created_by: str
     revoked_at: datetime | None = None
+
+
+class ImportWarning(Model):
+    """Something an import mapped or left out, at its path in the source (e.g. trainingInput.workerType)."""
+
+    field: str
+    message: str
+    fix: str | None = None
+
+
+class ImportedTemplate(Model):
+    """What POST /v1/templates:import produced: the spec, the warnings, and the stored template if any."""
+
+    format: str
+    description: str
+    spec: dict[str, Any]
+    parameters: list[dict[str, Any]]
+    warnings: list[ImportWarning]
+    template: Template | None = None
