@@ -17,7 +17,8 @@ from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, Confi
                                      FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
                                      ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
 from trainjobs_client.models import (TERMINAL_STATES, Evaluation, ImportedTemplate, ImportWarning,  # noqa: E402
-                                     Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, LogPage, Progress, Replica, Template,
+                                     Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, LogPage,
+                                     Progress, Replica, Template,
                                      TemplateRef, TemplateSummary, TemplateVersion, TokenInfo)
 
 __all__ = [
