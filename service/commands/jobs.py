@@ -72,6 +72,9 @@ def register(sub) -> None:
     c.add_argument("--wait", action="store_true", help="wait until it has stopped")
     c.set_defaults(func=cancel)
 
+    from service.commands.interop import add_job_commands
+    add_job_commands(js, job_id)  # export
+
 
 def job_id(text: str) -> str:
     import uuid
