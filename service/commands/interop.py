@@ -68,9 +68,11 @@ def import_template(args) -> int:
     if args.output == "json":
         print_json(out)
         return OK
-    from service.commands.templates import as_yaml
-    print(as_yaml(args.name or "imported", {"description": out.description, "spec": out.spec,
-                                            "parameters": out.parameters}), end="")
+    import yaml
+    # A file `trainjobs templates apply -f` takes, like `templates get` prints.
+    doc = {"name": args.name or "imported", "description": out.description, "spec": out.spec,
+           "parameters": out.parameters}
+    print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100), end="")
     err = stderr_console()
     for w in out.warnings:
         err.print(f"[yellow]warning[/] [bold]{escape(w.field)}[/]: {escape(w.message)}"
