@@ -183,8 +183,9 @@ def _pool(ti: dict, prefix: str, role: str, type_key: str, count_key: str | None
     pool.image_uri = str(config.get("imageUri") or "")
     pool.command = _strings(config, "containerCommand", where + ".", problems)
     container_args = _strings(config, "containerArgs", where + ".", problems)
-    if container_args and args:
-        problems.append(Problem(f"{where}.containerArgs", "AI Platform refuses containerArgs together with args",
+    if (container_args or pool.command) and args:
+        key = "containerArgs" if container_args else "containerCommand"
+        problems.append(Problem(f"{where}.{key}", f"AI Platform refuses {key} together with trainingInput.args",
                                 "keep one of them"))
     pool.args = container_args or list(args)
     disk = config.get("diskConfig")
