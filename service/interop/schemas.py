@@ -8,7 +8,7 @@ from service.problems import FieldProblem
 from service.schema_base import RequestBody
 from service.templates.schemas import TemplateName, TemplateOut
 
-ImportFormat = Literal["aiplatform-config", "gcloud", "worker-pool-specs"]
+ImportFormat = Literal["aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs"]
 ExportFormat = Literal["gcloud", "config", "sdk"]
 # Each text is bounded by TRAINJOBS_IMPORT_MAX_BYTES in the service; these only keep a hostile body small.
 PoolSpecText = Annotated[str, StringConstraints(max_length=4096)]
@@ -24,7 +24,8 @@ class TemplateImport(RequestBody):
 
     format: ImportFormat = Field(description="aiplatform-config: the YAML of `gcloud ai-platform jobs submit "
                                              "training --config` (a TrainingInput, with or without its "
-                                             "`trainingInput:` wrapper); gcloud: a `gcloud ai custom-jobs create` "
+                                             "`trainingInput:` wrapper); vertex-config: the YAML of `gcloud ai "
+                                             "custom-jobs create --config` (a CustomJobSpec); gcloud: a `gcloud ai custom-jobs create` "
                                              "command line; worker-pool-specs: a list of `--worker-pool-spec` "
                                              "values, one per pool in pool order (\"\" for an empty pool)")
     source: str | list[PoolSpecText] = Field(description="The text (a list for worker-pool-specs)")

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from service import jobspec
 from service.config import Settings
 from service.errors import Invalid, Problem
-from service.interop import aiplatform_config, gcloud_command, gcloud_flags, pools as pools_mod
+from service.interop import aiplatform_config, gcloud_command, gcloud_flags, pools as pools_mod, vertex_config
 from service.interop.export import render
 from service.interop.safe_yaml import YamlLimits, load
 from service.interop.schemas import TemplateImport
@@ -21,7 +21,7 @@ from service.templates import service as templates
 from service.templates.schemas import TemplateCreate
 
 _SOURCES = {"aiplatform-config": "an AI Platform Training config", "gcloud": "a gcloud ai custom-jobs create command",
-            "worker-pool-specs": "gcloud --worker-pool-spec flags"}
+            "worker-pool-specs": "gcloud --worker-pool-spec flags", "vertex-config": "a Vertex CustomJobSpec config"}
 
 
 def limits(settings: Settings) -> YamlLimits:
@@ -39,6 +39,10 @@ def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[P
             raise Invalid.of([Problem("source", "an AI Platform config is YAML text", "send it as one string")])
         converted, problems = aiplatform_config.convert(load(body.source, limits(settings)), warnings)
         pools, extra = converted.pools, converted.extra
+    elif body.format == "vertex-config":
+        if not isinstance(body.source, str):
+            raise Invalid.of([Problem("source", "a Vertex config is YAML text", "send it as one string")])
+        pools, extra, problems = vertex_config.convert(load(body.source, limits(settings)), warnings)
     elif body.format == "gcloud":
         if not isinstance(body.source, str):
             raise Invalid.of([Problem("source", "a gcloud command is text", "send it as one string")])

@@ -126,3 +126,32 @@ def test_sdk_snippet_builds_the_same_custom_job(client, demo, monkeypatch):
 def test_every_format_answers_text(client, demo, fmt):
     r = client.get(f"/v1/templates/mwms-demo/export?format={fmt}")
     assert r.status_code == 200 and r.text.startswith("# trainjobs template mwms-demo version 1")
+
+
+RICH = {"distribution": "multi_worker_mirrored",
+        "container": {"image_uri": "gcr.io/p/t:1", "command": ["python", "-m", "trainer.task"],
+                      "args": ["--epochs=3", "--name=a b,c"], "env": {"MODE": "train"}},
+        "chief": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2},
+        "workers": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2,
+                    "replica_count": 3, "disk": {"boot_disk_type": "pd-standard", "boot_disk_size_gb": 200},
+                    "container": {"env": {"EXTRA": "1"}}},
+        "evaluator": {"machine_type": "e2-standard-4", "container": {"args": ["--evaluate"]}},
+        "base_output_directory": "gs://bucket/rich",
+        "scheduling": {"timeout_seconds": 5400, "strategy": "SPOT", "restart_job_on_worker_restart": True},
+        "service_account": "sa@p.iam.gserviceaccount.com", "enable_web_access": True}
+
+
+def test_every_export_imports_back_through_its_config_file(client):
+    created = client.post("/v1/templates", json={"name": "rich", "spec": RICH})
+    assert created.status_code == 201, created.text
+    config = client.get("/v1/templates/rich/export?format=config").text
+    back = client.post("/v1/templates:import", json={"format": "vertex-config", "source": config, "name": "rich2"})
+    assert back.status_code == 201, back.text
+    assert back.json()["spec"] == created.json()["spec"]
+    assert [w["field"] for w in back.json()["warnings"]] == ["workerPoolSpecs[0].containerSpec.env",
+                                                             "workerPoolSpecs[1].containerSpec.env"]
+    assert client.get("/v1/templates/rich2/export?format=config").text.split("\n", 1)[1] == \
+        config.split("\n", 1)[1].replace("template rich ", "template rich2 ")
+    bad = config.replace("  replicaCount: 3", "  replicaCount: 3\n  nfsMounts: []")
+    assert_problem(client.post("/v1/templates:import", json={"format": "vertex-config", "source": bad}), 422,
+                   "workerPoolSpecs[1].nfsMounts")

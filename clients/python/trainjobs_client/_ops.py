@@ -220,7 +220,7 @@ def apply_template(name: str, body: dict) -> Op[Applied]:
 
 # --- AI Platform configs and gcloud -----------------------------------------------------------
 
-IMPORT_FORMATS = ("aiplatform-config", "gcloud", "worker-pool-specs")
+IMPORT_FORMATS = ("aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs")
 EXPORT_FORMATS = ("gcloud", "config", "sdk")
 
 

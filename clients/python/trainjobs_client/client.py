@@ -244,7 +244,8 @@ class Templates:
     def import_source(self, source: str | list[str], format: str = "aiplatform-config", *,
                       name: str | None = None, description: str | None = None,
                       dry_run: bool = False) -> ImportedTemplate:
-        """Turn an AI Platform config (YAML text), a `gcloud ai custom-jobs create` command or a list of
+        """Turn an AI Platform config or a Vertex --config file (YAML text: formats aiplatform-config,
+        vertex-config), a `gcloud ai custom-jobs create` command or a list of
         --worker-pool-spec values (format worker-pool-specs) into a template spec; stored when `name` is
         given (admin). `warnings` says what was mapped or left out."""
         return self._c._run(_ops.import_template(source, format, name, description, dry_run))
