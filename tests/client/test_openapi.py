@@ -30,6 +30,8 @@ OPERATIONS = {
     ("GET", "/v1/webhooks/{webhook_id}/deliveries"): "webhooks_deliveries",
     ("GET", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}"): "webhooks_delivery",
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
+    ("POST", "/v1/templates:import"): "templates_import", ("GET", "/v1/templates/{name}/export"): "templates_export",
+    ("GET", "/v1/jobs/{job_id}/export"): "jobs_export",
     ("GET", "/healthz"): "ops_healthz", ("GET", "/readyz"): "ops_readyz", ("GET", "/metrics"): "ops_metrics",
 }
 PROBLEM = "application/problem+json"
@@ -80,7 +82,8 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     h = bearer(token)
     with_bodies = [(m, p, op) for m, p, op in operations(schema) if "requestBody" in op]
     assert {op["operationId"] for _, _, op in with_bodies} == {"templates_create", "templates_update",
-                                                                "jobs_create", "tokens_create", "webhooks_create"}
+                                                                "jobs_create", "tokens_create", "webhooks_create",
+                                                                "templates_import"}
     examples = {op["operationId"]: _example(schema, op) for _, _, op in with_bodies}
     made = httpx.post(f"{server}/v1/templates", json=examples["templates_create"], headers=h)
     assert made.status_code == 201, made.text
@@ -92,6 +95,8 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     job = {**examples["jobs_create"], "template": name, "parameters": {}}
     preview = httpx.post(f"{server}/v1/jobs", params={"dry_run": "true"}, json=job, headers=h)
     assert preview.status_code == 200, preview.text
+    imported = httpx.post(f"{server}/v1/templates:import", json=examples["templates_import"], headers=h)
+    assert imported.status_code == 201, imported.text
 
 
 def _call(server, method, path, op, schema, headers):
@@ -117,4 +122,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, tok
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 28
+    assert checked == 31
