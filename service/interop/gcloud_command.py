@@ -6,17 +6,22 @@ warnings, since a template has neither (the service's settings decide); flags th
 change the job in ways a template cannot express are refused (422)."""
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from service.errors import Problem
 from service.interop.gcloud_flags import parse_dict, parse_pool, split_list
+from service.interop import vertex_config
 from service.interop.pools import Pool
 
 _PREFIXES = (["gcloud", "ai", "custom-jobs", "create"], ["gcloud", "beta", "ai", "custom-jobs", "create"],
              ["gcloud", "alpha", "ai", "custom-jobs", "create"])
 _VALUE_FLAGS = {"--region", "--project", "--display-name", "--worker-pool-spec", "--args", "--command", "--labels",
-                "--service-account", "--network"}
+                "--service-account", "--network", "--config"}
+# `cat > FILE <<'EOF' ... EOF` before the command, as `trainjobs jobs export` writes a --config file.
+_HEREDOC = re.compile(r"^cat > (\S+) <<'?(\w+)'?\n(.*?)\n\2$", re.M | re.S)
 _BOOL_FLAGS = {"--enable-web-access"}
 # Where and how gcloud sends the request; nothing about the job.
 _NOT_KEPT = {"--region": "a template has no region: the service's TRAINJOBS_VERTEX_LOCATION decides",
@@ -27,7 +32,6 @@ _GCLOUD_WIDE = {"--quiet", "-q", "--verbosity", "--format", "--account", "--conf
                 "--user-output-enabled", "--impersonate-service-account", "--billing-project", "--trace-token",
                 "--flags-file", "--flatten", "--help"}
 _REFUSED = {
-    "--config": "import the config's workerPoolSpecs as --worker-pool-spec flags (a template stores the result)",
     "--python-package-uris": "build an image with the package and use container-image-uri",
     "--enable-dashboard-access": "trainjobs does not set up dashboard access; remove the flag",
     "--persistent-resource-id": "trainjobs launches on demand; remove the flag",
@@ -47,7 +51,9 @@ def tokens(text: str) -> list[str]:
     return shlex.split(text.replace("\\\r\n", " ").replace("\\\n", " "), comments=True, posix=True)
 
 
-def parse(text: str, warnings: list[Problem]) -> tuple[Parsed, list[Problem]]:
+def parse(text: str, warnings: list[Problem], load_yaml: Callable[[str], Any]) -> tuple[Parsed, list[Problem]]:
+    files = {m.group(1): m.group(3) for m in _HEREDOC.finditer(text)}
+    text = _HEREDOC.sub("", text)
     try:
         words = tokens(text)
     except ValueError as e:  # an unclosed quote
@@ -58,14 +64,17 @@ def parse(text: str, warnings: list[Problem]) -> tuple[Parsed, list[Problem]]:
                                   "paste the whole command, starting with gcloud ai custom-jobs create")]
     flags, problems = _flags(words[len(prefix):])
     out = Parsed()
-    args = split_list(flags["--args"][-1]) if "--args" in flags else []
-    command = split_list(flags["--command"][-1]) if "--command" in flags else []
-    for i, value in enumerate(flags.get("--worker-pool-spec", [])):
-        pool, bad = parse_pool(f"--worker-pool-spec[{i}]", value, args, command)
-        out.pools.append(pool)
-        problems += bad
-    if not flags.get("--worker-pool-spec"):
-        problems.append(Problem("--worker-pool-spec", "missing", "give one --worker-pool-spec per pool"))
+    if "--config" in flags:
+        problems += _config(flags, files, out, warnings, load_yaml)
+    else:
+        args = split_list(flags["--args"][-1]) if "--args" in flags else []
+        command = split_list(flags["--command"][-1]) if "--command" in flags else []
+        for i, value in enumerate(flags.get("--worker-pool-spec", [])):
+            pool, bad = parse_pool(f"--worker-pool-spec[{i}]", value, args, command)
+            out.pools.append(pool)
+            problems += bad
+        if not flags.get("--worker-pool-spec"):
+            problems.append(Problem("--worker-pool-spec", "missing", "give one --worker-pool-spec per pool"))
     if "--labels" in flags:
         labels, bad = parse_dict("--labels", flags["--labels"][-1])
         problems += bad
@@ -84,6 +93,21 @@ def parse(text: str, warnings: list[Problem]) -> tuple[Parsed, list[Problem]]:
     for flag in sorted(set(flags) & _GCLOUD_WIDE):
         warnings.append(Problem(flag, "not kept: a gcloud-wide flag, not part of the job", ""))
     return out, problems
+
+
+def _config(flags: dict, files: dict[str, str], out: Parsed, warnings: list[Problem],
+            load_yaml: Callable[[str], Any]) -> list[Problem]:
+    path = flags["--config"][-1]
+    if path not in files:
+        return [Problem("--config", f"{path} is not in the text", "import the file itself with format "
+                        "vertex-config, or put it before the command as cat > FILE <<'EOF' ... EOF")]
+    mixed = sorted({"--worker-pool-spec", "--args", "--command"} & set(flags))
+    if mixed:
+        return [Problem(mixed[0], "given with --config: gcloud lets flags override parts of the file",
+                        "put everything in the config file, or use flags only")]
+    pools, extra, problems = vertex_config.convert(load_yaml(files[path]), warnings)
+    out.pools, out.extra = pools, extra
+    return [p.prefixed("--config") for p in problems]
 
 
 def _flags(words: list[str]) -> tuple[dict[str, list[str]], list[Problem]]:

@@ -46,7 +46,7 @@ def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[P
     elif body.format == "gcloud":
         if not isinstance(body.source, str):
             raise Invalid.of([Problem("source", "a gcloud command is text", "send it as one string")])
-        parsed, problems = gcloud_command.parse(body.source, warnings)
+        parsed, problems = gcloud_command.parse(body.source, warnings, lambda text: load(text, limits(settings)))
         pools, extra = parsed.pools, parsed.extra
     else:
         if not isinstance(body.source, list):

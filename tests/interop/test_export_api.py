@@ -58,6 +58,14 @@ def test_what_flags_cannot_say_goes_in_a_config_file(client):
                                    "acceleratorCount": 2}
     assert pool["replicaCount"] == 1
     assert "--config=trainjobs-customjob.yaml" in command
+    # The whole of it (the file written first, then the command) imports back to the same template.
+    again = client.post("/v1/templates:import", json={"format": "gcloud", "source": command})
+    assert again.status_code == 200, again.text
+    assert again.json()["spec"] == client.get("/v1/templates/gpu").json()["spec"]
+    no_file = command[command.index("gcloud ai"):]
+    assert_problem(client.post("/v1/templates:import", json={"format": "gcloud", "source": no_file}), 422, "--config")
+    mixed = command + " --args=--x"
+    assert_problem(client.post("/v1/templates:import", json={"format": "gcloud", "source": mixed}), 422, "--args")
 
 
 def test_job_export_is_what_was_launched(client, demo):
