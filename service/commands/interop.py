@@ -17,8 +17,8 @@ def add_template_commands(ts) -> None:
                                                     "command or --worker-pool-spec values -> a template"))
     i.add_argument("file", type=Path, help="the source; - reads stdin")
     i.add_argument("--format", choices=IMPORT_FORMATS, default="auto",
-                   help="auto: gcloud if the first line that is no comment starts with `gcloud`, "
-                        "vertex-config if a line starts with workerPoolSpecs:, else aiplatform-config; "
+                   help="auto: gcloud if a line starts with `gcloud `, vertex-config if one starts with "
+                        "workerPoolSpecs:, else aiplatform-config; "
                         "worker-pool-specs: one --worker-pool-spec value a line, an empty line an empty pool")
     i.add_argument("--name", help="store the result as this new template (default: only show it)")
     i.add_argument("--description", help="default: where it was imported from")
@@ -49,10 +49,9 @@ def read_source(path: Path, fmt: str) -> tuple[str | list[str], str]:
     except UnicodeDecodeError:
         raise UsageError(f"{path} is not UTF-8 text") from None
     if fmt == "auto":
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
-        fmt = ("gcloud" if first.startswith("gcloud ") else
-               "vertex-config" if any(ln.startswith("workerPoolSpecs:") for ln in text.splitlines())
-               else "aiplatform-config")
+        lines = [ln.strip() for ln in text.splitlines()]
+        fmt = ("gcloud" if any(ln.startswith("gcloud ") for ln in lines) else
+               "vertex-config" if any(ln.startswith("workerPoolSpecs:") for ln in lines) else "aiplatform-config")
     if fmt == "worker-pool-specs":
         lines = [ln.strip() for ln in text.splitlines()]
         while lines and not lines[-1]:

@@ -40,7 +40,16 @@ def test_import_shows_then_stores_and_exports(cli, tmp_path):
     assert back.returncode == 0, back.stderr
     assert json.loads(back.stdout)["spec"] == json.loads(stored.stdout)["spec"]
 
-    job = json.loads(cli("jobs", "submit", "legacy", "-o", "json").stdout)
+    job = json.loads(cli("jobs", "submit", "legacy", "--set", "scheduling.timeout_seconds=600", "-o", "json").stdout)
+    # A timeout has no gcloud flag: the export writes a --config file first, and the whole text
+    # imports back (format detected).
+    exported = cli("jobs", "export", job["id"])
+    assert exported.returncode == 0 and "--config=" in exported.stdout
+    from_job = cli("templates", "import", "-", "-o", "json", input=exported.stdout)
+    assert from_job.returncode == 0, from_job.stderr
+    from_job = json.loads(from_job.stdout)["spec"]
+    assert from_job["scheduling"]["timeout_seconds"] == 600
+    assert from_job["workers"] == json.loads(stored.stdout)["spec"]["workers"]
     sdk = cli("jobs", "export", job["id"], "--format", "sdk")
     assert sdk.returncode == 0 and "aiplatform.CustomJob(" in sdk.stdout
     compile(sdk.stdout, "sdk", "exec")
