@@ -25,10 +25,11 @@ class TemplateImport(RequestBody):
     format: ImportFormat = Field(description="aiplatform-config: the YAML of `gcloud ai-platform jobs submit "
                                              "training --config` (a TrainingInput, with or without its "
                                              "`trainingInput:` wrapper); vertex-config: the YAML of `gcloud ai "
-                                             "custom-jobs create --config` (a CustomJobSpec); gcloud: a `gcloud ai custom-jobs create` "
-                                             "command line; worker-pool-specs: a list of `--worker-pool-spec` "
+                                             "custom-jobs create --config` (a CustomJobSpec); gcloud: a "
+                                             "`gcloud ai custom-jobs create` command line; worker-pool-specs: a list of `--worker-pool-spec` "
                                              "values, one per pool in pool order (\"\" for an empty pool)")
-    source: str | list[PoolSpecText] = Field(description="The text (a list for worker-pool-specs)")
+    source: str | Annotated[list[PoolSpecText], Field(max_length=16)] = Field(
+        description="The text (a list for worker-pool-specs)")
     name: TemplateName | None = Field(None, description="Store the result as this new template "
                                                         "(omit it to only convert)")
     description: Annotated[str, StringConstraints(max_length=4096)] | None = Field(
