@@ -66,7 +66,7 @@ def convert(doc: Any, warnings: list[Problem]) -> tuple[Converted, list[Problem]
             elif key in WRAPPER_KEYS:
                 warnings.append(Problem(key, "not kept: part of the AI Platform Job, not of what it runs", ""))
             else:
-                problems.append(_unknown(key, WRAPPER_KEYS))
+                problems.append(_unknown(key, WRAPPER_KEYS | {"trainingInput"}, "AI Platform's Job"))
         if not isinstance(ti, dict):
             return Converted(), problems + [Problem("trainingInput", "must be a mapping", "")]
     out = Converted(extra=extra)
@@ -95,7 +95,8 @@ def convert(doc: Any, warnings: list[Problem]) -> tuple[Converted, list[Problem]
                                 "AIP_MODEL_DIR=<it>/model/, AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR, and no "
                                 "longer passes --job-dir", "if the trainer reads --job-dir, read AIP_MODEL_DIR, "
                                 "or add --job-dir to the template's args"))
-    if not ti.get("useChiefInTfConfig"):
+    distributed = sum(p.replica_count for p in out.pools if p is not None) > 1
+    if distributed and not ti.get("useChiefInTfConfig"):  # TF_CONFIG is set for distributed jobs only
         warnings.append(Problem(prefix + "useChiefInTfConfig", "AI Platform called the first replica \"master\" in "
                                 "TF_CONFIG unless this was true; Vertex and trainjobs always call it \"chief\"",
                                 "a trainer that looks for \"master\" must accept \"chief\""))
@@ -108,11 +109,10 @@ def convert(doc: Any, warnings: list[Problem]) -> tuple[Converted, list[Problem]
     return out, problems
 
 
-def _unknown(path: str, known: set[str]) -> Problem:
+def _unknown(path: str, known: set[str], where: str = "AI Platform's TrainingInput") -> Problem:
     leaf = path.rsplit(".", 1)[-1]
     close = difflib.get_close_matches(leaf, sorted(known), n=1)
-    return Problem(path, "not a field AI Platform's TrainingInput has",
-                   f"did you mean {close[0]}?" if close else "remove it")
+    return Problem(path, f"not a field {where} has", f"did you mean {close[0]}?" if close else "remove it")
 
 
 def _tier(ti: dict, prefix: str, warnings: list[Problem], problems: list[Problem]):
@@ -173,7 +173,7 @@ def _pool(ti: dict, prefix: str, role: str, type_key: str, count_key: str | None
                                 f"set {type_key}"))
         return None
     for key in sorted(set(config) - _REPLICA_KEYS):
-        problems.append(_unknown(f"{where}.{key}", _REPLICA_KEYS))
+        problems.append(_unknown(f"{where}.{key}", _REPLICA_KEYS, "AI Platform's ReplicaConfig"))
     if config.get("tpuTfVersion") is not None:
         problems.append(Problem(f"{where}.tpuTfVersion", "TPUs cannot be used by a trainjobs template",
                                 "use GPU machines"))
@@ -276,7 +276,7 @@ def _scheduling(ti: dict, prefix: str, extra: dict, warnings: list[Problem], pro
         problems.append(Problem(where, "must be a mapping", ""))
         return
     for key in sorted(set(s) - _SCHEDULING_KEYS):
-        problems.append(_unknown(f"{where}.{key}", _SCHEDULING_KEYS))
+        problems.append(_unknown(f"{where}.{key}", _SCHEDULING_KEYS, "AI Platform's Scheduling"))
     sched = {}
     for key, name in (("maxRunningTime", "timeout_seconds"), ("maxWaitTime", "max_wait_duration_seconds")):
         if s.get(key) is not None:

@@ -100,7 +100,8 @@ def test_predefined_tiers_without_the_wrapper(client):
     basic = client.post("/v1/templates:import", json={
         "format": "aiplatform-config", "source": "scaleTier: BASIC_GPU\nmasterConfig: {imageUri: img:1}\n"}).json()
     assert basic["spec"]["chief"]["accelerator_type"] == "NVIDIA_TESLA_T4" and "workers" not in basic["spec"]
-    assert "useChiefInTfConfig" in fields(basic)
+    assert "useChiefInTfConfig" not in fields(basic)  # one replica: no TF_CONFIG at all
+    assert "useChiefInTfConfig" in fields(r.json())  # STANDARD_1 is distributed: "master" is now "chief"
 
 
 @pytest.mark.parametrize("source, field, words", [
