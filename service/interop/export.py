@@ -78,7 +78,10 @@ def why_config(job_spec: dict) -> str | None:
         c = p["containerSpec"]
         if c.get("env"):
             return "its pools set environment variables, and no flag sets them"
-        shapes.add((tuple(c.get("command", [])), tuple(c.get("args", []))))
+        shape = (tuple(c.get("command", [])), tuple(c.get("args", [])))
+        if any(words and words[-1] == "" for words in shape):
+            return "an argument list ends with an empty argument, which gcloud's list flags drop"
+        shapes.add(shape)
     if len(shapes) > 1:
         return "its pools run different commands or arguments, and --command/--args apply to every pool"
     return None

@@ -48,7 +48,38 @@ class Parsed:
 
 
 def tokens(text: str) -> list[str]:
-    return shlex.split(text.replace("\\\r\n", " ").replace("\\\n", " "), comments=True, posix=True)
+    return shlex.split(_join_lines(text), comments=True, posix=True)
+
+
+def _join_lines(text: str) -> str:
+    """Drop the shell's line continuations (backslash, newline), except inside single quotes,
+    where the shell keeps them as they are, and in comments."""
+    out, quote, i = [], None, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "#" and quote is None and (i == 0 or text[i - 1] in " \t\r\n"):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            out.append(text[i:end])
+            i = end
+            continue
+        if ch == "\\" and quote != "'":
+            for newline in ("\n", "\r\n"):
+                if text.startswith(newline, i + 1):
+                    i += 1 + len(newline)
+                    break
+            else:
+                out.append(text[i:i + 2])
+                i += 2
+            continue
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def parse(text: str, warnings: list[Problem], load_yaml: Callable[[str], Any]) -> tuple[Parsed, list[Problem]]:

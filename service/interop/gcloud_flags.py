@@ -27,11 +27,15 @@ def split_list(value: str) -> list[str]:
         end = value.find("^", 1)
         if end > 1:
             delim, rest = value[1:end], value[end + 1:]
-    return rest.split(delim) if rest else []
+    # gcloud's own tokenizer: a trailing delimiter ends the list ("a,b," is two items).
+    if not rest:
+        return []
+    return (rest if rest.endswith(delim) else rest + delim).split(delim)[:-1]
 
 
 def join_list(items: list[str]) -> str:
-    """An ArgList value gcloud reads back as `items` (escaping the delimiter when an item has a comma)."""
+    """An ArgList value gcloud reads back as `items` (escaping the delimiter when an item has a comma).
+    A last item that is empty cannot be written (gcloud drops a trailing delimiter): see export.why_config."""
     if not any("," in i for i in items) and not (items and items[0].startswith("^")):
         return ",".join(items)
     for d in _DELIMS[1:]:
