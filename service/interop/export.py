@@ -28,6 +28,9 @@ _HEREDOC = "TRAINJOBS_CONFIG_EOF"
 
 
 def render(fmt: str, custom_job: dict, *, region: str, project: str | None, title: str) -> str:
+    # The title goes in a comment line: a display name with a line break must not end it
+    # (the next line would run in a shell, or in Python).
+    title = " ".join(title.split())
     job = _public(custom_job)
     if fmt == "gcloud":
         return gcloud(job, region=region, project=project, title=title)
@@ -98,7 +101,10 @@ def gcloud(job: dict, *, region: str, project: str | None, title: str) -> str:
     if reason is not None:
         path = "trainjobs-customjob.yaml"
         body = config_yaml(spec)
-        delim = _HEREDOC if _HEREDOC not in body else _HEREDOC + "_1"
+        lines, delim, n = set(body.splitlines()), _HEREDOC, 0
+        while delim in lines:
+            n += 1
+            delim = f"{_HEREDOC}_{n}"
         return (f"# {title}\n# The pools go in a --config file: {reason}.\n"
                 f"cat > {path} <<'{delim}'\n{body}{delim}\n" + _command(head + [f"--config={path}"] + labels))
     flags = [f"--worker-pool-spec={pool_value(p)}" for p in spec["workerPoolSpecs"]]

@@ -163,3 +163,32 @@ def test_every_export_imports_back_through_its_config_file(client):
     bad = config.replace("  replicaCount: 3", "  replicaCount: 3\n  nfsMounts: []")
     assert_problem(client.post("/v1/templates:import", json={"format": "vertex-config", "source": bad}), 422,
                    "workerPoolSpecs[1].nfsMounts")
+
+
+def test_the_gcloud_export_runs_in_a_shell_as_written(client, demo, tmp_path):
+    """The exported text run by bash, with a stand-in `gcloud` that records what it gets:
+    exactly the flags and config file meant, whatever the display name and arguments hold."""
+    import subprocess
+
+    hostile = "x\ntouch pwned-name $(touch pwned-subst) `touch pwned-tick` ' \" ; #"
+    job = client.post("/v1/jobs", json={"template": "mwms-demo", "display_name": hostile,
+                                        "overrides": {"container": {"args": ["--a=1,2", "it's", "$HOME", "\nx"]}}})
+    assert job.status_code == 201, job.text
+    script = client.get(f"/v1/jobs/{job.json()['id']}/export").text
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcloud").write_text('#!/usr/bin/env python3\nimport json, sys\n'
+                                    'open("argv.json", "w").write(json.dumps(sys.argv[1:]))\n')
+    (bin_dir / "gcloud").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(["bash", "-c", script], cwd=work, env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["argv.json", "trainjobs-customjob.yaml"]  # nothing pwned
+    argv = json.loads((work / "argv.json").read_text())
+    assert argv[:4] == ["ai", "custom-jobs", "create", "--region=us-central1"]
+    assert f"--display-name={hostile}" in argv and "--config=trainjobs-customjob.yaml" in argv
+    written = yaml.safe_load((work / "trainjobs-customjob.yaml").read_text())
+    assert written == yaml.safe_load(client.get(f"/v1/jobs/{job.json()['id']}/export?format=config").text)
+    assert written["workerPoolSpecs"][0]["containerSpec"]["args"] == ["--a=1,2", "it's", "$HOME", "\nx"]
