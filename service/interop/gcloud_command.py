@@ -159,6 +159,8 @@ def _flags(words: list[str]) -> tuple[dict[str, list[str]], list[Problem]]:
                 i += 1
             continue
         if name in _BOOL_FLAGS or (name in _GCLOUD_WIDE and name in ("--quiet", "-q", "--log-http", "--help")):
+            if sep:
+                problems.append(Problem(name, "takes no value", f"write {name} alone to turn it on, or leave it out"))
             flags.setdefault(name, []).append("true")
             continue
         if name not in _VALUE_FLAGS and name not in _GCLOUD_WIDE:

@@ -182,6 +182,8 @@ def test_gcloud_args_and_command_in_gcloud_escaping(client):
      "--frobnicate=1", "--frobnicate"),
     ("gcloud ai custom-jobs create --worker-pool-spec=container-image-uri=i", "--worker-pool-spec[0].machine-type"),
     ("gcloud ai-platform jobs submit training x", "source"),
+    ("gcloud ai custom-jobs create --worker-pool-spec=machine-type=n1-standard-4,container-image-uri=i "
+     "--enable-web-access=false", "--enable-web-access"),
     ("gcloud ai custom-jobs create --args='unclosed", "source"),
 ])
 def test_bad_gcloud_commands(client, command, field):
