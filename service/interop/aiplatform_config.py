@@ -227,8 +227,12 @@ def _machine(pool: Pool, where: str, name: str, accel_config: Any, problems: lis
         warnings.append(Problem(f"{pool.where}.acceleratorConfig.type", f"{accel} reached end of support on "
                                 f"Google Cloud; became {new}", "check the GPU type suits the job"))
         accel = new
-    pool.accelerator_type = accel or None
-    pool.accelerator_count = _int(f"{pool.where}.acceleratorConfig.count", accel_config.get("count", 1), problems)
+    if not accel or "count" not in accel_config:
+        problems.append(Problem(f"{pool.where}.acceleratorConfig", "needs both type and count",
+                                "write e.g. acceleratorConfig: {type: NVIDIA_TESLA_T4, count: 1}"))
+        return
+    pool.accelerator_type = accel
+    pool.accelerator_count = _int(f"{pool.where}.acceleratorConfig.count", accel_config["count"], problems)
 
 
 def _disk(where: str, disk: Any, problems: list[Problem]) -> dict | None:

@@ -116,6 +116,8 @@ def test_predefined_tiers_without_the_wrapper(client):
     ("scaleTier: CUSTOM\nmasterType: n1-standard-4\nmasterConfig:\n  imageUri: i:1\n"
      "  acceleratorConfig: {count: 3, type: NVIDIA_TESLA_T4}\n", "spec.chief.accelerator_count", "not 3"),
     ("scaleTier: CUSTOM\nmasterType: standard\n", "masterConfig", "image"),
+    ("scaleTier: CUSTOM\nmasterType: n1-standard-4\nmasterConfig: {imageUri: i, acceleratorConfig: {count: 2}}\n",
+     "masterConfig.acceleratorConfig", "type and count"),
     ("scaleTier: CUSTOM\nmasterType: standard\nmasterConfig: {imageUri: i:1}\nworkerCount: 2\n",
      "workerType", "machine type"),
     ("- a list\n", "source", "mapping"),
