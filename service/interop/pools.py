@@ -70,6 +70,7 @@ def _machine(pool: Pool) -> dict:
     out: dict = {"machine_type": pool.machine_type, "replica_count": pool.replica_count}
     if pool.accelerator_type:
         out["accelerator_type"] = pool.accelerator_type
+    if pool.accelerator_count:  # without a type too: the template's checks name that problem
         out["accelerator_count"] = pool.accelerator_count
     if pool.disk:
         out["disk"] = {**DEFAULT_DISK, **pool.disk}
