@@ -94,6 +94,8 @@ def _pool(where: str, p: Any, problems: list[Problem], warnings: list[Problem]) 
                 [str(a) for a in container.get("args") or []])
     if not pool.machine_type:
         problems.append(Problem(f"{where}.machineSpec.machineType", "missing", "give the machine type"))
+    if not pool.image_uri:
+        problems.append(Problem(f"{where}.containerSpec.imageUri", "missing", "give the pool's image"))
     for i, var in enumerate(container.get("env") or []):
         if not isinstance(var, dict) or "name" not in var or set(var) - {"name", "value"}:
             problems.append(Problem(f"{where}.containerSpec.env[{i}]", "each variable is {name, value}", ""))
