@@ -34,6 +34,7 @@ from service.lifecycle.protocol import Backend
 from service.jobs import epochs
 from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
+from service.interop.router import router as interop_router
 from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
 from service.limits import BodySizeLimitMiddleware
@@ -167,6 +168,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                        on_refuse=lambda kind: metrics.overload_refusals.labels(kind).inc(),
                        on_start=lambda mw: metrics.watch_admission(mw))
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
+    app.include_router(interop_router)  # before templates_router: /v1/templates:import is no template name
     app.include_router(templates_router)
     app.include_router(jobs_router)
     app.include_router(logs_router)

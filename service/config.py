@@ -204,6 +204,14 @@ class Settings(BaseSettings):
                                           "unfinished sweeps (a new sweep or a cancel also wakes it at once)")
     sweep_batch_size: int = Field(50, ge=1, le=10_000, description="Sweeps the controller looks at per pass "
                                   "(the least recently looked at first)")
+    # Importing AI Platform configs and gcloud flags (POST /v1/templates:import). The source is untrusted text.
+    import_max_bytes: int = Field(65_536, ge=1024, le=1_048_576, description="The largest config.yaml or gcloud "
+                                  "command text an import takes (bytes, UTF-8)")
+    import_max_yaml_aliases: int = Field(50, ge=0, le=10_000, description="YAML aliases (*name) an imported "
+                                         "config may use; more is refused (alias bombs)")
+    import_max_yaml_nodes: int = Field(5000, ge=100, le=1_000_000, description="Values in an imported config "
+                                       "once its aliases are expanded; more is refused")
+    import_max_yaml_depth: int = Field(32, ge=4, le=1000, description="Nesting depth of an imported config")
 
     # Vertex backend
     vertex_project: str | None = None

@@ -67,6 +67,9 @@ def register(sub) -> None:
     c.add_argument("--wait", action="store_true", help="wait until it has stopped")
     c.set_defaults(func=cancel)
 
+    from service.commands.interop import add_job_commands
+    add_job_commands(js, job_id)  # export
+
 
 def _launch_options(p, patched: str, _version_help: str, name_help: str, backend_help: str) -> None:
     """The options submit and relaunch share."""

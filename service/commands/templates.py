@@ -35,6 +35,9 @@ def register(sub) -> None:
     v.add_argument("name")
     v.set_defaults(func=versions)
 
+    from service.commands.interop import add_template_commands
+    add_template_commands(ts)  # import, export
+
 
 def read_template_file(path: Path, name: str | None) -> tuple[str, dict]:
     doc = load_document(path)

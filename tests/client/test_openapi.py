@@ -35,6 +35,8 @@ OPERATIONS = {
     ("GET", "/v1/teams/{team}/usage"): "teams_usage",
     ("POST", "/v1/sweeps"): "sweeps_create", ("GET", "/v1/sweeps"): "sweeps_list",
     ("GET", "/v1/sweeps/{sweep_id}"): "sweeps_get", ("POST", "/v1/sweeps/{sweep_id}/cancel"): "sweeps_cancel",
+    ("POST", "/v1/templates:import"): "templates_import", ("GET", "/v1/templates/{name}/export"): "templates_export",
+    ("GET", "/v1/jobs/{job_id}/export"): "jobs_export",
     ("GET", "/healthz"): "ops_healthz", ("GET", "/readyz"): "ops_readyz", ("GET", "/metrics"): "ops_metrics",
 }
 PROBLEM = "application/problem+json"
@@ -86,7 +88,8 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     with_bodies = [(m, p, op) for m, p, op in operations(schema) if "requestBody" in op]
     assert {op["operationId"] for _, _, op in with_bodies} == {"templates_create", "templates_update",
                                                                 "jobs_create", "tokens_create", "webhooks_create",
-                                                                "teams_limits_set", "jobs_relaunch", "sweeps_create"}
+                                                                "teams_limits_set", "jobs_relaunch", "sweeps_create",
+                                                                "templates_import"}
     examples = {op["operationId"]: _example(schema, op) for _, _, op in with_bodies}
     made = httpx.post(f"{server}/v1/templates", json=examples["templates_create"], headers=h)
     assert made.status_code == 201, made.text
@@ -110,6 +113,8 @@ def test_every_request_body_has_an_example_the_service_accepts(schema, server, t
     planned = httpx.post(f"{server}/v1/sweeps", params={"dry_run": "true"}, json=examples["sweeps_create"],
                          headers=h)
     assert planned.status_code == 200 and planned.json()["trial_count"] == 4, planned.text
+    imported = httpx.post(f"{server}/v1/templates:import", json=examples["templates_import"], headers=h)
+    assert imported.status_code == 201, imported.text
 
 
 def _call(server, method, path, op, schema, headers):
@@ -136,4 +141,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, tok
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 36
+    assert checked == 39

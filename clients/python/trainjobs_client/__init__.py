@@ -16,10 +16,11 @@ from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noq
 from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, ConfigError, Conflict, ConnectionFailed,  # noqa: E402
                                      FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
                                      ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
-from trainjobs_client.models import (SWEEP_TERMINAL_STATES, TERMINAL_STATES, Evaluation, Job, JobEvent,  # noqa: E402
-                                     JobPreview, JobState, JobSummary, LogEnd, LogLine, LogPage, Progress, Replica,
-                                     Sweep, SweepObjective, SweepSummary, TeamLimits, TeamUsage, Template, TemplateRef,
-                                     TemplateSummary, TemplateVersion, TokenInfo, Trial)
+from trainjobs_client.models import (SWEEP_TERMINAL_STATES, TERMINAL_STATES, Evaluation, ImportedTemplate,  # noqa: E402
+                                     ImportWarning, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine,
+                                     LogPage, Progress, Replica, Sweep, SweepObjective, SweepSummary, TeamLimits,
+                                     TeamUsage, Template, TemplateRef, TemplateSummary, TemplateVersion, TokenInfo,
+                                     Trial)
 
 __all__ = [
     "Client", "AsyncClient", "LogStream", "AsyncLogStream", "Applied",
@@ -30,5 +31,5 @@ __all__ = [
     "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
     "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
     "TokenInfo", "TeamLimits", "TeamUsage", "Sweep", "SweepSummary", "SweepObjective", "Trial",
-    "SWEEP_TERMINAL_STATES",
+    "SWEEP_TERMINAL_STATES", "ImportedTemplate", "ImportWarning",
 ]

@@ -12,8 +12,9 @@ from typing import Any, Generator, Literal, TypeVar, Union
 import httpx
 from pydantic import TypeAdapter
 
-from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogPage, Sweep, SweepSummary,
-                                     TeamLimits, TeamUsage, Template, TemplateSummary, TemplateVersion, TokenInfo)
+from trainjobs_client.models import (ImportedTemplate, Job, JobEvent, JobPreview, JobState, JobSummary, LogPage,
+                                     Sweep, SweepSummary, TeamLimits, TeamUsage, Template, TemplateSummary,
+                                     TemplateVersion, TokenInfo)
 
 T = TypeVar("T")
 
@@ -295,3 +296,37 @@ def cancel_sweep(sweep: SweepRef) -> Op[Sweep]:
     # Cancelling twice is fine (202 again while CANCELLING), so a retry is safe.
     r = yield Call("POST", f"/v1/sweeps/{sweep_id(sweep)}/cancel")
     return Sweep.model_validate_json(r.content)
+
+
+# --- AI Platform configs and gcloud -----------------------------------------------------------
+
+IMPORT_FORMATS = ("aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs")
+EXPORT_FORMATS = ("gcloud", "config", "sdk")
+
+
+def import_template(source: str | list[str], fmt: str, name: str | None, description: str | None,
+                    dry_run: bool) -> Op[ImportedTemplate]:
+    body: dict[str, Any] = {"format": fmt, "source": source, "dry_run": dry_run}
+    if name:
+        body["name"] = name
+    if description is not None:
+        body["description"] = description
+    # Storing creates a template (a retry after a lost answer would meet 409); converting changes nothing.
+    r = yield Call("POST", "/v1/templates:import", json=body, retry="connect" if name and not dry_run else "safe")
+    return ImportedTemplate.model_validate_json(r.content)
+
+
+def export_job(job: JobRef, fmt: str) -> Op[str]:
+    r = yield Call("GET", f"/v1/jobs/{job_id(job)}/export", params=[("format", fmt)])
+    return r.text
+
+
+def export_template(name: str, fmt: str, version: int | None, parameters: dict[str, Any] | None) -> Op[str]:
+    params = [("format", fmt)] + ([("version", str(version))] if version else [])
+    params += [("param", f"{k}={_param_text(v)}") for k, v in (parameters or {}).items()]
+    r = yield Call("GET", f"/v1/templates/{name}/export", params=params)
+    return r.text
+
+
+def _param_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -13,8 +13,8 @@ from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine, Sweep,
-                                     SweepSummary, TeamLimits, TeamUsage, Template,
+from trainjobs_client.models import (ImportedTemplate, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd,
+                                     LogLine, Sweep, SweepSummary, TeamLimits, TeamUsage, Template,
                                      TemplateSummary, TemplateVersion, TokenInfo)
 
 
@@ -129,6 +129,11 @@ class AsyncClient:
              page_size: int = 1000) -> "AsyncLogStream":
         return AsyncLogStream(self, job, follow, replica, since, page_size)
 
+    async def export(self, job: JobRef, format: str = "gcloud") -> str:
+        """The job's CustomJob as launched: format gcloud (a command), config (the YAML for
+        `gcloud ai custom-jobs create --config`) or sdk (Vertex AI SDK Python)."""
+        return await self._run(_ops.export_job(job, format))
+
     async def whoami(self) -> TokenInfo:
         return await self._run(_ops.whoami())
 
@@ -236,6 +241,20 @@ class AsyncTemplates:
 
     async def unarchive(self, name: str) -> Template:
         return await self._c._run(_ops.set_archived(name, False))
+
+    async def import_source(self, source: str | list[str], format: str = "aiplatform-config", *,
+                      name: str | None = None, description: str | None = None,
+                      dry_run: bool = False) -> ImportedTemplate:
+        """Turn an AI Platform config or a Vertex --config file (YAML text: formats aiplatform-config,
+        vertex-config), a `gcloud ai custom-jobs create` command or a list of
+        --worker-pool-spec values (format worker-pool-specs) into a template spec; stored when `name` is
+        given (admin). `warnings` says what was mapped or left out."""
+        return await self._c._run(_ops.import_template(source, format, name, description, dry_run))
+
+    async def export(self, name: str, format: str = "gcloud", *, version: int | None = None,
+                 parameters: dict[str, Any] | None = None) -> str:
+        """The template's CustomJob, compiled with `parameters` (default: the defaults), for gcloud or the SDK."""
+        return await self._c._run(_ops.export_template(name, format, version, parameters))
 
 
 async def _wait(get, ref, timeout: float | None, interval: float, max_interval: float):

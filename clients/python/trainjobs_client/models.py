@@ -297,3 +297,20 @@ class Sweep(SweepSummary):
     seed: int | None = None
     search: dict[str, Any] = Field(default_factory=dict)
     trials: list[Trial] = Field(default_factory=list)
+class ImportWarning(Model):
+    """Something an import mapped or left out, at its path in the source (e.g. trainingInput.workerType)."""
+
+    field: str
+    message: str
+    fix: str | None = None
+
+
+class ImportedTemplate(Model):
+    """What POST /v1/templates:import produced: the spec, the warnings, and the stored template if any."""
+
+    format: str
+    description: str
+    spec: dict[str, Any]
+    parameters: list[dict[str, Any]]
+    warnings: list[ImportWarning]
+    template: Template | None = None

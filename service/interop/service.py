@@ -1,0 +1,135 @@
+"""Import AI Platform configs and gcloud flags as templates; export jobs and templates
+as gcloud commands, gcloud config files and Vertex SDK snippets."""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from service import jobspec
+from service.config import Settings
+from service.errors import Invalid, Problem
+from service.interop import aiplatform_config, gcloud_command, gcloud_flags, pools as pools_mod, vertex_config
+from service.interop.export import render
+from service.interop.safe_yaml import YamlLimits, load
+from service.interop.schemas import TemplateImport
+from service.jobs import service as jobs
+from service.lifecycle.protocol import Backend
+from service.templates import service as templates
+from service.templates.schemas import TemplateCreate
+
+_SOURCES = {"aiplatform-config": "an AI Platform Training config", "gcloud": "a gcloud ai custom-jobs create command",
+            "worker-pool-specs": "gcloud --worker-pool-spec flags", "vertex-config": "a Vertex CustomJobSpec config"}
+
+
+def limits(settings: Settings) -> YamlLimits:
+    return YamlLimits(settings.import_max_bytes, settings.import_max_yaml_aliases, settings.import_max_yaml_nodes,
+                      settings.import_max_yaml_depth)
+
+
+def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[Problem]]:
+    """(spec as stored, description, warnings) or Invalid with every problem."""
+    warnings: list[Problem] = []
+    _check_size(body, settings)
+    extra: dict = {}
+    if body.format == "aiplatform-config":
+        if not isinstance(body.source, str):
+            raise Invalid.of([Problem("source", "an AI Platform config is YAML text", "send it as one string")])
+        converted, problems = aiplatform_config.convert(load(body.source, limits(settings)), warnings)
+        pools, extra = converted.pools, converted.extra
+    elif body.format == "vertex-config":
+        if not isinstance(body.source, str):
+            raise Invalid.of([Problem("source", "a Vertex config is YAML text", "send it as one string")])
+        pools, extra, problems = vertex_config.convert(load(body.source, limits(settings)), warnings)
+    elif body.format == "gcloud":
+        if not isinstance(body.source, str):
+            raise Invalid.of([Problem("source", "a gcloud command is text", "send it as one string")])
+        parsed, problems = gcloud_command.parse(body.source, warnings, lambda text: load(text, limits(settings)))
+        pools, extra = parsed.pools, parsed.extra
+    else:
+        if not isinstance(body.source, list):
+            raise Invalid.of([Problem("source", "worker-pool-specs is a list: one --worker-pool-spec value a pool",
+                                      'send e.g. ["machine-type=n1-standard-4,container-image-uri=IMAGE"]')])
+        pools, problems = [], []
+        for i, value in enumerate(body.source):
+            pool, bad = gcloud_flags.parse_pool(f"source[{i}]", value, [], [])
+            pools.append(pool)
+            problems += bad
+    if problems:
+        raise Invalid.of(problems)
+    spec, problems = pools_mod.to_spec(pools, warnings)
+    if problems:
+        raise Invalid.of(problems)
+    spec.update(extra)
+    stored, _ = _as_stored(spec)
+    description = body.description if body.description is not None else f"Imported from {_SOURCES[body.format]}"
+    return stored, description, warnings
+
+
+def _check_size(body: TemplateImport, settings: Settings) -> None:
+    text = body.source if isinstance(body.source, str) else "\n".join(body.source)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > settings.import_max_bytes:
+        raise Invalid.of([Problem("source", f"{size} bytes; imports take at most {settings.import_max_bytes}",
+                                  "send a smaller source, or raise TRAINJOBS_IMPORT_MAX_BYTES")])
+
+
+def _as_stored(spec: dict) -> tuple[dict, jobspec.JobSpec]:
+    """The spec with defaults filled in, checked as every template is (the same rules, the same problems)."""
+    try:
+        parsed = jobspec.JobSpec.model_validate(spec)
+    except ValidationError as e:
+        raise Invalid.of(jobspec.pydantic_problems(e, "spec")) from None
+    stored = parsed.model_dump(mode="json", exclude_none=True)
+    jobspec.check_template(stored, [])
+    return stored, parsed
+
+
+def store(session: Session, team_id: uuid.UUID, name: str, description: str, spec: dict, actor: str):
+    return templates.create(session, team_id, TemplateCreate(name=name, description=description, spec=spec),
+                            actor)
+
+
+def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.UUID, job_id: uuid.UUID, fmt: str,
+               settings: Settings) -> str:
+    job = jobs.get_job(session, team_id, job_id)
+    compiled = jobspec.CompiledJob.from_json(job.compiled)
+    # The job's backend's view: what it launched, with the defaults it adds (output folder, service account).
+    view = jobs.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
+    return render(fmt, view.custom_job, region=settings.vertex_location, project=settings.vertex_project,
+                  title=f"trainjobs job {job.id} ({job.display_name}), from template {job.template_name} "
+                        f"version {job.template_version}, as its {job.backend} backend launches it")
+
+
+def export_template(session: Session, team_id: uuid.UUID, name: str, version: int | None,
+                    params: list[str], fmt: str, settings: Settings) -> str:
+    tv = templates.get_version(session, team_id, name, version)
+    values = _typed_values(params, tv.parameters)
+    _spec, compiled = jobspec.build(tv.spec, tv.parameters, values, None, display_name=name, labels={})
+    given = ", ".join(params) if params else "its parameters' defaults"
+    return render(fmt, compiled.custom_job_dict, region=settings.vertex_location, project=settings.vertex_project,
+                  title=f"trainjobs template {name} version {tv.version} with {given}, as compiled (a job "
+                        "launched on Vertex also gets the backend's defaults: export the job to see them)")
+
+
+def _typed_values(params: list[str], declared: list[dict]) -> dict[str, Any]:
+    """`name=value` query values typed as the template declares them (as `trainjobs jobs submit -p` does)."""
+    types = {p.get("name"): p.get("type") for p in declared}
+    out: dict[str, Any] = {}
+    problems = []
+    for item in params:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            problems.append(Problem(f"param.{item}", "not name=value", "write e.g. param=epochs=3"))
+            continue
+        kind = types.get(key)
+        try:
+            out[key] = (int(raw) if kind == "int" else float(raw) if kind == "float"
+                        else {"true": True, "false": False}[raw.lower()] if kind == "bool" else raw)
+        except (ValueError, KeyError):
+            problems.append(Problem(f"param.{key}", f"{raw!r} is not a {kind}", f"give a {kind} value"))
+    if problems:
+        raise Invalid.of(problems)
+    return out

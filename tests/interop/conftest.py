@@ -1,0 +1,1 @@
+from tests.api.conftest import assert_problem, client, demo, settings, tokens  # noqa: F401
