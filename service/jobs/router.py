@@ -42,7 +42,8 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
     view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
     cost = None
     if pricer is not None:
-        cost = pricer.estimate(compiled.custom_job_dict, job.backend)
+        # A job just created carries its estimate (service.create_job); a stored one is priced now.
+        cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend)
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
     refs = [AttemptRef(id=a.id, attempt=a.attempt, state=a.state) for a in attempts] if attempts is not None \
         else [AttemptRef(id=job.id, attempt=job.attempt, state=job.state)]

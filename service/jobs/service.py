@@ -158,7 +158,8 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         raise
     # The stored row, without a SELECT or an ORM object (its instrumentation costs more than
     # the view needs): the response reads these attributes, as it would a Job's.
-    return SimpleNamespace(**values), False, compiled
+    # `cost`: the estimate just made, so the answer does not price the job twice.
+    return SimpleNamespace(**values, cost=cost), False, compiled
 
 
 def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> Job:
