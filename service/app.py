@@ -165,6 +165,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
+                       stream_queue_seconds=settings.stream_queue_seconds,
                        on_refuse=lambda kind: metrics.overload_refusals.labels(kind).inc(),
                        on_start=lambda mw: metrics.watch_admission(mw))
     app.add_middleware(RequestContextMiddleware, metrics=metrics)

@@ -49,7 +49,7 @@ class Metrics:
 
     def watch_admission(self, admission) -> None:
         self.in_flight.set_function(lambda: admission.in_flight)
-        self.streams.set_function(lambda: admission.streams)
+        self.streams.set_function(lambda: admission.streaming)
 
     def exposition(self, private: bool) -> bytes:
         out = generate_latest(self.registry)

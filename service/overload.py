@@ -13,7 +13,10 @@ requests in flight everything stalled for the pool timeout and then answered
   held by another request; a wait for a connection is bounded anyway
   (TRAINJOBS_DB_POOL_TIMEOUT_SECONDS -> 503);
 - log streams (SSE) hold no request slot while they stream (a shared reader serves
-  them, service/logs/fanout.py); at most TRAINJOBS_MAX_STREAMS at once;
+  them, service/logs/fanout.py); at most TRAINJOBS_MAX_STREAMS at once. Opening one
+  (authentication, reading the job: threads and database connections) takes a request
+  slot until its response starts, so a thousand followers connecting at once queue for
+  slots (up to TRAINJOBS_STREAM_QUEUE_SECONDS) instead of emptying the database pool;
 - /healthz, /readyz and /metrics are never queued (readyz uses a pool of its own).
 
 Why this and not an async database layer: every request here is a few short
@@ -39,12 +42,14 @@ def is_stream(scope) -> bool:
 
 class AdmissionMiddleware:
     def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
-                 retry_after: int = 1, on_refuse=None, on_start=None) -> None:
+                 stream_queue_seconds: float = 10.0, retry_after: int = 1, on_refuse=None, on_start=None) -> None:
         self.app = app
         self.slots = asyncio.Semaphore(max_requests)
         self.queue_seconds = queue_seconds
+        self.stream_queue_seconds = stream_queue_seconds
         self.max_streams = max_streams
-        self.streams = 0
+        self.streams = 0            # log streams in this process, opening or open (TRAINJOBS_MAX_STREAMS)
+        self.streaming = 0          # of them, those whose response has started (the gauge)
         self.in_flight = 0
         self.retry_after = retry_after
         self.on_refuse = on_refuse  # metrics: called with "requests" or "streams"
@@ -60,7 +65,7 @@ class AdmissionMiddleware:
                                           f"{self.max_streams} log streams (TRAINJOBS_MAX_STREAMS)")
             self.streams += 1
             try:
-                return await self.app(scope, receive, send)
+                return await self._stream(scope, receive, send)
             finally:
                 self.streams -= 1
         try:
@@ -74,6 +79,40 @@ class AdmissionMiddleware:
         finally:
             self.in_flight -= 1
             self.slots.release()
+
+    async def _stream(self, scope, receive, send) -> None:
+        """A stream's opening runs in a request slot, given back as its response starts."""
+        try:
+            await asyncio.wait_for(self.slots.acquire(), self.stream_queue_seconds)
+        except (asyncio.TimeoutError, TimeoutError):
+            return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
+                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
+        self.in_flight += 1
+        held = True
+
+        def give_back() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.in_flight -= 1
+                self.slots.release()
+
+        streaming = False
+
+        async def started(message) -> None:
+            nonlocal streaming
+            if message["type"] == "http.response.start":
+                give_back()
+                if not streaming:
+                    streaming = True
+                    self.streaming += 1
+            await send(message)
+        try:
+            await self.app(scope, receive, started)
+        finally:
+            give_back()
+            if streaming:
+                self.streaming -= 1
 
     async def _refuse(self, scope, send, kind: str, why: str) -> None:
         if self.on_refuse:

@@ -125,3 +125,32 @@ def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, 
         payload = json.loads(tail.split(b"data: ", 1)[1])
         assert payload["cursor"] and "Last-Event-ID" in payload["reason"]
     assert_no_processes(work_dir)
+
+
+def test_many_followers_connecting_at_once_all_get_their_stream(db_url, work_dir, token, tmp_path):
+    # Opening a stream needs a thread and a database connection (the token, the job): with
+    # more followers connecting at once than the pool has connections, they used to wait on
+    # each other until the pool timeout and get 503s. They now queue for request slots.
+    settings = settings_for(db_url, work_dir).model_copy(
+        update={"max_concurrent_requests": 2, "db_pool_timeout_seconds": 1.0})
+    app = create_app(settings)
+    with thread_server(app) as url, httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
+        api = Api(client)
+        gate = tmp_path / "gate"
+        job_id = talker(api, "talker", gate, 20)
+        n = 120   # the pool holds 2 + 8 connections, the thread pool 2 + 16 threads
+        seen: list[list] = [[] for _ in range(n)]
+        threads = [threading.Thread(target=follow_all, args=(url, token, job_id, s)) for s in seen]
+        for t in threads:
+            t.start()
+        # The gauge counts streams whose response has started (not those still opening).
+        wait_for(lambda: f"trainjobs_streams_open {n}.0" in client.get("/metrics").text, "every follower attached")
+        assert client.get(f"/v1/jobs/{job_id}").status_code == 200   # ordinary requests still served
+        gate.touch()
+        for t in threads:
+            t.join(120)
+        expected = [f"line {i} " + "x" * 10 for i in range(20)]
+        for s in seen:
+            assert s and s[-1][0] == "end", s[-1:]
+            assert [d["message"] for ev, _, d in s if ev == "log"] == expected
+    assert_no_processes(work_dir)
