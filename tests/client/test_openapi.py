@@ -44,7 +44,7 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture
 def schema(server) -> dict:
-    return httpx.get(f"{server}/openapi.json").json()
+    return httpx.get(f"{server}/openapi.json", timeout=60).json()
 
 
 def operations(schema):
