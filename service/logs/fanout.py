@@ -40,6 +40,7 @@ class FanoutSettings:
     buffer_lines: int = 20_000      # recent lines a reader keeps for followers who join
     follower_lines: int = 10_000    # unsent lines a follower may lag before it is cut
     idle_seconds: float = 5.0       # a reader with no follower stops after this long
+    wake_chunk: int = 32            # followers woken per event-loop turn when a batch goes out
 
 
 @dataclass(eq=False)  # followers are told apart by identity (they live in sets)
@@ -107,7 +108,7 @@ class Reader:
                 page = await self._read()
                 self.reads += 1
                 if page.lines:
-                    self._fan_out(page)
+                    await self._fan_out(page)
                     interval = floor
                 else:
                     interval = min(interval * 2, max(cfg.max_interval, 4 * floor))
@@ -117,7 +118,9 @@ class Reader:
                     continue  # more is waiting: read on at once (and read everything before an end)
                 if final:
                     self.ended = end_event(self.view, self.head)
-                    for f in list(self.followers):
+                    for i, f in enumerate(list(self.followers)):
+                        if i and i % cfg.wake_chunk == 0:
+                            await asyncio.sleep(0)  # as in _fan_out: the loop serves others between
                         f.finish(self.ended)
                     return
                 now = time.monotonic()
@@ -150,15 +153,21 @@ class Reader:
             log.warning("job %s: reading logs failed; retrying", self.view.handle.id, exc_info=True)
             return LogPage(lines=[], cursor=self.head)
 
-    def _fan_out(self, page: LogPage) -> None:
+    async def _fan_out(self, page: LogPage) -> None:
         texts = [log_event(line) for line in page.lines]
         for line, text in zip(page.lines, texts):
             self.recent.append((line.cursor, text))
         self.head = page.cursor or self.head
         chunk = "".join(texts)
-        limit = self.hub.cfg.follower_lines
-        for f in list(self.followers):
-            if not f.give(chunk, len(texts), self.head, limit):
+        cfg = self.hub.cfg
+        # Followers are woken a few dozen at a time, with a turn of the event loop between:
+        # writing a batch to a thousand sockets takes the loop about half a second, and a
+        # request arriving meanwhile would otherwise wait behind all of it. (A follower that
+        # joins meanwhile is not in this list: it takes the batch from `recent`.)
+        for i, f in enumerate(list(self.followers)):
+            if i and i % cfg.wake_chunk == 0:
+                await asyncio.sleep(0)
+            if not f.give(chunk, len(texts), self.head, cfg.follower_lines):
                 self.followers.discard(f)
                 self.hub.cut += 1
 
