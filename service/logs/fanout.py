@@ -55,7 +55,11 @@ class Follower:
         """Queue a chunk; False (and a resync event queued) when the follower lags too far."""
         if self.done:
             return True
-        if self.pending and self.pending + lines > limit:  # one batch is always taken: not a lag
+        # Lagging: what it was given before is still unsent, `limit` lines of it or more. (Not
+        # "pending + this batch": a page may hold more lines than the limit, and a follower that
+        # has a few lines in flight when a full page comes is keeping up.) At most `limit` lines
+        # plus one page are ever held for a follower.
+        if self.pending >= limit:
             self.chunks.append(_event("resync", {"cursor": self.cursor, "reason": "this follower fell too far "
                                                  "behind; reconnect with Last-Event-ID to resume"}, None))
             self.done = True

@@ -17,13 +17,16 @@ from tests.conftest import bearer
 
 TALKER = ("import os, sys, time\n"
           "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+          "pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0\n"
           "for i in range(int(sys.argv[2])):\n"
-          "    print(f'line {i} ' + 'x' * int(sys.argv[3]), flush=True)\n")
+          "    print(f'line {i} ' + 'x' * int(sys.argv[3]), flush=True)\n"
+          "    if pause and i % 50 == 49: time.sleep(pause)\n")
 
 
-def talker(api: Api, name: str, gate, lines: int, width: int = 10) -> str:
+def talker(api: Api, name: str, gate, lines: int, width: int = 10, pause: float = 0) -> str:
+    """`pause`: seconds of silence after every 50 lines (a paced writer)."""
     api.template(name, {"container": {"image_uri": "local", "command": [
-        "python", "-c", TALKER, str(gate), str(lines), str(width)]}})
+        "python", "-c", TALKER, str(gate), str(lines), str(width), str(pause)]}})
     job = api.submit(name)
     api.wait_state(job["id"], "RUNNING")
     return job["id"]
@@ -87,13 +90,17 @@ def test_a_follower_resumes_from_last_event_id(db_url, work_dir, token, tmp_path
 
 
 def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, token, tmp_path):
-    settings = settings_for(db_url, work_dir, logs_follower_buffer_lines=50)
+    # 500 lines (1 MB) of lag: far more than a reading client falls behind by, far less than
+    # what the slow one (which reads nothing) is sent once its socket buffers are full.
+    settings = settings_for(db_url, work_dir, logs_follower_buffer_lines=500)
     app = create_app(settings)
     with thread_server(app) as url, \
             httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
         api = Api(client)
         gate = tmp_path / "gate"
-        job_id = talker(api, "talker", gate, 5000, width=2000)  # ~10 MB: more than socket buffers hold
+        # ~10 MB, more than socket buffers hold, paced (50 lines, then 20 ms) so that the fast
+        # follower, a client thread sharing this process's GIL with the server, keeps up.
+        job_id = talker(api, "talker", gate, 5000, width=2000, pause=0.02)
         # The slow one connects and then reads nothing at all until the fast one is done.
         port = int(url.rsplit(":", 1)[1])
         slow = socket.socket()
