@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from service.auth.service import Actor, hash_token, resolve
+from service.auth.service import Actor, hash_token, resolve, unknown_token
 from service.db import SessionDep, get_session
 from service.errors import Forbidden, Unauthorized
 
@@ -28,16 +28,11 @@ def _secret(creds: HTTPAuthorizationCredentials | None) -> str:
     return creds.credentials
 
 
-def _unknown() -> Unauthorized:
-    return Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
-                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-
-
 def current_actor(session: SessionDep,
                   creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> Actor:
     actor = resolve(session, _secret(creds))
     if actor is None:
-        raise _unknown()
+        raise unknown_token()
     return actor
 
 
@@ -106,7 +101,7 @@ async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCre
 def _resolve_member(session: Session, token_hash: str, cache) -> Actor:
     actor = resolve(session, token_hash, hashed=True)
     if actor is None:
-        raise _unknown()
+        raise unknown_token()
     cache.put(token_hash, actor)
     return ensure_role(actor, "member")
 

@@ -13,7 +13,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.errors import Invalid, NotFound, Problem
+from service.errors import Invalid, NotFound, Problem, Unauthorized
 from service.models import ApiToken, Team, utcnow
 
 ROLES = ("viewer", "member", "admin")
@@ -38,6 +38,12 @@ class Actor:
 
     def can(self, role: str) -> bool:
         return ROLES.index(self.role) >= ROLES.index(role)
+
+
+def unknown_token() -> Unauthorized:
+    """The one answer to a token that is not (or no longer) valid, wherever it is found out."""
+    return Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
+                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
 def hash_token(secret: str) -> str:

@@ -10,7 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
-from service.errors import Conflict, Invalid, NotFound, Problem, Unauthorized
+from service.auth.service import unknown_token
+from service.errors import Conflict, Invalid, NotFound, Problem
 from service.models import ApiToken, TeamLimits, Template, TemplateVersion, WebhookSubscription, utcnow
 from service.pagination import decode_cursor, encode_cursor
 from service.templates.cache import TemplateCache
@@ -105,7 +106,7 @@ def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name:
             check_token_live(session, token_hash)
         raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
     if token_hash and not head.token_live:
-        raise _revoked()
+        raise unknown_token()
     wanted = version or head.latest_version
     prepared = cache.get((head.id, wanted))
     if prepared is None:
@@ -124,12 +125,8 @@ _TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), 
 
 def check_token_live(session: Session, token_hash: str) -> None:
     if not session.connection().execute(_TOKEN_LIVE, {"token_hash": token_hash}).scalar():
-        raise _revoked()
+        raise unknown_token()
 
-
-def _revoked() -> Unauthorized:
-    return Unauthorized("unknown or revoked token; ask an admin of your team for a new one",
-                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
 def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:
