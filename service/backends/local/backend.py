@@ -218,6 +218,12 @@ class LocalBackend(Backend):
         if self.sandbox == "bwrap":
             isolation.bwrap_prefix(self.work_dir, [])  # raises if bubblewrap is missing
 
+    def _sandbox_readable(self) -> list[Path]:
+        """What replicas run from, seen read-only inside the sandbox even where its private
+        /tmp would hide it (an install or a checkout under /tmp): the interpreter's
+        environment and the code the wrapper and trainer load."""
+        return sorted({Path(self.python).parent.parent, Path(__file__).resolve().parents[3]})
+
     def start_controller(self) -> None:
         with self._lock:
             self._adopt_all()
@@ -452,7 +458,7 @@ class LocalBackend(Backend):
                uid: int | None, output: Path) -> subprocess.Popen:
         if self.sandbox == "bwrap":
             shared = [] if output.is_relative_to(rd.path) else [output]
-            argv = isolation.bwrap_prefix(rd.path, [], writable=shared) + argv
+            argv = isolation.bwrap_prefix(rd.path, self._sandbox_readable(), writable=shared) + argv
         drop = ["--uid", str(uid)] if uid is not None else []
         with open(rd.wrapper_log(task), "ab") as wrapper_log:
             return subprocess.Popen(
