@@ -140,7 +140,10 @@ def main() -> None:
                 svg = args.profile / f"{name}.{'txt' if args.raw else 'svg'}"
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(proc.pid), "-o", str(svg), "-r", "250",
                                         *(["--format", "raw"] if args.raw else []),
-                                        "-d", str(args.seconds), "--threads"],
+                                        "-d", str(args.seconds), "--threads",
+                                        # --gil: only the thread holding the GIL, i.e. Python CPU time
+                                        # (without it, threads blocked in libpq count as busy).
+                                        "--gil"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1)
                 wrk(base, tok, args.seconds - 2, work)

@@ -10,6 +10,7 @@ from pydantic import StringConstraints
 from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import relaunch, service
+from service.jobs.submit_route import LeanSubmitRoute
 from service.jobs.schemas import (AttemptRef, JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobRelaunch,
                                   JobSummary, TemplateRef)
 from service.lifecycle.states import JobState
@@ -55,11 +56,26 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
                   cluster=service.cluster_view(compiled, view), cost=cost)
 
 
-@router.post("", status_code=201, response_model=JobOut, operation_id="jobs_create",
-             summary="Launch a job from a template (or preview it with ?dry_run=true)",
-             response_description="The job, stored and QUEUED (or already further along)",
-             responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
-                        **problem_responses(401, 403, 404, 409, 413, 422, 503)})
+def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
+           dry_run: bool = False) -> Response:
+    """The work of POST /v1/jobs once its inputs are checked, on both of its paths
+    (create_job below, and submit_route's lean path)."""
+    result, replayed, compiled = service.create_job(
+        session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
+        default_backend=state.settings.default_backend, dry_run=dry_run, actor=actor,
+        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=verify_token)
+    if dry_run:
+        return _json(result, 200)
+    state.wake_controller(result.backend, admit_only=True)
+    headers = {"Location": f"/v1/jobs/{result.id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return _json(job_out(result, state.backends, compiled, state.pricer), 201, headers)
+
+
+LeanSubmitRoute.lean_submit = staticmethod(submit)
+
+
 def create_job(body: JobCreate, request: Request, submitter: Submitter,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
@@ -67,19 +83,19 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
                    description="Retry-safe submit: the same key and body return the same job; "
                                "the same key with another body answers 409.")] = None):
     # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
-    # cheaper SessionDep + Member; create_job commits here, in this thread.
-    state = request.app.state
-    result, replayed, compiled = service.create_job(
-        submitter.session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
-        default_backend=state.settings.default_backend, dry_run=dry_run, actor=submitter.actor,
-        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
-    if dry_run:
-        return _json(result, 200)
-    state.wake_controller(result.backend)
-    headers = {"Location": f"/v1/jobs/{result.id}"}
-    if replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result, state.backends, compiled, state.pricer), 201, headers)
+    # cheaper SessionDep + Member; create_job commits here, in this thread. A plain submit
+    # does not come here: LeanSubmitRoute serves it with the same checks (submit_route).
+    return submit(request.app.state, submitter.session, submitter.actor, body, idempotency_key,
+                  submitter.unverified_token, dry_run)
+
+
+router.add_api_route(
+    "", create_job, methods=["POST"], route_class_override=LeanSubmitRoute, status_code=201,
+    response_model=JobOut, operation_id="jobs_create",
+    summary="Launch a job from a template (or preview it with ?dry_run=true)",
+    response_description="The job, stored and QUEUED (or already further along)",
+    responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
+               **problem_responses(401, 403, 404, 409, 413, 422, 503)})
 
 
 @router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",

@@ -25,7 +25,7 @@ from service.jobs import overrides_policy, store
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.jobspec.validate import label_key_ok, label_value_ok
-from service.lifecycle.controller import notify_controller
+from service.lifecycle.controller import ADMIT_SUFFIX, notify_controller
 from service.lifecycle import retries
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend, LaunchView
@@ -144,7 +144,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
         store.insert_job(session, row, body.labels, event, budgets.cost_row(job_id, actor.team_id, cost),
-                         wake=backend_name)
+                         wake=backend_name + ADMIT_SUFFIX)
         engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()

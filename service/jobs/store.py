@@ -32,7 +32,8 @@ def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict,
                wake: str) -> None:
     """`row`: every column of jobs, JSON columns already encoded (see `encode`); `event`:
     the first event's row (lifecycle Engine.creation_event); `cost`: the job_costs row
-    (budgets.cost_row); `wake`: the backend whose controller loop to wake when this commits."""
+    (budgets.cost_row); `wake`: the NOTIFY payload that wakes the controller when this commits
+    (Controller.wake: a backend's name, with ":admit" for a new job)."""
     conn = session.connection()
     if conn.dialect.name == "postgresql":
         # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked

@@ -22,6 +22,8 @@ from service.lifecycle.services import LoopService, ServiceFactory
 
 log = logging.getLogger("trainjobs.controller")
 
+ADMIT_SUFFIX = ":admit"   # a wake-up for admission only (a new job): BackendLoop.run_admission
+
 
 def notify_controller(session: Session, backend: str) -> None:
     """Wake the controller, wherever it runs, when this transaction commits
@@ -72,10 +74,14 @@ class Controller:
         self._demote("the service is stopping")
         self.leadership.release()
 
-    def wake(self, backend: str | None = None) -> None:
+    def wake(self, backend: str | None = None, admit_only: bool = False) -> None:
+        """`backend`: whose loop (None: all); a NOTIFY's payload may name it as
+        "<backend>:admit" (store.insert_job): a new job, for which admission is enough."""
+        if backend and backend.endswith(ADMIT_SUFFIX):
+            backend, admit_only = backend[:-len(ADMIT_SUFFIX)], True
         for name, loop in list(self.loops.items()):
             if backend in (None, "", name):
-                loop.wake()
+                loop.wake(admit_only)
         for name, service in list(self.services.items()):
             if backend in (None, "", name):
                 service.wake()

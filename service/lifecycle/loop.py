@@ -64,6 +64,7 @@ class BackendLoop:
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._full_asked = False   # a wake that needs more than admission (a cancel, a tool)
         self._thread: threading.Thread | None = None
 
     # -- one pass --------------------------------------------------------------------------
@@ -138,6 +139,17 @@ class BackendLoop:
                     self._apply(session, obs, stats)
             if len(rows) < self.batch_size:
                 return
+
+    def run_admission(self) -> TickStats:
+        """The part of a pass a new job needs: launch what may be launched. What a submit
+        wakes; the full pass (cancels, polling) keeps its interval."""
+        stats = TickStats()
+        t0 = time.perf_counter()
+        self._admit(stats)
+        stats.seconds = time.perf_counter() - t0
+        if self.on_tick:
+            self.on_tick(stats)
+        return stats
 
     def _admit(self, stats: TickStats) -> None:
         with self.session_factory() as session:
@@ -254,7 +266,10 @@ class BackendLoop:
             return
 
     # -- the thread --------------------------------------------------------------------------
-    def wake(self) -> None:
+    def wake(self, admit_only: bool = False) -> None:
+        """admit_only: a job was submitted; the next pass need only admit (run_admission)."""
+        if not admit_only:
+            self._full_asked = True
         self._wake.set()
 
     def start(self) -> None:
@@ -269,9 +284,17 @@ class BackendLoop:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
+        last_full = None
         while not self._stop.is_set():
+            started = time.monotonic()
+            full = self._full_asked or last_full is None or started - last_full >= self.interval
+            self._full_asked = False
             try:
-                self.run_once()
+                if full:
+                    last_full = started
+                    self.run_once()
+                else:
+                    self.run_admission()
             except Deposed as e:
                 log.error("backend %s: %s; this process stops controlling", self.name, e)
                 if self.on_deposed:
@@ -282,7 +305,7 @@ class BackendLoop:
                 if self.on_tick:
                     self.on_tick(TickStats(errors=1))
             ended = time.monotonic()
-            self._wake.wait(self.interval)
+            self._wake.wait(max(0.0, last_full + self.interval - ended))
             self._wake.clear()
             # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
             # wakes the loop, and a pass per submit would cost more than the submit itself.

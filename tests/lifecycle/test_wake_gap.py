@@ -1,10 +1,15 @@
 """Every submit wakes the controller's loop; a burst of them must cost one pass per
-TRAINJOBS_RECONCILE_WAKE_GAP_SECONDS, not one each (service/lifecycle/loop.py)."""
+TRAINJOBS_RECONCILE_WAKE_GAP_SECONDS, not one each, and a pass of admission only: the full
+pass (cancels, polling) keeps its interval (service/lifecycle/loop.py)."""
+import queue
+from types import SimpleNamespace
+
 import pytest
 from pydantic import ValidationError
 
 from service.config import Settings
-from service.lifecycle.loop import gap_left
+from service.lifecycle.controller import ADMIT_SUFFIX, Controller
+from service.lifecycle.loop import BackendLoop, gap_left
 
 
 def test_a_pass_waits_out_the_gap_after_the_previous_one():
@@ -22,3 +27,47 @@ def test_the_gap_is_a_bounded_setting(monkeypatch):
         monkeypatch.setenv("TRAINJOBS_RECONCILE_WAKE_GAP_SECONDS", bad)
         with pytest.raises(ValidationError):
             Settings()
+
+
+class _Recording(BackendLoop):
+    """The loop's thread as it is; the passes only say which kind ran."""
+
+    def __init__(self):
+        super().__init__(SimpleNamespace(name="local"), None, None, fence=None, interval=30.0, wake_gap=0.0)
+        self.kinds: queue.Queue[str] = queue.Queue()
+
+    def run_once(self):
+        self.kinds.put("full")
+
+    def run_admission(self):
+        self.kinds.put("admit")
+
+
+def test_a_submit_wakes_admission_only_and_a_cancel_the_full_pass():
+    loop = _Recording()
+    loop.start()
+    try:
+        assert loop.kinds.get(timeout=10) == "full"        # the first pass is a full one
+        loop.wake(admit_only=True)                           # a new job
+        assert loop.kinds.get(timeout=10) == "admit"
+        loop.wake()                                          # a cancel, a tool: everything
+        assert loop.kinds.get(timeout=10) == "full"
+        loop.wake(admit_only=True)
+        loop.wake()                                          # both before the pass: the full one wins
+        assert loop.kinds.get(timeout=10) == "full"
+    finally:
+        loop.stop()
+    assert loop.kinds.empty()
+
+
+def test_a_notify_payload_can_ask_for_admission_only():
+    controller = Controller.__new__(Controller)   # only its routing of wake-ups is under test
+    controller.loops = {"local": _Recording(), "vertex": _Recording()}
+    controller.services = {}
+    woken = []
+    for name, loop in controller.loops.items():
+        loop.wake = lambda admit_only=False, name=name: woken.append((name, admit_only))
+    controller.wake("local" + ADMIT_SUFFIX)
+    controller.wake("vertex")
+    controller.wake(None)
+    assert woken == [("local", True), ("vertex", False), ("local", False), ("vertex", False)]
