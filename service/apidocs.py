@@ -20,6 +20,11 @@ ASSETS_URL = "/docs-assets"
 DASHBOARD_PATHS = ("/ui", "/dashboard")
 
 
+# The order of the groups in /docs: the order of the work (templates, then jobs and their
+# logs), whatever the order in which routes are matched (app.py).
+TAG_ORDER = ("interop", "templates", "jobs", "logs", "tokens", "webhooks", "teams", "sweeps", "ops")
+
+
 def operation_id(route: APIRoute) -> str:
     """`<tag>_<function>` (e.g. ops_healthz): stable names for generated clients.
     Routes of the API set theirs explicitly (jobs_create, ...)."""

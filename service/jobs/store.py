@@ -14,6 +14,7 @@ from functools import lru_cache
 from sqlalchemy import JSON, Text, bindparam, insert, text
 from sqlalchemy.orm import Session
 
+from service import pgfast
 from service.lifecycle.leader import WAKE_CHANNEL
 from service.models import Job, JobCost, JobEvent, JobLabel
 
@@ -38,9 +39,9 @@ def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict,
     if conn.dialect.name == "postgresql":
         # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked
         # at the end of the statement. pg_notify is delivered at commit, like the rows.
-        conn.execute(_postgres_statement(), {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS},
-                                             **{f"cost_{k}": cost[k] for k in _COST_COLUMNS},
-                                             "wake_channel": WAKE_CHANNEL, "wake_backend": wake}).close()
+        pgfast.execute(conn, _postgres_statement(), {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS},
+                                                     **{f"cost_{k}": cost[k] for k in _COST_COLUMNS},
+                                                     "wake_channel": WAKE_CHANNEL, "wake_backend": wake})
         return
     # SQLite: no round trips to save; the same rows through statements built once.
     conn.execute(_sqlite_statements()[0], row)

@@ -9,7 +9,7 @@ from sqlalchemy import bindparam, exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
-from service import jobspec
+from service import jobspec, pgfast
 from service.auth.service import unknown_token
 from service.errors import Conflict, Invalid, NotFound, Problem
 from service.models import ApiToken, TeamLimits, Template, TemplateVersion, WebhookSubscription, utcnow
@@ -100,7 +100,7 @@ def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name:
     checked only the first time this process sees it (versions are immutable).
     A revoked token raises Unauthorized here, before anything else is told."""
     conn = session.connection()
-    head = conn.execute(_HEAD, {"team_id": team_id, "name": name, "token_hash": token_hash}).first()
+    head = pgfast.first(conn, _HEAD, {"team_id": team_id, "name": name, "token_hash": token_hash})
     if head is None:
         if token_hash:
             check_token_live(session, token_hash)
