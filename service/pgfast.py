@@ -10,27 +10,35 @@ middle is invalidated, as Core does, so the pool does not hand it out again.
 SQLite goes through Core unchanged (no round trips to save)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections import namedtuple
+from typing import Any, Mapping, NamedTuple
 
 import psycopg
-from psycopg.rows import namedtuple_row
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
 
-_COMPILED: dict[int, tuple[ClauseElement, str]] = {}
+class _Compiled(NamedTuple):
+    statement: ClauseElement
+    sql: str
+    row: type | None   # a namedtuple of its columns, made once (psycopg's namedtuple_row makes one a cursor)
 
 
-def _sql(conn: Connection, statement: ClauseElement) -> str:
+_COMPILED: dict[int, _Compiled] = {}
+
+
+def _compiled(conn: Connection, statement: ClauseElement) -> _Compiled:
     found = _COMPILED.get(id(statement))
-    if found is None or found[0] is not statement:
-        found = (statement, str(statement.compile(dialect=conn.dialect)))
+    if found is None or found.statement is not statement:
+        columns = getattr(statement, "selected_columns", None)
+        row = namedtuple("Row", [c.key for c in columns], rename=True) if columns is not None else None
+        found = _Compiled(statement, str(statement.compile(dialect=conn.dialect)), row)
         _COMPILED[id(statement)] = found
-    return found[1]
+    return found
 
 
 def first(conn: Connection, statement: ClauseElement, params: Mapping[str, Any]):
-    """The first row (attribute access by column name), or None."""
+    """The first row (attribute access by column name), or None. `statement`: a select()."""
     if conn.dialect.name != "postgresql":
         return conn.execute(statement, params).first()
     return _run(conn, statement, params, fetch=True)
@@ -45,14 +53,18 @@ def execute(conn: Connection, statement: ClauseElement, params: Mapping[str, Any
 
 
 def _run(conn: Connection, statement: ClauseElement, params: Mapping[str, Any], *, fetch: bool):
-    sql = _sql(conn, statement)
+    compiled = _compiled(conn, statement)
+    sql = compiled.sql
     if not conn.in_transaction():
         conn.begin()  # what Core's execute does (autobegin): its commit or rollback then ends ours
     raw = conn.connection.driver_connection
     try:
-        with raw.cursor(row_factory=namedtuple_row) as cur:
+        with raw.cursor() as cur:
             cur.execute(sql, params)
-            return cur.fetchone() if fetch else None
+            if not fetch:
+                return None
+            found = cur.fetchone()
+            return None if found is None else compiled.row._make(found)
     except psycopg.Error as e:
         lost = raw.closed or isinstance(e, psycopg.OperationalError) and raw.broken
         if lost:
