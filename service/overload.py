@@ -36,7 +36,10 @@ def is_stream(scope) -> bool:
     for name, value in scope.get("headers", ()):
         if name == b"accept" and b"text/event-stream" in value:
             return True
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    raw = scope.get("query_string", b"")
+    if b"follow" not in raw:
+        return False
+    query = parse_qs(raw.decode("latin-1"))
     return any(v.lower() in ("true", "1", "yes", "on") for v in query.get("follow", []))
 
 
@@ -68,9 +71,7 @@ class AdmissionMiddleware:
                 return await self._stream(scope, receive, send)
             finally:
                 self.streams -= 1
-        try:
-            await asyncio.wait_for(self.slots.acquire(), self.queue_seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        if not await self._slot(self.queue_seconds):
             return await self._refuse(scope, send, "requests", "every request slot of this process is busy "
                                       "(TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
         self.in_flight += 1
@@ -80,11 +81,19 @@ class AdmissionMiddleware:
             self.in_flight -= 1
             self.slots.release()
 
+    async def _slot(self, seconds: float) -> bool:
+        """A request slot, waiting at most `seconds` for one."""
+        if not self.slots.locked():
+            return await self.slots.acquire()  # free: taken without a timer (wait_for costs one a request)
+        try:
+            await asyncio.wait_for(self.slots.acquire(), seconds)
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+        return True
+
     async def _stream(self, scope, receive, send) -> None:
         """A stream's opening runs in a request slot, given back as its response starts."""
-        try:
-            await asyncio.wait_for(self.slots.acquire(), self.stream_queue_seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        if not await self._slot(self.stream_queue_seconds):
             return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
                                       "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
         self.in_flight += 1

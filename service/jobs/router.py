@@ -63,7 +63,8 @@ def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, 
     result, replayed, compiled = service.create_job(
         session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
         default_backend=state.settings.default_backend, dry_run=dry_run, actor=actor,
-        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=verify_token)
+        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=verify_token,
+        wake_others=not state.controller.active)
     if dry_run:
         return _json(result, 200)
     state.wake_controller(result.backend, admit_only=True)

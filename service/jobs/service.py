@@ -81,14 +81,16 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
                pricer: Pricer, idempotency_key: str | None = None, verify_token: str = "",
                relaunch_of: uuid.UUID | None = None,
-               trial: jobspec.Trial | None = None) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               trial: jobspec.Trial | None = None, wake_others: bool = True) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
     new job's CompiledJob (None for a replayed one: read it from the row).
     `verify_token`: the hash of a token taken from the auth cache, checked here against
     revocation before anything is read or written for it (auth.cache). `relaunch_of`:
     the job this one launches again (recorded on the row and in its first event). `trial`:
-    the sweep trial this job runs (service.sweeps), for its env and labels."""
+    the sweep trial this job runs (service.sweeps), for its env and labels. `wake_others`:
+    False when this process controls the database and wakes its own loop (router.submit):
+    a NOTIFY would only come back to it."""
     digest = request_hash(body, dry_run) if idempotency_key else None
     if idempotency_key and not dry_run:
         if verify_token:
@@ -144,7 +146,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
     event = engine.creation_event(job_id, actor.name, now, reason=submitted)
     try:
         store.insert_job(session, row, body.labels, event, budgets.cost_row(job_id, actor.team_id, cost),
-                         wake=backend_name + ADMIT_SUFFIX)
+                         wake=backend_name + ADMIT_SUFFIX if wake_others else None)
         engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
         # Committed before the controller can see it: a rolled-back request never launches anything.
         session.commit()

@@ -30,16 +30,17 @@ def encode(value) -> str:
 
 
 def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict, cost: dict, *,
-               wake: str) -> None:
+               wake: str | None) -> None:
     """`row`: every column of jobs, JSON columns already encoded (see `encode`); `event`:
     the first event's row (lifecycle Engine.creation_event); `cost`: the job_costs row
     (budgets.cost_row); `wake`: the NOTIFY payload that wakes the controller when this commits
-    (Controller.wake: a backend's name, with ":admit" for a new job)."""
+    (Controller.wake: a backend's name, with ":admit" for a new job); None: no NOTIFY (the
+    submitting process controls the database and wakes its own loop)."""
     conn = session.connection()
     if conn.dialect.name == "postgresql":
         # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked
         # at the end of the statement. pg_notify is delivered at commit, like the rows.
-        pgfast.execute(conn, _postgres_statement(), {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS},
+        pgfast.execute(conn, _postgres_statement(wake is not None), {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS},
                                                      **{f"cost_{k}": cost[k] for k in _COST_COLUMNS},
                                                      "wake_channel": WAKE_CHANNEL, "wake_backend": wake})
         return
@@ -52,8 +53,8 @@ def insert_job(session: Session, row: dict, labels: dict[str, str], event: dict,
     conn.execute(_sqlite_statements()[3], cost)
 
 
-@lru_cache(maxsize=1)
-def _postgres_statement():
+@lru_cache(maxsize=2)
+def _postgres_statement(notify: bool):
     # Plain SQL (psycopg adapts UUIDs, aware datetimes and text itself); JSON as text, cast once.
     cols = [c.name for c in _JOBS.columns]
     values = [f"CAST(:{c} AS json)" if c in JSON_COLUMNS else f":{c}" for c in cols]
@@ -65,7 +66,7 @@ def _postgres_statement():
         f"VALUES ({', '.join(':event_' + c for c in _EVENT_COLUMNS)})), "
         f"cost AS (INSERT INTO {JobCost.__tablename__} ({', '.join(_COST_COLUMNS)}) "
         f"VALUES ({', '.join(_cost_value(c) for c in _COST_COLUMNS)})) "
-        "SELECT pg_notify(:wake_channel, :wake_backend)")
+        + ("SELECT pg_notify(:wake_channel, :wake_backend)" if notify else "SELECT 1"))
 
 
 def _cost_value(column: str) -> str:

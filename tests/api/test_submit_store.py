@@ -94,3 +94,21 @@ def test_the_stored_document_text_is_the_compiled_json():
         assert json.loads(compiled.to_json_text()) == compiled.to_json()
         again = CompiledJob.from_json(json.loads(compiled.to_json_text()))
         assert json.loads(again.to_json_text()) == compiled.to_json()
+
+
+@pytest.mark.postgres
+def test_the_controlling_process_wakes_its_own_loop_without_a_notify(pg_database, tmp_path):
+    truncate_all(pg_database)
+    settings = Settings(database_url=pg_database, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
+    plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
+    with TestClient(create_app(settings), headers=bearer(make_token(pg_database))) as client, \
+            psycopg.connect(plain, autocommit=True) as listener, psycopg.connect(plain, autocommit=True) as other:
+        client.app.state.controller.run_once()          # this process takes the controller lock
+        assert client.app.state.controller.active
+        assert client.post("/v1/templates", json=DEMO).status_code == 201
+        listener.execute(f"LISTEN {WAKE_CHANNEL}")
+        assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201
+        other.execute("SELECT pg_notify(%s, 'marker')", (WAKE_CHANNEL,))   # committed after the job
+        got = next(listener.notifies(timeout=30, stop_after=1))
+    assert got.payload == "marker"    # the submit sent none: notifications arrive in commit order
