@@ -10,7 +10,10 @@
    how many reads of the log files the shared reader made.
 3. memory: RSS of the service at idle, after the mix and with the followers attached.
 
-Run: .venv/bin/python bench/load.py [--clients 300] [--seconds 30] [--followers 1000] [--lines 200]"""
+The followers run in a process of their own, the GET client in this one: timed from the
+followers' event loop, a GET would wait behind the client's own parsing of 200,000 events.
+Run: .venv/bin/python bench/load.py [--clients 300] [--seconds 30] [--followers 1000] [--lines 200]
+     [--only mix|followers] [--profile FILE.svg|FILE.txt]"""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +22,7 @@ import json
 import os
 import resource
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +37,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-TOKEN = "tj_" + secrets.token_urlsafe(32)
+# The followers' process (--follower-process) is handed the token of the run that started it.
+TOKEN = os.environ.get("TRAINJOBS_LOAD_TOKEN") or "tj_" + secrets.token_urlsafe(32)
 
 
 def free_port() -> int:
@@ -178,7 +183,18 @@ async def follower(port: int, job_id: str, expect: int, results: list) -> None:
     results.append((status, lines == list(range(expect)), ended, len(lines)))
 
 
-async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc_cpu) -> dict:
+def followers_process(port: int, job_id: str, n: int, lines: int, out: Path) -> None:
+    """The followers, in a process of their own: 1,000 streams keep a Python event loop busy,
+    and a GET measured from that loop would time the client, not the service."""
+    async def run() -> list:
+        results: list = []
+        await asyncio.gather(*(follower(port, job_id, lines, results) for _ in range(n)))
+        return results
+    out.write_text(json.dumps(asyncio.run(run())))
+
+
+async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc_cpu, work: Path,
+                        profile: str | None = None, svc_pid: int = 0) -> dict:
     """svc_cpu: the service's CPU seconds so far (measured from the gate: the lines' fan-out)."""
     async with httpx.AsyncClient(base_url=url, headers=H, timeout=60) as c:
         # The lines come after the gate opens, so every follower is attached by then.
@@ -191,48 +207,60 @@ async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc
         job = (await c.post("/v1/jobs", json={"template": "talker", "backend": "local"})).json()
         while (await c.get(f"/v1/jobs/{job['id']}")).json()["state"] != "RUNNING":
             await asyncio.sleep(0.1)
-        results: list = []
-        tasks = [asyncio.create_task(follower(port, job["id"], lines, results)) for _ in range(n)]
+        out = work / "followers.json"
+        proc = subprocess.Popen([sys.executable, __file__, "--follower-process", str(port), job["id"], str(n),
+                                 str(lines), str(out)], preexec_fn=raise_fd_limit,
+                                env={**os.environ, "TRAINJOBS_LOAD_TOKEN": TOKEN})
         # Attached: the streams' gauge says so (a real signal, not a sleep).
         while True:
             m = (await c.get("/metrics")).text
             open_ = [ln for ln in m.splitlines() if ln.startswith("trainjobs_streams_open ")]
             if open_ and float(open_[0].split()[1]) >= n:
                 break
+            if proc.poll() is not None:
+                raise SystemExit("the followers' process ended before they were all attached")
             await asyncio.sleep(0.1)
+        spy = None
+        if profile:  # the fan-out only: py-spy from the gate to the last follower's end
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(svc_pid), "-o", profile, "-r", "250", "--gil",
+                                    "--threads", *(["--format", "raw"] if profile.endswith(".txt") else [])],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        before = job_get_buckets((await c.get("/metrics")).text)
         gate.touch()
         get_lat: list[float] = []
         get_status: dict[int, int] = {}
         cpu0, t0_all = svc_cpu(), time.monotonic()
-        while not all(t.done() for t in tasks):
+        while proc.poll() is None:
             t0 = time.perf_counter()
             r = await c.get(f"/v1/jobs/{job['id']}")
             get_lat.append(time.perf_counter() - t0)
             get_status[r.status_code] = get_status.get(r.status_code, 0) + 1
             await asyncio.sleep(0.02)
-        await asyncio.gather(*tasks)
-        return {"results": results, "get": get_lat, "get_status": get_status,
-                "cpu": svc_cpu() - cpu0, "wall": time.monotonic() - t0_all}
+        cpu, wall = svc_cpu() - cpu0, time.monotonic() - t0_all
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait()
+        after = job_get_buckets((await c.get("/metrics")).text)
+        served = {le: after[le] - before.get(le, 0) for le in after}
+        return {"results": json.loads(out.read_text()), "get": get_lat, "get_status": get_status,
+                "cpu": cpu, "wall": wall, "served": served}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", type=int, default=300)
-    ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--followers", type=int, default=1000)
-    ap.add_argument("--lines", type=int, default=200)
-    args = ap.parse_args()
-    raise_fd_limit()
-    name = f"trainjobs_load_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    db_url = f"{base}/{name}"
-    work = Path(tempfile.mkdtemp(prefix="trainjobs-load-"))
-    os.chmod(work, 0o711)
-    svc = None
+def job_get_buckets(metrics: str) -> dict[str, float]:
+    """The service's own latency histogram of GET /v1/jobs/{job_id}: {le: count}."""
+    out = {}
+    for line in metrics.splitlines():
+        if line.startswith("trainjobs_http_request_duration_seconds_bucket{") and 'method="GET"' in line \
+                and 'route="/v1/jobs/{job_id}"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[le] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def mix_part(args, db_url: str, work: Path) -> None:
+    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="0")
     try:
-        svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="0")
         idle = svc.rss_mb()
         peak = [idle]
 
@@ -260,32 +288,67 @@ def main() -> None:
         print(f"  GET p50 {pct(out['get'], 50)*1000:.0f} ms, p99 {pct(out['get'], 99)*1000:.0f} ms; "
               f"/healthz p99 {pct(out['health'], 99)*1000:.0f} ms")
         print(f"  RSS: idle {idle:.0f} MB, peak under the mix {max(peak):.0f} MB")
+    finally:
         svc.stop()
 
-        # A database of its own: the mix's hundreds of QUEUED demo jobs would be launched
-        # first (oldest first) and the followed job would wait behind them.
-        with psycopg.connect(ADMIN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}_f"')
-        svc = Service(f"{db_url}_f", work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2")
-        idle2 = svc.rss_mb()
+
+def followers_part(args, db_url: str, work: Path) -> None:
+    # A database of its own: the mix's hundreds of QUEUED demo jobs would be launched
+    # first (oldest first) and the followed job would wait behind them.
+    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2")
+    try:
+        idle = svc.rss_mb()
         cpu0, t0 = svc.cpu_seconds(), time.monotonic()
         gate = work / "gate"
-        res = asyncio.run(followers_run(svc.url, svc.port, args.followers, args.lines, gate, svc.cpu_seconds))
+        res = asyncio.run(followers_run(svc.url, svc.port, args.followers, args.lines, gate, svc.cpu_seconds,
+                                        work, args.profile, svc.proc.pid))
         cpu = svc.cpu_seconds() - cpu0
         wall = time.monotonic() - t0
         ok = sum(1 for status, complete, ended, _ in res["results"] if status == 200 and complete and ended)
-        print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines")
+        print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines "
+              "(the followers in one process, the GET client in another)")
         print(f"  complete (every line in order + end): {ok}/{args.followers}")
         print(f"  GET /v1/jobs/{{id}} meanwhile: p50 {pct(res['get'], 50)*1000:.0f} ms, "
-              f"p99 {pct(res['get'], 99)*1000:.0f} ms ({len(res['get'])} requests, statuses {res['get_status']})")
+              f"p99 {pct(res['get'], 99)*1000:.0f} ms, max {max(res['get'])*1000:.0f} ms "
+              f"({len(res['get'])} requests, statuses {res['get_status']})")
+        served = res["served"]
+        print("  the same GETs timed by the service (its histogram): " + ", ".join(
+            f"{served[le]:.0f} within {float(le) * 1000:g} ms" for le in ("0.01", "0.025", "0.05", "0.1")
+            if le in served) + f" of {served.get('+Inf', 0):.0f}")
         print(f"  service CPU while the lines went out: {res['cpu']:.1f} s over {res['wall']:.1f} s "
               f"({res['cpu'] / res['wall']:.2f} cores)")
         print(f"  service CPU, connecting included: {cpu:.1f} s over {wall:.1f} s ({cpu / wall:.2f} cores); "
-              f"RSS {idle2:.0f} MB idle, "
-              f"{svc.rss_mb():.0f} MB after")
+              f"RSS {idle:.0f} MB idle, {svc.rss_mb():.0f} MB after")
     finally:
-        if svc is not None:
-            svc.stop()
+        svc.stop()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--follower-process"]:
+        port, job_id, n, lines, out = sys.argv[2:7]
+        raise_fd_limit()
+        return followers_process(int(port), job_id, int(n), int(lines), Path(out))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=300)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--followers", type=int, default=1000)
+    ap.add_argument("--lines", type=int, default=200)
+    ap.add_argument("--only", choices=["mix", "followers"], help="run one part")
+    ap.add_argument("--profile", help="py-spy (on PATH) of the service during the followers' fan-out: "
+                                      "an svg, or py-spy's raw stacks if the name ends in .txt")
+    args = ap.parse_args()
+    raise_fd_limit()
+    name = f"trainjobs_load_{uuid.uuid4().hex[:8]}"
+    base = ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    work = Path(tempfile.mkdtemp(prefix="trainjobs-load-"))
+    os.chmod(work, 0o711)
+    try:
+        for part, suffix, run in (("mix", "", mix_part), ("followers", "_f", followers_part)):
+            if args.only in (None, part):
+                with psycopg.connect(ADMIN, autocommit=True) as conn:
+                    conn.execute(f'CREATE DATABASE "{name}{suffix}"')
+                run(args, f"{base}/{name}{suffix}", work)
+    finally:
         with psycopg.connect(ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'DROP DATABASE IF EXISTS "{name}_f" WITH (FORCE)')

@@ -10,7 +10,8 @@ from pydantic import StringConstraints
 from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import relaunch, service
-from service.jobs.submit_route import LeanSubmitRoute
+from service.jobs.submit_route import lean_submit, lean_view
+from service.lean_route import lean_route
 from service.jobs.schemas import (AttemptRef, JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobRelaunch,
                                   JobSummary, TemplateRef)
 from service.lifecycle.states import JobState
@@ -74,9 +75,6 @@ def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, 
     return _json(job_out(result, state.backends, compiled, state.pricer), 201, headers)
 
 
-LeanSubmitRoute.lean_submit = staticmethod(submit)
-
-
 def create_job(body: JobCreate, request: Request, submitter: Submitter,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
@@ -85,13 +83,13 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
                                "the same key with another body answers 409.")] = None):
     # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
     # cheaper SessionDep + Member; create_job commits here, in this thread. A plain submit
-    # does not come here: LeanSubmitRoute serves it with the same checks (submit_route).
+    # does not come here: submit_route.lean_submit serves it with the same checks.
     return submit(request.app.state, submitter.session, submitter.actor, body, idempotency_key,
                   submitter.unverified_token, dry_run)
 
 
 router.add_api_route(
-    "", create_job, methods=["POST"], route_class_override=LeanSubmitRoute, status_code=201,
+    "", create_job, methods=["POST"], route_class_override=lean_route(lean_submit(submit)), status_code=201,
     response_model=JobOut, operation_id="jobs_create",
     summary="Launch a job from a template (or preview it with ?dry_run=true)",
     response_description="The job, stored and QUEUED (or already further along)",
@@ -119,13 +117,20 @@ def list_jobs(session: SessionDep, actor: Viewer,
     return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
 
 
-@router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",
-            summary="A job: state, error, progress, the rendered CustomJob",
-            responses=problem_responses(401, 404, 422, 503))
-def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
-    state = request.app.state
+def view(state, session, actor, job_id: uuid.UUID) -> Response:
+    """The work of GET /v1/jobs/{id}, on both of its paths (get_job, submit_route.lean_view)."""
     job = service.get_job(session, actor.team_id, job_id)
     return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
+
+
+def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
+    return view(request.app.state, session, actor, job_id)
+
+
+router.add_api_route("/{job_id}", get_job, methods=["GET"], route_class_override=lean_route(lean_view(view)),
+                     response_model=JobOut, operation_id="jobs_get",
+                     summary="A job: state, error, progress, the rendered CustomJob",
+                     responses=problem_responses(401, 404, 422, 503))
 
 
 def _json(model, status: int = 200, headers: dict | None = None) -> Response:

@@ -1,97 +1,85 @@
-"""POST /v1/jobs served with less framework per request.
+"""The lean paths of the busiest job routes (service/lean_route.py explains the scheme).
 
-The route is declared like any other (its signature gives the OpenAPI document and the full
-path), but a plain submit — JSON body, a cached member token, no query string, a well-formed
-Idempotency-Key or none — is served here: the body validated once from its bytes, the token
-from the auth cache (its revocation still checked in the submit's first query), and the work
-done in one trip through the thread pool. FastAPI's dependency solving and the AsyncExitStack
-driving a yield dependency cost about a fifth of a submit's CPU (bench/submit_vs_floor.py).
+POST /v1/jobs: a plain submit — JSON body, a cached member token, no query string, a
+well-formed Idempotency-Key or none — validated once from its bytes, the token from the
+auth cache (its revocation still checked in the submit's first query), the work done in
+one trip through the thread pool.
 
-Anything else — a dry run, an unknown token, a malformed header, a body that does not
-validate — takes the declared path unchanged, so every error answer (401, 403, 422 and its
-detail) is FastAPI's own and there is one definition of each check. Nothing has been read
-from or written to the database when the lean path hands over."""
+GET /v1/jobs/{id}: no query string and a bearer token: the token, the job and its
+attempts read in one trip through the thread pool (the token from the database, as the
+declared path does)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Coroutine
+import uuid
+from typing import Callable
 
 from fastapi.concurrency import run_in_threadpool
-from fastapi.routing import APIRoute
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service.auth.service import Actor, hash_token
-from service.errors import Unauthorized
+from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
+from service.lean_route import bearer_secret, in_session
 
 # The Idempotency-Key header's declared constraints (router.create_job): the same, or the full path.
 _KEY = re.compile(r"[\x21-\x7e]{1,255}")
-
-Handler = Callable[[Request], Coroutine[Any, Any, Response]]
-# (state, session, actor, body, idempotency key, token hash to verify) -> the 201 Response
-Submit = Callable[..., Response]
+_JOB_ID = TypeAdapter(uuid.UUID)   # the path parameter, parsed as the declared path parses it
 
 
-class LeanSubmitRoute(APIRoute):
-    """An APIRoute whose handler tries the lean path first; `lean_submit` is the endpoint's
-    work given its inputs (router.submit), run in the thread pool with a session of its own."""
+def lean_submit(submit: Callable[..., Response]):
+    """`submit(state, session, actor, body, idempotency key, token hash to verify)`: the
+    endpoint's work given its inputs (router.submit)."""
 
-    lean_submit: Submit
+    async def submit_plain(request: Request) -> Response | None:
+        if request.scope.get("query_string"):
+            return None
+        headers = request.headers
+        if headers.get("content-type", "").lower() != "application/json":
+            return None
+        secret = bearer_secret(request)
+        key = headers.get("idempotency-key")
+        if secret is None or key is not None and not _KEY.fullmatch(key):
+            return None
+        token_hash = hash_token(secret)
+        state = request.app.state
+        actor = state.token_cache.get(token_hash)
+        if actor is None or not actor.can("member"):
+            return None
+        try:
+            body = JobCreate.model_validate_json(await request.body())
+        except ValidationError:
+            return None  # the 422 and its detail come from the declared path
+        return await run_in_threadpool(in_session, state, _submit_work, submit, state, actor, body, key,
+                                       token_hash, forget_token=token_hash)
 
-    def get_route_handler(self) -> Handler:
-        full = super().get_route_handler()
-        submit = type(self).lean_submit
-
-        async def handler(request: Request) -> Response:
-            inputs = _plain_inputs(request)
-            if inputs is None:
-                return await full(request)
-            actor, token_hash, key = inputs
-            try:
-                body = JobCreate.model_validate_json(await request.body())
-            except ValidationError:
-                return await full(request)  # the 422 and its detail come from the declared path
-            return await run_in_threadpool(_in_session, submit, request.app.state, actor, token_hash, body, key)
-
-        return handler
-
-
-def _plain_inputs(request: Request) -> tuple[Actor, str, str | None] | None:
-    """(actor, token hash, Idempotency-Key) of a plain submit by a cached member token;
-    None when the declared path must decide (and answer any error)."""
-    if request.scope.get("query_string"):
-        return None
-    headers = request.headers
-    if headers.get("content-type", "").lower() != "application/json":
-        return None
-    scheme, _, secret = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not secret:
-        return None
-    key = headers.get("idempotency-key")
-    if key is not None and not _KEY.fullmatch(key):
-        return None
-    token_hash = hash_token(secret)
-    actor = request.app.state.token_cache.get(token_hash)
-    if actor is None or not actor.can("member"):
-        return None
-    return actor, token_hash, key
+    return submit_plain
 
 
-def _in_session(submit: Submit, state, actor: Actor, token_hash: str, body: JobCreate,
-                key: str | None) -> Response:
-    """The unit of work of service.db.get_session, in this one thread."""
-    session = state.session_factory()
-    try:
-        response = submit(state, session, actor, body, key, token_hash)
-        if session.in_transaction():  # create_job commits; a commit of nothing still costs a transaction
-            session.commit()
-        return response
-    except BaseException as exc:
-        if isinstance(exc, Unauthorized):
-            state.token_cache.forget(token_hash)  # revoked since it was cached
-        session.rollback()
-        raise
-    finally:
-        session.close()
+def _submit_work(session, submit, state, actor, body, key, token_hash) -> Response:
+    return submit(state, session, actor, body, key, token_hash)
+
+
+def lean_view(view: Callable[..., Response]):
+    """`view(state, session, actor, job_id)`: the endpoint's work given its inputs (router.view)."""
+
+    async def view_plain(request: Request) -> Response | None:
+        secret = bearer_secret(request)
+        if request.scope.get("query_string") or secret is None:
+            return None
+        try:
+            job_id = _JOB_ID.validate_python(request.path_params.get("job_id"))
+        except ValidationError:
+            return None
+        state = request.app.state
+        return await run_in_threadpool(in_session, state, _view_work, view, state, secret, job_id)
+
+    return view_plain
+
+
+def _view_work(session, view, state, secret: str, job_id: uuid.UUID) -> Response:
+    actor = resolve(session, secret)
+    if actor is None:
+        raise unknown_token()
+    return view(state, session, actor, job_id)   # every role may read

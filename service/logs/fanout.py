@@ -40,7 +40,7 @@ class FanoutSettings:
     buffer_lines: int = 20_000      # recent lines a reader keeps for followers who join
     follower_lines: int = 10_000    # unsent lines a follower may lag before it is cut
     idle_seconds: float = 5.0       # a reader with no follower stops after this long
-    wake_chunk: int = 32            # followers woken per event-loop turn when a batch goes out
+    wake_chunk: int = 8             # followers woken per event-loop turn when a batch goes out
 
 
 @dataclass(eq=False)  # followers are told apart by identity (they live in sets)
@@ -213,8 +213,11 @@ class Hub:
                         return  # everything given, the last `end` or `resync` included
                     follower.ready.clear()
                     try:
-                        await asyncio.wait_for(follower.ready.wait(), self.cfg.heartbeat)
-                    except (asyncio.TimeoutError, TimeoutError):
+                        # asyncio.timeout, not wait_for: wait_for makes a task per wait, and a
+                        # thousand followers wait once per batch each.
+                        async with asyncio.timeout(self.cfg.heartbeat):
+                            await follower.ready.wait()
+                    except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
                 text = "".join(follower.chunks)

@@ -1,11 +1,14 @@
-"""POST /v1/jobs has two paths (service/jobs/submit_route.py): the lean one for a plain submit
-by a cached member token, the declared FastAPI one for everything else. They must give the
-same answers; the lean one must hand every doubtful request to the declared one."""
+"""POST /v1/jobs and GET /v1/jobs/{id} have two paths (service/lean_route.py,
+service/jobs/submit_route.py): the lean one for plain requests, the declared FastAPI one for
+everything else. They must give the same answers; the lean one must hand every doubtful
+request to the declared one."""
+import uuid
+
 import pytest
 
 from service.jobs import submit_route
 from tests.api.conftest import assert_problem
-from tests.conftest import bearer
+from tests.conftest import bearer, make_token
 
 JOB = {"template": "mwms-demo", "parameters": {"epochs": 2}, "labels": {"team-run": "a"}}
 VOLATILE = {"id", "display_name", "created_at", "updated_at", "attempts", "custom_job", "cluster"}
@@ -15,12 +18,12 @@ VOLATILE = {"id", "display_name", "created_at", "updated_at", "attempts", "custo
 def lean_calls(monkeypatch):
     """How many submits the lean path served."""
     calls = []
-    real = submit_route._in_session
+    real = submit_route._submit_work
 
     def counting(*args):
         calls.append(args)
         return real(*args)
-    monkeypatch.setattr(submit_route, "_in_session", counting)
+    monkeypatch.setattr(submit_route, "_submit_work", counting)
     return calls
 
 
@@ -86,3 +89,43 @@ def test_a_token_revoked_after_it_was_cached_is_refused_by_the_lean_path(client,
     assert client.get("/v1/jobs?limit=200").json()["items"] == before   # nothing stored for it
     assert_problem(client.post("/v1/jobs", json=JOB, headers=member), 401)
     assert len(lean_calls) == 1                      # and forgot the token: the declared path answers now
+
+
+@pytest.fixture
+def lean_views(monkeypatch):
+    """How many GET /v1/jobs/{id} the lean path served."""
+    calls = []
+    real = submit_route._view_work
+
+    def counting(*args):
+        calls.append(args)
+        return real(*args)
+    monkeypatch.setattr(submit_route, "_view_work", counting)
+    return calls
+
+
+def test_a_job_is_shown_alike_on_both_paths(client, demo, lean_views):
+    job = client.post("/v1/jobs", json=JOB).json()
+    lean = client.get(f"/v1/jobs/{job['id']}")
+    declared = client.get(f"/v1/jobs/{job['id']}?via=declared")   # a query string: the declared path
+    assert (lean.status_code, declared.status_code) == (200, 200)
+    assert len(lean_views) == 1
+    assert lean.json() == declared.json()
+    assert lean.json()["id"] == job["id"] and lean.json()["cluster"] == job["cluster"]
+
+
+def test_the_lean_view_refuses_what_the_declared_one_refuses(client, demo, tokens, lean_views, db_url):
+    job = client.post("/v1/jobs", json=JOB).json()
+    assert_problem(client.get("/v1/jobs/not-a-uuid"), 422)              # declared: the parameter's 422
+    assert len(lean_views) == 0
+    assert_problem(client.get(f"/v1/jobs/{job['id']}", headers={"Authorization": ""}), 401)   # declared
+    assert_problem(client.get(f"/v1/jobs/{job['id']}", headers=bearer("tj_unknown")), 401)    # lean: no such token
+    other_team = bearer(make_token(db_url, "beta", "viewer"))
+    assert_problem(client.get(f"/v1/jobs/{job['id']}", headers=other_team), 404)   # not theirs to see
+    assert_problem(client.get(f"/v1/jobs/{uuid.uuid4()}"), 404)
+    assert len(lean_views) == 3
+    viewer = bearer(tokens["viewer"])
+    assert client.get(f"/v1/jobs/{job['id']}", headers=viewer).status_code == 200
+    token_id = next(t["id"] for t in client.get("/v1/tokens").json() if t["role"] == "viewer")
+    assert client.post(f"/v1/tokens/{token_id}/revoke").status_code == 200
+    assert_problem(client.get(f"/v1/jobs/{job['id']}", headers=viewer), 401)   # revoked: refused at once
