@@ -129,7 +129,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
             min_interval=settings.logs_follow_interval_seconds, max_interval=settings.logs_follow_max_interval_seconds,
             heartbeat=settings.logs_heartbeat_seconds, buffer_lines=settings.logs_reader_buffer_lines,
-            follower_lines=settings.logs_follower_buffer_lines))
+            follower_lines=settings.logs_follower_buffer_lines, loop_share=settings.logs_fanout_loop_share))
         app.state.wake_controller = controller.wake
         if settings.run_reconciler:
             controller.start()

@@ -116,6 +116,10 @@ class Settings(BaseSettings):
         10_000, ge=10, le=1_000_000, description="Unsent lines a follower may lag by before it is cut with a "
                                                  "`resync` event (it resumes with Last-Event-ID)")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
+    logs_fanout_loop_share: float = Field(
+        0.25, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "
+                                      "lines to its followers: with many followers it reads less often (bigger "
+                                      "batches, the same lines) so requests are still answered at once")
 
     # Epoch history (GET /v1/jobs/{id}/epochs, the UI's charts). Replica output is untrusted.
     job_epochs_max_per_job: int = Field(1000, ge=1, le=1_000_000, description="Epochs kept per job: the "

@@ -5,7 +5,8 @@ that reads the backend (in a worker thread, one read at a time), checks the job'
 state now and then, and fans each batch of lines out to every follower as ready
 SSE text. N followers cost one read per interval, not N; no thread waits per
 follower. The interval adapts: at once again while there is more, then doubling
-up to the backend's ceiling while nothing is new.
+up to the backend's ceiling while nothing is new; and with many followers, long enough
+that fanning out takes at most TRAINJOBS_LOGS_FANOUT_LOOP_SHARE of the event loop.
 
 A follower joins from its own cursor: if the reader's recent lines hold it (or it
 is the reader's position), it is served from there; otherwise it catches up with
@@ -41,6 +42,7 @@ class FanoutSettings:
     follower_lines: int = 10_000    # unsent lines a follower may lag before it is cut
     idle_seconds: float = 5.0       # a reader with no follower stops after this long
     wake_chunk: int = 8             # followers woken per event-loop turn when a batch goes out
+    loop_share: float = 0.25        # the most of the loop's time a reader spends fanning out (next_read_after)
 
 
 @dataclass(eq=False)  # followers are told apart by identity (they live in sets)
@@ -78,6 +80,15 @@ class Follower:
             self.ready.set()
 
 
+def next_read_after(floor: float, fan_out_seconds: float, share: float) -> float:
+    """Seconds from a fan-out to the next read while lines keep coming: `floor`, or longer when
+    handing a batch to every follower took the loop long enough that reading at the floor
+    would give fan-outs more than `share` of it. A thousand followers take the loop ~50 ms a
+    batch: reading every 0.1 s left requests waiting behind half of the loop's time; with
+    this, followers get bigger batches a little later and requests are answered meanwhile."""
+    return max(floor, fan_out_seconds * (1 / share - 1))
+
+
 class Reader:
     def __init__(self, hub: "Hub", key: tuple, backend: Backend, view: JobView, team_id: uuid.UUID,
                  replica: str | None, cursor: str | None, limit: int) -> None:
@@ -112,8 +123,9 @@ class Reader:
                 page = await self._read()
                 self.reads += 1
                 if page.lines:
+                    started = time.monotonic()
                     await self._fan_out(page)
-                    interval = floor
+                    interval = next_read_after(floor, time.monotonic() - started, cfg.loop_share)
                 else:
                     interval = min(interval * 2, max(cfg.max_interval, 4 * floor))
                 self.changed.set()

@@ -9,6 +9,7 @@ import socket
 import threading
 
 import httpx
+import pytest
 from httpx_sse import connect_sse
 
 from service.app import create_app
@@ -161,3 +162,18 @@ def test_many_followers_connecting_at_once_all_get_their_stream(db_url, work_dir
             assert s and s[-1][0] == "end", s[-1:]
             assert [d["message"] for ev, _, d in s if ev == "log"] == expected
     assert_no_processes(work_dir)
+
+
+def test_a_reader_gives_fan_outs_at_most_its_share_of_the_loop(monkeypatch):
+    from pydantic import ValidationError
+
+    from service.config import Settings
+    from service.logs.fanout import next_read_after
+    assert next_read_after(0.1, 0.001, 0.25) == 0.1                   # a few followers: the floor
+    assert next_read_after(0.1, 0.060, 0.25) == pytest.approx(0.18)   # a thousand: 60 ms of fan-out, 180 ms after
+    assert next_read_after(0.1, 0.060, 1.0) == 0.1                    # share 1: read at the floor regardless
+    assert Settings().logs_fanout_loop_share == 0.25
+    for bad in ("0", "1.5"):
+        monkeypatch.setenv("TRAINJOBS_LOGS_FANOUT_LOOP_SHARE", bad)
+        with pytest.raises(ValidationError):
+            Settings()
