@@ -1,8 +1,8 @@
 """Profile POST /v1/jobs in process: the whole ASGI app (middlewares, FastAPI,
 auth, template, compile, inserts, response) against a real PostgreSQL.
 
-Threads are what cProfile cannot follow, so anyio's to_thread.run_sync runs the
-sync endpoint and dependencies inline on the event loop thread here (the only
+Threads are what cProfile cannot follow, so anyio's to_thread.run_sync and the lean
+routes' in_thread run the sync endpoint and dependencies inline on the event loop thread here (the only
 change from serving; the database round trips are real). Prints the functions
 with the most cumulative time per request and the Python time per request.
 Run: .venv/bin/python bench/profile_submit.py [--requests 2000] [--top 40 (0: time only)] [--sqlite]"""
@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from service import demo, migrate  # noqa: E402
+from service import lean_route  # noqa: E402
 from service.app import create_app  # noqa: E402
+from service.jobs import submit_route  # noqa: E402
 from service.auth.service import bootstrap_admin  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.db import make_engine, make_session_factory  # noqa: E402
@@ -38,6 +40,10 @@ BODY = json.dumps({"template": "mwms-demo", "parameters": {"epochs": 3}}).encode
 
 async def _inline(func, *args, abandon_on_cancel=False, cancellable=None, limiter=None):
     return func(*args)
+
+
+async def _inline_lean(request, func, *args, **kwargs):
+    return func(*args, **kwargs)
 
 
 async def post(app, token: str) -> int:
@@ -98,6 +104,8 @@ def main() -> None:
     ap.add_argument("--out", help="also write the raw profile here (pstats format)")
     args = ap.parse_args()
     anyio.to_thread.run_sync = _inline
+    lean_route.in_thread = _inline_lean   # the lean routes' own threads (service/lean_route.py)
+    submit_route.in_thread = _inline_lean
     tmp = tempfile.mkdtemp()
     os.chmod(tmp, 0o711)  # local replicas (never started here) pass through it as other uids
     name = f"trainjobs_profile_{uuid.uuid4().hex[:8]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Annotated, Mapping
 
@@ -91,6 +92,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                              pool_timeout=settings.db_pool_timeout_seconds)
         app.state.health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
+        # The lean routes' threads (service/lean_route.py): one per request slot.
+        app.state.lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
         if engine.dialect.name == "sqlite":
             from service.backends.local.isolation import secure_database_file
             secure_database_file(sqlite_path(settings.database_url))
@@ -139,6 +142,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             controller.stop()
             for backend in built.values():
                 backend.close()
+            app.state.lean_threads.shutdown(wait=True)
             engine.dispose()
             app.state.health_engine.dispose()
 

@@ -14,14 +14,13 @@ import re
 import uuid
 from typing import Callable
 
-from fastapi.concurrency import run_in_threadpool
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
-from service.lean_route import bearer_secret, in_session
+from service.lean_route import bearer_secret, in_session, in_thread
 
 # The Idempotency-Key header's declared constraints (router.create_job): the same, or the full path.
 _KEY = re.compile(r"[\x21-\x7e]{1,255}")
@@ -51,8 +50,8 @@ def lean_submit(submit: Callable[..., Response]):
             body = JobCreate.model_validate_json(await request.body())
         except ValidationError:
             return None  # the 422 and its detail come from the declared path
-        return await run_in_threadpool(in_session, state, _submit_work, submit, state, actor, body, key,
-                                       token_hash, forget_token=token_hash)
+        return await in_thread(request, in_session, state, _submit_work, submit, state, actor, body, key,
+                               token_hash, forget_token=token_hash)
 
     return submit_plain
 
@@ -73,7 +72,7 @@ def lean_view(view: Callable[..., Response]):
         except ValidationError:
             return None
         state = request.app.state
-        return await run_in_threadpool(in_session, state, _view_work, view, state, secret, job_id)
+        return await in_thread(request, in_session, state, _view_work, view, state, secret, job_id)
 
     return view_plain
 
