@@ -21,10 +21,15 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 30.0) ->
         def _sqlite_pragmas(conn, _record):
             # WAL lets the reconciler write while requests read; foreign keys are off by default.
             cur = conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            # Set once per database file (it persists). Asked for on every new connection, it
+            # made a connection opened while the service was writing fail with "database is
+            # locked" (seen in test set-ups): a connection that has not read the file yet
+            # takes it for a change of mode. Reading the mode first needs no write lock.
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
         return engine
     # No pre-ping: it costs a round trip on every checkout. A connection that died

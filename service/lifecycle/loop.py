@@ -284,14 +284,12 @@ class BackendLoop:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        last_full = None
+        full_ended = None   # when the last full pass ended: the next one starts `interval` after
         while not self._stop.is_set():
-            started = time.monotonic()
-            full = self._full_asked or last_full is None or started - last_full >= self.interval
+            full = self._full_asked or full_ended is None or time.monotonic() - full_ended >= self.interval
             self._full_asked = False
             try:
                 if full:
-                    last_full = started
                     self.run_once()
                 else:
                     self.run_admission()
@@ -305,7 +303,9 @@ class BackendLoop:
                 if self.on_tick:
                     self.on_tick(TickStats(errors=1))
             ended = time.monotonic()
-            self._wake.wait(max(0.0, last_full + self.interval - ended))
+            if full:
+                full_ended = ended
+            self._wake.wait(max(0.0, full_ended + self.interval - ended))
             self._wake.clear()
             # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
             # wakes the loop, and a pass per submit would cost more than the submit itself.
