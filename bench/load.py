@@ -131,7 +131,7 @@ async def mix(url: str, clients: int, seconds: float) -> dict:
                     else:
                         r = await c.get(f"/v1/jobs/{seed_ids[n % len(seed_ids)]}")
                 except httpx.HTTPError as e:
-                    errors.append(f"{type(e).__name__}")
+                    errors.append(f"{type(e).__name__} on {('POST', 'GET list', 'GET job')[kind]}")
                     continue
                 dt = time.perf_counter() - t0
                 statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
@@ -281,7 +281,8 @@ def mix_part(args, db_url: str, work: Path) -> None:
         st = out["statuses"]
         bad = {k: v for k, v in st.items() if not (200 <= k < 300 or k == 503)}
         print(f"mix: {args.clients} clients x {args.seconds:g} s, one worker, PostgreSQL")
-        print(f"  answers by status: {dict(sorted(st.items()))}; transport errors: {len(out['errors'])}")
+        print(f"  answers by status: {dict(sorted(st.items()))}; transport errors: {len(out['errors'])}"
+              + (f" ({', '.join(sorted(set(out['errors'])))})" if out['errors'] else ""))
         print(f"  answers other than 2xx/503: {sum(bad.values())}")
         print(f"  201s: {len(out['created']) - 5}; rows: {len(stored) - 5}; 201 without row: "
               f"{len(out['created'] - stored)}; row without 201: {len(stored - out['created'])}")
