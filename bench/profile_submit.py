@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from service import demo, migrate  # noqa: E402
 from service import lean_route  # noqa: E402
 from service.app import create_app  # noqa: E402
-from service.jobs import submit_route  # noqa: E402
+from service.jobs import lean_paths  # noqa: E402
 from service.auth.service import bootstrap_admin  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.db import make_engine, make_session_factory  # noqa: E402
@@ -105,7 +105,7 @@ def main() -> None:
     args = ap.parse_args()
     anyio.to_thread.run_sync = _inline
     lean_route.in_thread = _inline_lean   # the lean routes' own threads (service/lean_route.py)
-    submit_route.in_thread = _inline_lean
+    lean_paths.in_thread = _inline_lean
     tmp = tempfile.mkdtemp()
     os.chmod(tmp, 0o711)  # local replicas (never started here) pass through it as other uids
     name = f"trainjobs_profile_{uuid.uuid4().hex[:8]}"

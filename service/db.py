@@ -1,6 +1,7 @@
 """Engine and sessions: one unit of work per request."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Annotated, Iterator
 
 from fastapi import Depends, Request
@@ -42,16 +43,24 @@ def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    session = request.app.state.session_factory()
+@contextmanager
+def unit_of_work(session_factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One request's session: committed if the work ends well, rolled back if it raises, closed."""
+    session = session_factory()
     try:
         yield session
-        session.commit()
+        if session.in_transaction():  # a commit of nothing still costs a transaction
+            session.commit()
     except BaseException:
         session.rollback()
         raise
     finally:
         session.close()
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with unit_of_work(request.app.state.session_factory) as session:
+        yield session
 
 
 # scope="function": commit before the response is sent, so a 2xx means it is stored

@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from service.db import unit_of_work
 from service.errors import Unauthorized
 
 T = TypeVar("T")
@@ -63,19 +64,13 @@ def bearer_secret(request: Request) -> str | None:
 
 
 def in_session(state, work: Callable[..., Response], *args, forget_token: str = "") -> Response:
-    """`work(session, *args)` in the unit of work of service.db.get_session, in this one
-    thread (call it through in_thread). `forget_token`: the hash of a token taken
-    from the auth cache, dropped from it if `work` finds it revoked."""
-    session = state.session_factory()
-    try:
-        response = work(session, *args)
-        if session.in_transaction():  # a commit of nothing still costs a transaction
-            session.commit()
-        return response
-    except BaseException as exc:
-        if forget_token and isinstance(exc, Unauthorized):
-            state.token_cache.forget(forget_token)  # revoked since it was cached
-        session.rollback()
-        raise
-    finally:
-        session.close()
+    """`work(session, *args)` in a unit of work (service.db), in this one thread (call it
+    through in_thread). `forget_token`: the hash of a token taken from the auth cache,
+    dropped from it if `work` finds it revoked."""
+    with unit_of_work(state.session_factory) as session:
+        try:
+            return work(session, *args)
+        except Unauthorized:
+            if forget_token:
+                state.token_cache.forget(forget_token)  # revoked since it was cached
+            raise

@@ -5,8 +5,6 @@ micro-units (6 places) only when shown. A resource without a price is named in
 `missing` ("no price for X in region Y") and left out of the sums, never guessed."""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -127,51 +125,12 @@ def accrued(est: CostEstimate, started_at: datetime | None, ended_at: datetime |
                    amount=money(est.exact_per_hour * hours))
 
 
-def inputs_of(custom_job: dict, backend: str) -> tuple | None:
-    """Everything estimate() reads of a CustomJob, as a hashable key (None: not hashable)."""
-    spec = custom_job.get("jobSpec") or {}
-    scheduling = spec.get("scheduling") or {}
-    pools = []
-    for p in spec.get("workerPoolSpecs") or []:
-        if not p:
-            pools.append(None)
-            continue
-        machine, disk = p.get("machineSpec") or {}, p.get("diskSpec") or {}
-        pools.append((machine.get("machineType"), machine.get("acceleratorType"), machine.get("acceleratorCount"),
-                      p.get("replicaCount"), disk.get("bootDiskType"), disk.get("bootDiskSizeGb")))
-    key = (backend, scheduling.get("strategy"), scheduling.get("timeout"), tuple(pools))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
 class Pricer:
-    """The service's price table and the region it prices jobs in (app.state.pricer).
-    Estimates are kept by what they depend on (inputs_of): most jobs are a few shapes, and
-    pricing one costs as much as a database round trip. Each caller gets its own copy
-    (job_out sets `accrued` on it)."""
+    """The service's price table and the region it prices jobs in (app.state.pricer)."""
 
-    def __init__(self, table: PriceTable, region: str, cache_size: int = 256) -> None:
+    def __init__(self, table: PriceTable, region: str) -> None:
         self.table = table
         self.region = region
-        self.cache_size = cache_size
-        self._cache: OrderedDict[tuple, CostEstimate] = OrderedDict()
-        self._lock = threading.Lock()
 
     def estimate(self, custom_job: dict, backend: str) -> CostEstimate:
-        key = inputs_of(custom_job, backend)
-        if key is None or self.cache_size <= 0:
-            return estimate(custom_job, self.table, self.region, backend=backend)
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-        if found is None:
-            found = estimate(custom_job, self.table, self.region, backend=backend)
-            with self._lock:
-                self._cache[key] = found
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        return found.model_copy()
+        return estimate(custom_job, self.table, self.region, backend=backend)

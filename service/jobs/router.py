@@ -10,7 +10,7 @@ from pydantic import StringConstraints
 from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import relaunch, service
-from service.jobs.submit_route import lean_submit, lean_view
+from service.jobs.lean_paths import lean_submit, lean_view
 from service.lean_route import lean_route
 from service.jobs.schemas import (AttemptRef, JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobRelaunch,
                                   JobSummary, TemplateRef)
@@ -60,7 +60,7 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
 def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
            dry_run: bool = False) -> Response:
     """The work of POST /v1/jobs once its inputs are checked, on both of its paths
-    (create_job below, and submit_route's lean path)."""
+    (create_job below, and lean_paths.lean_submit)."""
     result, replayed, compiled = service.create_job(
         session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
         default_backend=state.settings.default_backend, dry_run=dry_run, actor=actor,
@@ -83,7 +83,7 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
                                "the same key with another body answers 409.")] = None):
     # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
     # cheaper SessionDep + Member; create_job commits here, in this thread. A plain submit
-    # does not come here: submit_route.lean_submit serves it with the same checks.
+    # does not come here: lean_paths.lean_submit serves it with the same checks.
     return submit(request.app.state, submitter.session, submitter.actor, body, idempotency_key,
                   submitter.unverified_token, dry_run)
 
@@ -118,7 +118,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
 
 
 def view(state, session, actor, job_id: uuid.UUID) -> Response:
-    """The work of GET /v1/jobs/{id}, on both of its paths (get_job, submit_route.lean_view)."""
+    """The work of GET /v1/jobs/{id}, on both of its paths (get_job, lean_paths.lean_view)."""
     job = service.get_job(session, actor.team_id, job_id)
     return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
 

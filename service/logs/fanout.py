@@ -185,10 +185,10 @@ class Reader:
         self.head = page.cursor or self.head
         chunk = "".join(texts)
         cfg = self.hub.cfg
-        # Followers are woken a few dozen at a time, with a turn of the event loop between:
-        # writing a batch to a thousand sockets takes the loop about half a second, and a
-        # request arriving meanwhile would otherwise wait behind all of it. (A follower that
-        # joins meanwhile is not in this list: it takes the batch from `recent`.)
+        # Followers are woken `wake_chunk` at a time, with a turn of the event loop between:
+        # writing a batch to a thousand sockets takes the loop about 50 ms, and a request
+        # arriving meanwhile would otherwise wait behind all of it. (A follower that joins
+        # meanwhile is not in this list: it takes the batch from `recent`.)
         for i, f in enumerate(list(self.followers)):
             if i and i % cfg.wake_chunk == 0:
                 await asyncio.sleep(0)

@@ -1,12 +1,12 @@
 """POST /v1/jobs and GET /v1/jobs/{id} have two paths (service/lean_route.py,
-service/jobs/submit_route.py): the lean one for plain requests, the declared FastAPI one for
+service/jobs/lean_paths.py): the lean one for plain requests, the declared FastAPI one for
 everything else. They must give the same answers; the lean one must hand every doubtful
 request to the declared one."""
 import uuid
 
 import pytest
 
-from service.jobs import submit_route
+from service.jobs import lean_paths
 from tests.api.conftest import assert_problem
 from tests.conftest import bearer, make_token
 
@@ -14,17 +14,22 @@ JOB = {"template": "mwms-demo", "parameters": {"epochs": 2}, "labels": {"team-ru
 VOLATILE = {"id", "display_name", "created_at", "updated_at", "attempts", "custom_job", "cluster"}
 
 
-@pytest.fixture
-def lean_calls(monkeypatch):
-    """How many submits the lean path served."""
+def _counting(monkeypatch, name: str) -> list:
+    """The calls of lean_paths.<name>: how many requests the lean path served."""
     calls = []
-    real = submit_route._submit_work
+    real = getattr(lean_paths, name)
 
     def counting(*args):
         calls.append(args)
         return real(*args)
-    monkeypatch.setattr(submit_route, "_submit_work", counting)
+    monkeypatch.setattr(lean_paths, name, counting)
     return calls
+
+
+@pytest.fixture
+def lean_calls(monkeypatch):
+    """How many submits the lean path served."""
+    return _counting(monkeypatch, "_submit_work")
 
 
 def _stable(job: dict) -> dict:
@@ -94,14 +99,7 @@ def test_a_token_revoked_after_it_was_cached_is_refused_by_the_lean_path(client,
 @pytest.fixture
 def lean_views(monkeypatch):
     """How many GET /v1/jobs/{id} the lean path served."""
-    calls = []
-    real = submit_route._view_work
-
-    def counting(*args):
-        calls.append(args)
-        return real(*args)
-    monkeypatch.setattr(submit_route, "_view_work", counting)
-    return calls
+    return _counting(monkeypatch, "_view_work")
 
 
 def test_a_job_is_shown_alike_on_both_paths(client, demo, lean_views):
