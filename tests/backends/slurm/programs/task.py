@@ -1,0 +1,41 @@
+"""A stand-in for a training task on Slurm, for the slurm backend's tests (standard library only).
+
+Prints who it is (from TF_CONFIG, as the trainer reads it), optionally dumps its env,
+waits for a file, sleeps, and exits with the code it is given."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<role>-<index>.json")
+    p.add_argument("--lines", type=int, default=1)
+    p.add_argument("--wait-file", help="wait until this file exists")
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--exit", type=int, default=0)
+    a = p.parse_args()
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+    me = f"{task.get('type', 'chief')}-{task.get('index', 0)}"
+    if a.dump_env:
+        with open(os.path.join(a.dump_env, f"{me}.json"), "w") as f:
+            json.dump(dict(os.environ), f)
+    print(f"hello from {me} on {os.environ.get('TRAINJOBS_SLURM_NODE')} as uid {os.getuid()}", flush=True)
+    for i in range(a.lines - 1):
+        print(f"{me} line {i}", flush=True)
+    if a.wait_file:
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.05)
+    if a.sleep:
+        time.sleep(a.sleep)
+    if a.exit:
+        print(f"{me} exiting with {a.exit}", file=sys.stderr, flush=True)
+    return a.exit
+
+
+if __name__ == "__main__":
+    sys.exit(main())
