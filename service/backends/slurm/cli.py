@@ -78,11 +78,13 @@ class SlurmCli:
     def find_by_name(self, name: str) -> list[str]:
         """Het job ids (leaders) of jobs named `name`, whatever their state."""
         try:
-            out = self.run("squeue", ["-h", "--states=all", f"--name={name}", "-o", "%F"],
+            out = self.run("squeue", ["-h", "--states=all", f"--name={name}", "-o", "%i"],
                            what="looking the job up by its name")
         except PermanentBackendError as e:
             raise TransientBackendError(str(e), nothing_launched=True) from e
-        return sorted({line.strip() for line in out.splitlines() if line.strip().isdigit()}, key=int)
+        # A het job's components print as <leader>+<offset>.
+        ids = {line.strip().split("+", 1)[0] for line in out.splitlines()}
+        return sorted((i for i in ids if i.isdigit()), key=int)
 
     def scancel(self, slurm_job_id: str) -> None:
         try:

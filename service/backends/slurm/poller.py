@@ -23,7 +23,7 @@ ENDED = {"COMPLETED", "CANCELLED", *ENDED_BADLY}
 
 # google.rpc codes, as the other backends report them (4: DEADLINE_EXCEEDED, 14: UNAVAILABLE, 8: RESOURCE_EXHAUSTED).
 _WHY = {
-    "TIMEOUT": (4, "ran past its time limit and was stopped by Slurm"),
+    "TIMEOUT": (4, "ran past its time limit{limit} and was stopped by Slurm"),
     "DEADLINE": (4, "reached its deadline and was stopped by Slurm"),
     "NODE_FAIL": (14, "lost a node: Slurm reported a node failure"),
     "BOOT_FAIL": (14, "could not start: a node failed to boot"),
@@ -101,8 +101,8 @@ def ended_error(job: SlurmJob) -> tuple[str, dict]:
     status = job.exit_code if isinstance(job.exit_code, int) else None
     detail = f" (reason {job.reason}" + (f", batch script status {status >> 8}" if status is not None and
                                         status >= 256 else "") + ")" if job.reason and job.reason != "None" else ""
-    limit = f" of {job.time_limit} min" if state == "TIMEOUT" and job.time_limit else ""
-    message = f"{state}: Slurm job {job.slurm_id} {what}{limit}{detail}"
+    limit = f" of {job.time_limit} min" if job.time_limit else ""
+    message = f"{state}: Slurm job {job.slurm_id} {what.format(limit=limit)}{detail}"
     error = {"code": code, "message": message, "source": "slurm", "slurm_state": state,
              "slurm_reason": job.reason, "slurm_job_id": job.slurm_id}
     if state in ("NODE_FAIL", "BOOT_FAIL"):

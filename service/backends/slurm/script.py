@@ -129,7 +129,9 @@ def batch_script(compiled: CompiledJob, cfg: SlurmConfig, run_path: str) -> str:
     lines = ["#!/bin/bash", "# Written by trainjobs (service/backends/slurm/script.py): paths only, no template text.",
              f"run={q(run_path)}", f"py={q(cfg.python)}", "trainers=()"]
     for g, group in enumerate(groups):
-        lines.append(f'srun --het-group={g} --kill-on-bad-exit=1 "$py" -I -S "$run/launcher.py" "$run" {g} &')
+        # A job of one role is no heterogeneous job: srun refuses --het-group there.
+        het = f"--het-group={g} " if len(groups) > 1 else ""
+        lines.append(f'srun {het}--kill-on-bad-exit=1 "$py" -I -S "$run/launcher.py" "$run" {g} &')
         if group.role != "ps":
             lines.append('trainers+=("$!")')
     lines += [
