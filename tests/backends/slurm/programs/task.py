@@ -41,8 +41,10 @@ def main() -> int:
     task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
     me = f"{task.get('type', 'chief')}-{task.get('index', 0)}"
     if a.dump_env:
-        with open(os.path.join(a.dump_env, f"{me}.json"), "w") as f:
-            json.dump(dict(os.environ), f)
+        # Also under the Slurm job's id: attempts of one job write apart.
+        for name in (f"{me}.json", f"{me}-{os.environ.get('TRAINJOBS_SLURM_JOB_ID')}.json"):
+            with open(os.path.join(a.dump_env, name), "w") as f:
+                json.dump(dict(os.environ), f)
     print(f"hello from {me} on {os.environ.get('TRAINJOBS_SLURM_NODE')} as uid {os.getuid()}", flush=True)
     for i in range(a.lines - 1):
         print(f"{me} line {i}", flush=True)
