@@ -193,6 +193,20 @@ SlurmdParameters=config_overrides
         while time.monotonic() < deadline and self._running_steps():
             time.sleep(0.2)
 
+    def resume_node(self, node: str, timeout: float = 60.0) -> None:
+        """Bring a node an earlier step downed back into service (the next tests need both nodes)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.run("sinfo", "-h", "-n", node, "-o", "%t").strip()
+            if state and not state.startswith(("down", "drain", "fail")):
+                return   # idle, or already running the next job
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node} stays {state}\n" + self.log_tail())
+            if state.startswith("down") or state.startswith("drain"):
+                subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=self.env,
+                               capture_output=True, timeout=30)
+            time.sleep(0.2)
+
     def jobs_active(self) -> list[str]:
         return [j for j in self.run("squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i").split() if j]
 

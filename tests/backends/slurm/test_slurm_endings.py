@@ -85,3 +85,24 @@ def test_a_partition_not_open_to_trainjobs_is_a_422(make_slurm_client, cluster):
     r = api.c.post("/v1/jobs", json={"template": "other", "backend": "slurm"})
     assert r.status_code == 422, r.text
     assert any(e["field"] == "labels.slurm-partition" for e in r.json()["errors"]), r.json()
+
+
+def test_a_lost_node_fails_the_job_as_lost_and_the_policy_retries_it(make_slurm_client, cluster, tmp_path):
+    """An administrator downs the node a task runs on (as slurmctld does when a node stops
+    answering): Slurm ends the job NODE_FAIL; a retry policy with on_signal retries it."""
+    api = make_slurm_client()
+    never = tmp_path / "never"
+    template = spec(["--wait-file", str(never)], workers=["--wait-file", str(never)])
+    template["retry"] = {"max_attempts": 2, "backoff": {"initial_seconds": 0}}
+    api.template("lost", template)
+    job = api.submit("lost")
+    running = api.wait_state(job["id"], "RUNNING", "FAILED")
+    assert running["state"] == "RUNNING", running["error"]
+    try:
+        cluster.run("scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=trainjobs-test")
+        done = api.wait_state(job["id"], "FAILED", "SUCCEEDED", "CANCELLED")
+    finally:
+        cluster.resume_node("n2")
+    err = done["error"]
+    assert err["slurm_state"] == "NODE_FAIL" and err["lost"] is True and err["code"] == 14, err
+    assert wait_for(lambda: api.job(job["id"]).get("retried_by"), "a second attempt")
