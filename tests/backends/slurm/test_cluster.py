@@ -35,5 +35,6 @@ def test_cluster_has_two_nodes_and_stops_cleanly(slurm_cluster):
         except psutil.Error:
             continue
     assert not leftovers, leftovers
-    # The session's cluster is untouched.
-    assert slurm_cluster.run("sinfo", "-h", "-o", "%T").split() == ["idle"]
+    # The session's cluster is untouched: both nodes still in service.
+    states = dict(line.split() for line in slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N %t").splitlines())
+    assert set(states) == {"n1", "n2"} and not any(s.startswith(("down", "drain")) for s in states.values())
