@@ -250,7 +250,13 @@ class SlurmBackend(Backend):
         written to the run folder first, so a restarted controller reports the same."""
         limit = job.compiled.stall_timeout_seconds
         state = run.read_state() or {}
-        if not limit or job.state != S.RUNNING or state.get("outcome") or sj.start is None:
+        if state.get("outcome"):
+            if not state.get("stop_sent"):   # decided, but the scancel did not get through: again
+                self.cli.scancel(sj.slurm_id)
+                state["stop_sent"] = self._now().isoformat()
+                run.write_state(state)
+            return None
+        if not limit or job.state != S.RUNNING or sj.start is None:
             return None
         task = log_reader.silent_task(run, job.compiled, sj.start.timestamp(), float(limit))
         if task is None:
@@ -260,7 +266,9 @@ class SlurmBackend(Backend):
         state["outcome"] = {"state": "FAILED", "reason": message,
                             "error": {"code": 4, "message": message, "replica": task, "source": "slurm"}}
         run.write_state(state)
-        self.cli.scancel(sj.slurm_id)
+        self.cli.scancel(sj.slurm_id)    # a transient failure raises: the next pass sends it again
+        state["stop_sent"] = self._now().isoformat()
+        run.write_state(state)
         return None   # reported once Slurm has ended it (below, in _ended)
 
     def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:

@@ -106,3 +106,16 @@ def test_a_lost_node_fails_the_job_as_lost_and_the_policy_retries_it(make_slurm_
     err = done["error"]
     assert err["slurm_state"] == "NODE_FAIL" and err["lost"] is True and err["code"] == 14, err
     assert wait_for(lambda: api.job(job["id"]).get("retried_by"), "a second attempt")
+
+
+def test_reduction_server_is_a_422_on_slurm(make_slurm_client, cluster):
+    api = make_slurm_client()
+    gpu = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}
+    template = spec(["--lines", "1"], workers=["--lines", "1"], reduction_server={"client_installed": True})
+    template["chief"].update(gpu)
+    template["workers"].update(gpu)
+    api.template("rs", template)
+    r = api.c.post("/v1/jobs", json={"template": "rs", "backend": "slurm"})
+    assert r.status_code == 422, r.text
+    assert any(e["field"] == "reduction_server" for e in r.json()["errors"]), r.json()
+    assert not cluster.jobs_active()
