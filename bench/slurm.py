@@ -27,12 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import jobspec  # noqa: E402
-from service.backends.slurm import SlurmBackend, SlurmConfig  # noqa: E402
-from service.lifecycle.protocol import JobHandle  # noqa: E402
-from service.lifecycle.states import JobState  # noqa: E402
-from service.models import utcnow  # noqa: E402
-from tests.backends.slurm.cluster import SlurmCluster  # noqa: E402
+from service import jobspec
+from service.backends.slurm import SlurmBackend, SlurmConfig
+from service.lifecycle.protocol import JobHandle
+from service.lifecycle.states import JobState
+from service.models import utcnow
+from tests.backends.slurm.cluster import SlurmCluster
 
 PROGRAM = ROOT / "tests" / "backends" / "slurm" / "programs" / "task.py"
 

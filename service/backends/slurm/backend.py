@@ -17,19 +17,28 @@ import logging
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 from service.backends.slurm import log_reader, poller, script
 from service.backends.slurm.cli import SlurmCli
-from service.backends.slurm.config import SlurmConfig, check as check_config
+from service.backends.slurm.config import SlurmConfig
+from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
 from service.config import Settings
 from service.errors import Problem
 from service.jobspec import CompiledJob
-from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LaunchView, LogPage, Observation,
-                                        SubmitResult, TransientBackendError)
+from service.lifecycle.protocol import (
+    Backend,
+    Capabilities,
+    JobHandle,
+    LaunchView,
+    LogPage,
+    Observation,
+    SubmitResult,
+    TransientBackendError,
+)
 from service.lifecycle.states import TERMINAL, JobState
 
 log = logging.getLogger("trainjobs.backends.slurm")
@@ -39,7 +48,7 @@ UNKNOWN_ADDRESS = "<node>:<port chosen at run time>"
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SlurmBackend(Backend):
@@ -61,7 +70,7 @@ class SlurmBackend(Backend):
         self._now = _utcnow
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "SlurmBackend":
+    def from_settings(cls, settings: Settings) -> SlurmBackend:
         return cls(SlurmConfig.from_settings(settings))
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -274,7 +283,7 @@ class SlurmBackend(Backend):
     def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:
         ref, final = sj.slurm_id, sj.final_state
         decided = (run.read_state() or {}).get("outcome")
-        kw = dict(backend_ref=ref, started_at=sj.start, ended_at=sj.end)
+        kw = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
         if decided:
             return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"], **kw)
         if final == "COMPLETED":

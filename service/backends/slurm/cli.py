@@ -19,8 +19,7 @@ log = logging.getLogger("trainjobs.backends.slurm")
 TRANSIENT_MARKS = ("unable to contact slurm controller", "socket timed out", "temporarily unavailable",
                    "try again", "connection refused", "communication connection failure",
                    "slurm_persist_conn", "zero bytes were transmitted", "resource temporarily unavailable",
-                   "controller is busy", "slurmctld daemon is busy", "job submit/allocate failed: resource "
-                   "temporarily unavailable", "munge")
+                   "controller is busy", "slurmctld daemon is busy", "munge")
 
 
 @dataclass
@@ -43,7 +42,8 @@ class SlurmCli:
         t0 = time.perf_counter()
         try:
             out = subprocess.run(argv, env=self.cfg.client_env, capture_output=True, text=True,
-                                 timeout=self.cfg.command_timeout, stdin=subprocess.DEVNULL)
+                                 timeout=self.cfg.command_timeout, stdin=subprocess.DEVNULL,
+                                 check=False)
         except subprocess.TimeoutExpired as e:
             raise TransientBackendError(f"{what}: {tool} did not answer within "
                                         f"{self.cfg.command_timeout:g} s (TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS)") from e

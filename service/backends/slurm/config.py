@@ -43,7 +43,7 @@ class SlurmConfig:
     rendezvous_timeout: float
 
     @classmethod
-    def from_settings(cls, s: Settings) -> "SlurmConfig":
+    def from_settings(cls, s: Settings) -> SlurmConfig:
         return cls(conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
                    work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
                    python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,

@@ -35,7 +35,8 @@ EXIT_CANNOT_START = 127
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # timezone.utc, not datetime.UTC: the nodes' Python may be older than 3.11.
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: UP017
 
 
 def _write(path: str, text: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from service.backends.slurm.script import job_id_of
 from service.lifecycle.states import JobState
@@ -60,7 +60,7 @@ class SlurmJob:
 
 
 def _time(value) -> datetime | None:
-    return datetime.fromtimestamp(value, timezone.utc) if isinstance(value, int) and value > 0 else None
+    return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
 
 
 def parse(data: dict) -> dict[str, SlurmJob]:

@@ -30,7 +30,7 @@ class SlurmRun:
     path: Path
 
     @classmethod
-    def of(cls, work_dir: Path, job_id: uuid.UUID | str) -> "SlurmRun":
+    def of(cls, work_dir: Path, job_id: uuid.UUID | str) -> SlurmRun:
         return cls(Path(work_dir) / str(job_id))
 
     @property

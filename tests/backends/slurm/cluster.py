@@ -134,7 +134,7 @@ SlurmdParameters=config_overrides
         self.procs.append(proc)
         return proc
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         self._write_config()
         r = self.root
         self._spawn("munged", ["munged", "-F", "--force", f"--socket={self.munge_socket}",

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.localkit import wait_for
 from tests.backends.slurm.conftest import spec
 
 pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
