@@ -87,7 +87,7 @@ def main() -> None:
     os.chmod(gates, 0o777)
     try:
         cfg = SlurmConfig(conf=cluster.conf, bin_path=cluster.env["PATH"], work_dir=work / "runs", python=sys.executable,
-                          job_user="nobody", partition=None, account=None, qos=None, allowed_partitions=(),
+                          job_user="nobody", partition=None, account=None, qos=None, allowed_partitions=(), allowed_accounts=(), allowed_qos=(),
                           cpus_per_task=1, mem_per_cpu_mb=None, max_running=None, command_timeout=30,
                           poll_interval=0, rendezvous_timeout=300)
         backend = SlurmBackend(cfg)

@@ -305,8 +305,11 @@ class Settings(BaseSettings):
                                         "one with the label slurm-partition)")
     slurm_account: str | None = Field(None, max_length=64, description="Default account (label slurm-account)")
     slurm_qos: str | None = Field(None, max_length=64, description="Default QoS (label slurm-qos)")
-    slurm_allowed_partitions: list[str] = Field(default_factory=list, description="Partitions templates may name; "
-                                                "empty: any (Slurm's own limits still apply)")
+    slurm_allowed_partitions: list[str] = Field(default_factory=list, description="Partitions a job's labels may "
+                                                "name; empty: any (Slurm's own limits still apply)")
+    slurm_allowed_accounts: list[str] = Field(default_factory=list, description="Accounts a job's labels may name; "
+                                              "empty: any the job user may use")
+    slurm_allowed_qos: list[str] = Field(default_factory=list, description="QoS a job's labels may name; empty: any")
     slurm_cpus_per_task: int | None = Field(None, ge=1, le=1024, description="CPUs for every task. Default: the "
                                             "vCPUs of the role's machine_type (n1-standard-4: 4)")
     slurm_mem_per_cpu_mb: int | None = Field(None, ge=1, le=10_000_000,

@@ -35,6 +35,8 @@ class SlurmConfig:
     account: str | None
     qos: str | None
     allowed_partitions: tuple[str, ...]
+    allowed_accounts: tuple[str, ...]
+    allowed_qos: tuple[str, ...]
     cpus_per_task: int | None
     mem_per_cpu_mb: int | None
     max_running: int | None
@@ -48,10 +50,15 @@ class SlurmConfig:
                    work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
                    python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
                    account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
+                   allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
                    cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
                    max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
                    poll_interval=s.slurm_poll_interval_seconds,
                    rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
+
+    def allowed(self, key: str) -> tuple[str, ...]:
+        """The names a job's labels may give `key` (partition, account, qos); empty: any."""
+        return {"partition": self.allowed_partitions, "account": self.allowed_accounts, "qos": self.allowed_qos}[key]
 
     @property
     def client_env(self) -> dict[str, str]:
@@ -104,7 +111,9 @@ def check(cfg: SlurmConfig) -> None:
             problems.append(f"TRAINJOBS_SLURM_JOB_USER={cfg.job_user!r} is root (uid or gid 0); name an "
                             "unprivileged user")
     for what, value in (("PARTITION", cfg.partition), ("ACCOUNT", cfg.account), ("QOS", cfg.qos),
-                        *(("ALLOWED_PARTITIONS", p) for p in cfg.allowed_partitions)):
+                        *(("ALLOWED_PARTITIONS", p) for p in cfg.allowed_partitions),
+                        *(("ALLOWED_ACCOUNTS", p) for p in cfg.allowed_accounts),
+                        *(("ALLOWED_QOS", p) for p in cfg.allowed_qos)):
         if value is not None and not NAME.match(value):
             problems.append(f"TRAINJOBS_SLURM_{what}={value!r} is not a Slurm name (letters, digits, _ . -)")
     if problems:

@@ -71,9 +71,11 @@ def check(compiled: CompiledJob, cfg: SlurmConfig) -> list[Problem]:
         if not NAME.match(value):
             problems.append(Problem(f"labels.{LABELS[key]}", f"{value!r} is not a Slurm {key} name",
                                     "use letters, digits, _ . -"))
-        elif key == "partition" and cfg.allowed_partitions and value not in cfg.allowed_partitions:
-            problems.append(Problem(f"labels.{LABELS[key]}", f"partition {value!r} is not open to trainjobs here",
-                                    f"use one of: {', '.join(cfg.allowed_partitions)}"))
+        elif cfg.allowed(key) and value not in cfg.allowed(key):
+            # Labels are a member's to set (job labels merge over the template's): only the
+            # operator's list decides which partition, account or QoS trainjobs may use.
+            problems.append(Problem(f"labels.{LABELS[key]}", f"{key} {value!r} is not open to trainjobs here",
+                                    f"use one of: {', '.join(cfg.allowed(key))}"))
     return problems
 
 

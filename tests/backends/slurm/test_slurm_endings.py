@@ -79,12 +79,20 @@ def test_a_partition_slurm_refuses_fails_the_job_with_slurms_words(make_slurm_cl
     assert "invalid partition" in done["error"]["message"].lower(), done["error"]
 
 
-def test_a_partition_not_open_to_trainjobs_is_a_422(make_slurm_client, cluster):
-    api = make_slurm_client(slurm_allowed_partitions=["debug"])
+def test_a_partition_account_or_qos_not_open_to_trainjobs_is_a_422(make_slurm_client, cluster):
+    api = make_slurm_client(slurm_allowed_partitions=["debug"], slurm_allowed_accounts=["team-a"],
+                            slurm_allowed_qos=["normal"])
     api.template("other", spec(["--lines", "1"], labels={"slurm-partition": "gpu"}))
     r = api.c.post("/v1/jobs", json={"template": "other", "backend": "slurm"})
     assert r.status_code == 422, r.text
     assert any(e["field"] == "labels.slurm-partition" for e in r.json()["errors"]), r.json()
+    # A member's own job labels are held to the same lists.
+    api.template("plain", spec(["--lines", "1"]))
+    r = api.c.post("/v1/jobs", json={"template": "plain", "backend": "slurm",
+                                     "labels": {"slurm-account": "team-b", "slurm-qos": "high"}})
+    assert r.status_code == 422, r.text
+    assert {e["field"] for e in r.json()["errors"]} == {"labels.slurm-account", "labels.slurm-qos"}, r.json()
+    assert not cluster.jobs_active()
 
 
 def test_a_lost_node_fails_the_job_as_lost_and_the_policy_retries_it(make_slurm_client, cluster, tmp_path):
