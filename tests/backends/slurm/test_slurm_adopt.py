@@ -66,3 +66,37 @@ def test_submit_adopts_what_an_earlier_attempt_submitted(db_url, cluster, slurm_
     assert waiting.backend_ref is None and "may still land" in waiting.reason
     assert backend.cli.stats.calls["sbatch"] == sbatches
     backend.cli.scancel(first.backend_ref)
+
+
+def test_a_controller_killed_mid_job_leaves_it_to_the_next(db_url, cluster, slurm_work_dir, token, tmp_path):
+    """kill -9 of the whole service while the job runs: a new service process follows the
+    same Slurm job to its end, and never submits it again."""
+    import httpx
+
+    from tests.backends.localkit import ServiceProcess
+
+    go = tmp_path / "go"
+    settings = slurm_settings(db_url, cluster, slurm_work_dir)
+    first = ServiceProcess(settings, tmp_path / "first.log")
+    second = None
+    try:
+        first.wait_ready()
+        with httpx.Client(base_url=first.url, headers=bearer(token), timeout=30) as client:
+            api = SlurmApi(client)
+            api.template("two", spec(["--wait-file", str(go)], workers=["--wait-file", str(go)]))
+            job = api.submit("two")
+            running = api.wait_state(job["id"], "RUNNING", "FAILED")
+            assert running["state"] == "RUNNING", running["error"]
+        first.kill9()
+        second = ServiceProcess(settings, tmp_path / "second.log")
+        second.wait_ready()
+        go.touch()
+        with httpx.Client(base_url=second.url, headers=bearer(token), timeout=30) as client:
+            done = SlurmApi(client).wait_state(job["id"], "SUCCEEDED", "FAILED")
+        assert done["state"] == "SUCCEEDED", done["error"]
+        assert done["backend_ref"] == running["backend_ref"]
+        assert {line.split()[0].split("+")[0] for line in _named(cluster, job["id"])} == {running["backend_ref"]}
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()

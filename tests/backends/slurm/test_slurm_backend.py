@@ -6,11 +6,8 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 
 from tests.backends.slurm.conftest import spec
-
-pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
 
 
 def _dump_dir(tmp_path: Path) -> Path:
