@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-
 from tests.backends.slurm.conftest import spec
 
 
