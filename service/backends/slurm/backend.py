@@ -307,6 +307,10 @@ class SlurmBackend(Backend):
                  for r in compiled.replicas if (rec := run.task_record(r.task_name, "exit")) is not None
                  and rec.get("exit_code") not in (0, None) and not rec.get("terminated_by")]
         if not exits:
+            batch = log_reader.batch_tail(run)
+            if batch:   # no task says why: what srun and the batch script said (e.g. no such Python)
+                error["batch_output_tail"] = batch
+                error["message"] += f". Last lines of {run.batch_output.name}:\n" + "\n".join(batch)
             return
         *_, task, rec = min(exits, key=lambda e: e[:3])
         code, sig = rec.get("exit_code"), rec.get("signal")

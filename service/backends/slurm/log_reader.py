@@ -37,6 +37,24 @@ def tail(run: SlurmRun, task: str) -> list[str]:
     return [line[:500] for line in logfiles.tail(run.log(task), TAIL_LINES)]
 
 
+def batch_tail(run: SlurmRun, n: int = TAIL_LINES, max_bytes: int = 16 * 1024) -> list[str]:
+    """The last lines of the batch script's own output (Slurm's --output: srun's errors, a
+    launcher that could not start), for a failure no task's exit record explains."""
+    try:
+        fd = os.open(run.batch_output, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - max_bytes))
+        data = f.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > max_bytes:
+        lines = lines[1:]
+    return [line[:500] for line in lines if line.strip()][-n:]
+
+
 class ProgressFollower:
     """Each job's progress so far and how far its chief's and evaluator's logs were read.
     Kept in memory: after a restart the logs are read again from the start (cheap: a

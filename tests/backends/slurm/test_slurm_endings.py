@@ -127,3 +127,15 @@ def test_reduction_server_is_a_422_on_slurm(make_slurm_client, cluster):
     assert r.status_code == 422, r.text
     assert any(e["field"] == "reduction_server" for e in r.json()["errors"]), r.json()
     assert not cluster.jobs_active()
+
+
+def test_a_launcher_that_cannot_start_fails_the_job_with_sruns_words(make_slurm_client, cluster):
+    """A misconfigured node (TRAINJOBS_SLURM_PYTHON missing there): no task ever runs, so the
+    error shows the batch script's output."""
+    api = make_slurm_client(slurm_python="/nonexistent/python3")
+    api.template("nopython", spec(["--lines", "1"], command=["/bin/true"]))
+    job = api.submit("nopython")
+    done = api.wait_state(job["id"], "FAILED", "SUCCEEDED")
+    assert done["state"] == "FAILED"
+    assert "/nonexistent/python3" in done["error"]["message"], done["error"]
+    assert done["error"]["batch_output_tail"]
