@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import stat
 import threading
 import time
 import uuid
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from service.backends.slurm import log_reader, poller, script
 from service.backends.slurm.cli import SlurmCli
-from service.backends.slurm.config import SlurmConfig
+from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
 from service.config import Settings
@@ -79,6 +80,13 @@ class SlurmBackend(Backend):
         self.identity = self.cfg.job_identity()
         self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
         self.cfg.work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
+        if self.identity is not None:
+            closed = next((p for p in self.cfg.work_dir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
+            if closed is not None:
+                raise SlurmConfigError([(
+                    f"jobs run as {self.cfg.job_user} and cannot reach TRAINJOBS_SLURM_WORK_DIR="
+                    f"{self.cfg.work_dir}: {closed} is not searchable by others (chmod o+x {closed}, or "
+                    "choose another folder)")])
 
     def stop_controller(self) -> None:
         self.progress.clear()

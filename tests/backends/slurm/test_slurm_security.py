@@ -61,3 +61,13 @@ def test_misconfiguration_names_every_setting_to_fix(db_url, cluster, tmp_path):
     for words in ("sbatch not found", "TRAINJOBS_SLURM_CONF=", "TRAINJOBS_SLURM_WORK_DIR is not set",
                   "TRAINJOBS_SLURM_PARTITION="):
         assert words in text, text
+
+
+def test_a_work_dir_the_job_user_cannot_reach_is_refused_at_start(db_url, cluster, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only a root service runs jobs as another user")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, closed / "runs"))
+    with pytest.raises(SlurmConfigError, match="not searchable by others"):
+        backend.start_client()
