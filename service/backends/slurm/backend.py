@@ -212,9 +212,11 @@ class SlurmBackend(Backend):
             log.warning("slurm: not following jobs this pass: %s", e)
             listing = None
         out: list[Observation] = []
+        if listing is None:
+            return []   # not due: logs and progress wait for the next listing too (shared storage is slow)
         for job in jobs:
             try:
-                obs = self._observe(job, listing) if listing is not None else None
+                obs = self._observe(job, listing)
                 out += self._with_progress(job, obs)
             except Exception:  # one job's trouble never stops the others'
                 log.exception("job %s: could not follow its Slurm job", job.id)
@@ -249,9 +251,11 @@ class SlurmBackend(Backend):
             stalled = self._stalled(job, run, sj)
             if stalled is not None:
                 return stalled
+            if job.state not in (S.QUEUED, S.PENDING):
+                return None
             tasks = log_reader.tasks_of(job.compiled)
             started = [t for t in tasks if run.task_record(t, "started") is not None]
-            if job.state in (S.QUEUED, S.PENDING) and len(started) == len(tasks):
+            if len(started) == len(tasks):
                 return Observation(job.id, state=S.RUNNING, backend_ref=ref, started_at=sj.start,
                                    reason=f"all {len(tasks)} tasks running on {', '.join(sj.nodes)} "
                                           f"(Slurm job {ref})")
@@ -266,6 +270,8 @@ class SlurmBackend(Backend):
         cancelled in Slurm and ends FAILED, naming it (as local jobs do). The decision is
         written to the run folder first, so a restarted controller reports the same."""
         limit = job.compiled.stall_timeout_seconds
+        if not limit:
+            return None   # the only outcome this backend decides is a stall
         state = run.read_state() or {}
         if state.get("outcome"):
             if not state.get("stop_sent"):   # decided, but the scancel did not get through: again
@@ -273,7 +279,7 @@ class SlurmBackend(Backend):
                 state["stop_sent"] = self._now().isoformat()
                 run.write_state(state)
             return None
-        if not limit or job.state != S.RUNNING or sj.start is None:
+        if job.state != S.RUNNING or sj.start is None:
             return None
         task = log_reader.silent_task(run, job.compiled, sj.start.timestamp(), float(limit))
         if task is None:
