@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import stat
 import threading
 import time
@@ -63,6 +64,7 @@ class SlurmBackend(Backend):
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
                                          resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2)
         self.identity: tuple[int, int] | None = None
+        self.job_uid: int | None = None
         self.progress = log_reader.ProgressFollower()
         self._lock = threading.Lock()
         self._listing: dict[str, poller.SlurmJob] | None = None   # this pass's squeue
@@ -78,6 +80,8 @@ class SlurmBackend(Backend):
     def start_client(self) -> None:
         check_config(self.cfg)
         self.identity = self.cfg.job_identity()
+        # Whose jobs are ours: the job user's (a root service), else the service's own.
+        self.job_uid = self.identity[0] if self.identity is not None else os.geteuid()
         self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
         self.cfg.work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
         if self.identity is not None:
@@ -155,13 +159,18 @@ class SlurmBackend(Backend):
         listing = self._listing if self._in_pass else None
         if listing is not None and str(job.id) in listing:
             return listing[str(job.id)].slurm_id
-        ids = self.cli.find_by_name(script.job_name(job.id))
+        ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
         if ids:
             return ids[0]
         state = self.run_of(job.id).read_state()
         if state and str(state.get("slurm_job_id", "")).isdigit() and state.get("job_id") == str(job.id):
             return str(state["slurm_job_id"])
         return None
+
+    def _uid(self) -> int:
+        if self.job_uid is None:
+            raise RuntimeError("slurm backend not started")
+        return self.job_uid
 
     def _attempt_may_land(self, job: JobHandle) -> bool:
         prev = job.launch_attempted_at
@@ -198,7 +207,7 @@ class SlurmBackend(Backend):
         if self._listed_at is not None and now - self._listed_at < self.cfg.poll_interval:
             return None
         self._listed_at = now
-        listing = poller.parse(self.cli.squeue_all())
+        listing = poller.parse(self.cli.squeue_all(), self._uid())
         if self._in_pass:
             self._listing = listing
         return listing
@@ -364,7 +373,7 @@ class SlurmBackend(Backend):
     def cancel(self, job: JobHandle) -> JobState | None:
         ref = job.backend_ref
         if not ref:
-            ids = self.cli.find_by_name(script.job_name(job.id))
+            ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
             if not ids:
                 # An sbatch still settling may land yet: poll ends it (CANCELLED once none can).
                 return None if self._attempt_may_land(job) else S.CANCELLED

@@ -75,10 +75,10 @@ class SlurmCli:
         except ValueError as e:
             raise TransientBackendError(f"squeue --json printed no JSON: {e}") from e
 
-    def find_by_name(self, name: str) -> list[str]:
-        """Het job ids (leaders) of jobs named `name`, whatever their state."""
+    def find_by_name(self, name: str, uid: int) -> list[str]:
+        """Het job ids (leaders) of user `uid`'s jobs named `name`, whatever their state."""
         try:
-            out = self.run("squeue", ["-h", "--states=all", f"--name={name}", "-o", "%i"],
+            out = self.run("squeue", ["-h", "--states=all", f"--name={name}", f"--user={uid}", "-o", "%i"],
                            what="looking the job up by its name")
         except PermanentBackendError as e:
             raise TransientBackendError(str(e), nothing_launched=True) from e

@@ -63,13 +63,15 @@ def _time(value) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
 
 
-def parse(data: dict) -> dict[str, SlurmJob]:
-    """trainjobs job id -> its Slurm job, from `squeue --json`. Should two Slurm jobs carry
-    one job's name (never made by trainjobs), the lower id wins, the same every pass."""
+def parse(data: dict, uid: int | None = None) -> dict[str, SlurmJob]:
+    """trainjobs job id -> its Slurm job, from `squeue --json`: only jobs of user `uid` (the
+    one trainjobs submits as), so another user of the cluster cannot pass a job of theirs off
+    as one of ours by its name. Should two carry one job's name (never made by trainjobs), the
+    lower id wins, the same every pass."""
     comps: dict[int, list[dict]] = {}
     for j in data.get("jobs") or []:
         name = j.get("name") or ""
-        if job_id_of(name) is None:
+        if job_id_of(name) is None or (uid is not None and j.get("user_id") != uid):
             continue
         leader = j.get("het_job_id") or j.get("job_id")
         comps.setdefault(int(leader), []).append(j)

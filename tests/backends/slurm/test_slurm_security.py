@@ -71,3 +71,29 @@ def test_a_work_dir_the_job_user_cannot_reach_is_refused_at_start(db_url, cluste
     backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, closed / "runs"))
     with pytest.raises(SlurmConfigError, match="not searchable by others"):
         backend.start_client()
+
+
+def test_another_users_job_with_our_name_is_neither_adopted_nor_followed(db_url, cluster, slurm_work_dir,
+                                                                          tmp_path):
+    """A cluster user who learns a job's id names a job of theirs after it (here: root, any
+    user but the job user): trainjobs submits its own and follows only that."""
+    import uuid
+
+    from service import jobspec
+    from service.lifecycle.protocol import JobHandle
+    from service.lifecycle.states import JobState
+    from service.models import utcnow
+
+    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir))
+    backend.start_client()
+    job_id = uuid.uuid4()
+    fake = cluster.run("sbatch", "--parsable", f"--job-name=trainjobs-{job_id}", "--chdir=/tmp",
+                       "--output=/dev/null", "--wrap", "true").strip()
+    _, compiled = jobspec.build(spec(["--lines", "1"]), [], {}, None, display_name="t", labels={})
+    handle = JobHandle(job_id, JobState.QUEUED, None, compiled, utcnow(), launch_attempted_at=None)
+    ours = backend.submit(handle).backend_ref
+    assert ours and ours != fake
+    followed = JobHandle(job_id, JobState.QUEUED, ours, compiled, utcnow())
+    obs = backend.poll([followed])
+    assert obs and all(o.backend_ref in (None, ours) for o in obs), obs
+    backend.cli.scancel(ours)
