@@ -14,4 +14,20 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || !
         echo "scripts/test.sh: install chromium, chromium-driver and bubblewrap for the browser and sandbox tests" >&2
     fi
 fi
+# Slurm (munge, slurmctld, slurmd, clients) for the slurm backend's tests (tests/backends/slurm), which
+# configure and start their own cluster in a temporary folder: installing must start no system service,
+# so a policy-rc.d that refuses every start is in place for the install (and removed after, if ours).
+if ! PATH="/usr/sbin:/sbin:$PATH" command -v slurmctld >/dev/null || ! PATH="/usr/sbin:/sbin:$PATH" command -v munged >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        ours=""
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+            printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && ours=1
+        fi
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm slurmctld slurmd \
+            slurm-client munge >/dev/null; } || echo "scripts/test.sh: could not install Slurm; the slurm tests will say so" >&2
+        if [ -n "$ours" ]; then rm -f /usr/sbin/policy-rc.d; fi
+    else
+        echo "scripts/test.sh: install slurmctld, slurmd, slurm-client and munge for the slurm backend's tests" >&2
+    fi
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from service.lifecycle.protocol import Backend
 from service.config import Settings
 
-KNOWN = ("local", "vertex")
+KNOWN = ("local", "vertex", "slurm")
 
 
 def make_backends(settings: Settings) -> dict[str, Backend]:
@@ -16,6 +16,9 @@ def make_backends(settings: Settings) -> dict[str, Backend]:
         elif name == "vertex":
             from service.backends.vertex import VertexBackend
             backends[name] = VertexBackend(settings)
+        elif name == "slurm":
+            from service.backends.slurm import SlurmBackend
+            backends[name] = SlurmBackend.from_settings(settings)   # only its own slice (SlurmConfig)
         else:
             raise ValueError(f"unknown backend {name!r} in TRAINJOBS_BACKENDS; known: {', '.join(KNOWN)}")
     if settings.default_backend not in backends:

@@ -95,8 +95,9 @@ def estimate(custom_job: dict, table: PriceTable, region: str, *, backend: str) 
         if p.accelerator_type:
             accelerators[p.accelerator_type] = accelerators.get(p.accelerator_type, 0) + \
                 p.accelerator_count * p.replica_count
+    where = "the team's own Slurm cluster" if backend == "slurm" else "this machine"
     on = f"Vertex AI in {region}" if backend == "vertex" else (
-        f"Vertex AI in {region}: the {backend} backend runs this job on this machine; this is what it "
+        f"Vertex AI in {region}: the {backend} backend runs this job on {where}; this is what it "
         "would cost on Vertex AI")
     out = CostEstimate(
         note=NOTE, estimate_of=on, currency=table.currency, prices_date=table.date,

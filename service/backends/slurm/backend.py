@@ -1,0 +1,394 @@
+"""The slurm backend: each job is one heterogeneous Slurm job on a team's own cluster,
+driven through the Slurm clients (sbatch, squeue, scancel) from the controller's host.
+
+Truth lives in Slurm and in the job's run folder on shared storage (runs.py), never in
+this process: a restarted controller follows every job again with nothing to adopt
+but the Slurm job carrying the trainjobs job id in its name. Before any sbatch, that
+name is looked up, so one attempt never becomes two Slurm jobs; after an attempt whose
+outcome is unknown (a timeout, a crash), no new sbatch is made until an earlier one
+can no longer land (Capabilities.resubmit_after_seconds), only lookups.
+
+Following costs one `squeue --json` per pass for every job (poller.py), at most every
+`slurm_poll_interval_seconds`; logs and progress are read from the run folders."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import stat
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from service.backends.slurm import log_reader, poller, script
+from service.backends.slurm.cli import SlurmCli
+from service.backends.slurm.config import SlurmConfig, SlurmConfigError
+from service.backends.slurm.config import check as check_config
+from service.backends.slurm.runs import SlurmRun, own_tree
+from service.config import Settings
+from service.errors import Problem
+from service.jobspec import CompiledJob
+from service.lifecycle.protocol import (
+    Backend,
+    Capabilities,
+    JobHandle,
+    LaunchView,
+    LogPage,
+    Observation,
+    SubmitResult,
+    TransientBackendError,
+)
+from service.lifecycle.states import TERMINAL, JobState
+
+log = logging.getLogger("trainjobs.backends.slurm")
+S = JobState
+LAUNCHER = Path(__file__).with_name("launcher.py")
+UNKNOWN_ADDRESS = "<node>:<port chosen at run time>"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+
+    def __init__(self, cfg: SlurmConfig):
+        self.cfg = cfg
+        self.cli = SlurmCli(cfg)
+        # An sbatch the client gave up on lands at once or never; twice its timeout covers a
+        # deposed controller's call still in flight.
+        self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
+                                         resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2)
+        self.identity: tuple[int, int] | None = None
+        self.job_uid: int | None = None
+        self.progress = log_reader.ProgressFollower()
+        self._lock = threading.Lock()
+        self._listing: dict[str, poller.SlurmJob] | None = None   # this pass's squeue
+        self._listed_at: float | None = None
+        self._in_pass = False
+        self._now = _utcnow
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SlurmBackend:
+        return cls(SlurmConfig.from_settings(settings))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start_client(self) -> None:
+        check_config(self.cfg)
+        self.identity = self.cfg.job_identity()
+        # Whose jobs are ours: the job user's (a root service), else the service's own.
+        self.job_uid = self.identity[0] if self.identity is not None else os.geteuid()
+        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
+        self.cfg.work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
+        if self.identity is not None:
+            closed = next((p for p in self.cfg.work_dir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
+            if closed is not None:
+                raise SlurmConfigError([(
+                    f"jobs run as {self.cfg.job_user} and cannot reach TRAINJOBS_SLURM_WORK_DIR="
+                    f"{self.cfg.work_dir}: {closed} is not searchable by others (chmod o+x {closed}, or "
+                    "choose another folder)")])
+
+    def stop_controller(self) -> None:
+        self.progress.clear()
+
+    # -- what the service asks --------------------------------------------------------------------
+    def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
+        return script.check(compiled, self.cfg)
+
+    def run_of(self, job_id: uuid.UUID | str) -> SlurmRun:
+        if self.cfg.work_dir is None:
+            raise RuntimeError("TRAINJOBS_SLURM_WORK_DIR is not set")
+        return SlurmRun.of(self.cfg.work_dir, job_id)
+
+    def output_dir(self, job_id: uuid.UUID | str, compiled: CompiledJob) -> Path:
+        """A retry attempt writes where its first attempt did (its checkpoints), as on Vertex."""
+        return self.run_of(compiled.output_of or job_id).output
+
+    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
+        """Each task's env as the launcher gives it: the node and port each task published
+        once it started (before that, a placeholder), the run folder's AIP_* directories,
+        and the Slurm job id and node."""
+        run = self.run_of(job_id)
+        addr = {r.task_name: run.task_record(r.task_name, "addr") for r in compiled.replicas} if backend_ref else {}
+        addresses = {r.task_name: (addr.get(r.task_name) or {}).get("address") or UNKNOWN_ADDRESS
+                     for r in compiled.replicas}
+        output = str(self.output_dir(job_id, compiled))
+        env = {}
+        for r in compiled.replicas:
+            e = compiled.env(r, addresses, output)
+            if backend_ref:
+                e["TRAINJOBS_SLURM_JOB_ID"] = backend_ref
+                node = (addr.get(r.task_name) or {}).get("node")
+                if node:
+                    e["TRAINJOBS_SLURM_NODE"] = node
+            env[r.task_name] = e
+        return LaunchView(compiled.custom_job_dict, env)
+
+    # -- submit ---------------------------------------------------------------------------------
+    def submit(self, job: JobHandle) -> SubmitResult:
+        found = self._lookup(job)
+        if found is not None:
+            log.warning("job %s: Slurm job %s already carries its name; adopting it", job.id, found)
+            return SubmitResult(backend_ref=found, state=S.PENDING,
+                                reason=f"adopted Slurm job {found}, found by its name {script.job_name(job.id)}")
+        if self._attempt_may_land(job):
+            return SubmitResult(reason=f"an earlier sbatch of this job may still land; looking it up by its name "
+                                       f"before submitting again (for {self.capabilities.resubmit_after_seconds:g} s)")
+        run = self.run_of(job.id)
+        try:
+            self._prepare(job, run)
+        except OSError as e:
+            raise TransientBackendError(f"could not prepare the run folder {run.path}: {e}",
+                                        nothing_launched=True) from e
+        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), self.identity)
+        slurm_id = self.cli.sbatch(argv)
+        run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat()})
+        log.info("job %s: submitted as Slurm job %s", job.id, slurm_id)
+        return SubmitResult(backend_ref=slurm_id, state=S.PENDING,
+                            reason=f"submitted as Slurm job {slurm_id} ({len(script.groups_of(job.compiled))} "
+                                   f"components, {len(job.compiled.replicas)} tasks)")
+
+    def _lookup(self, job: JobHandle) -> str | None:
+        """The Slurm job an earlier attempt made: this pass's listing, else a lookup by name
+        (a submit outside a pass, or a job younger than the listing), else the run folder's
+        record (slurmctld forgets ended jobs after MinJobAge)."""
+        listing = self._listing if self._in_pass else None
+        if listing is not None and str(job.id) in listing:
+            return listing[str(job.id)].slurm_id
+        ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+        if ids:
+            return ids[0]
+        state = self.run_of(job.id).read_state()
+        if state and str(state.get("slurm_job_id", "")).isdigit() and state.get("job_id") == str(job.id):
+            return str(state["slurm_job_id"])
+        return None
+
+    def _uid(self) -> int:
+        if self.job_uid is None:
+            raise RuntimeError("slurm backend not started")
+        return self.job_uid
+
+    def _attempt_may_land(self, job: JobHandle) -> bool:
+        prev = job.launch_attempted_at
+        return prev is not None and (self._now() - prev).total_seconds() < self.capabilities.resubmit_after_seconds
+
+    def _prepare(self, job: JobHandle, run: SlurmRun) -> None:
+        compiled = job.compiled
+        tasks = log_reader.tasks_of(compiled)
+        run.create(tasks, self.identity)
+        output = self.output_dir(job.id, compiled)
+        if output != run.output:
+            own_tree(output, self.identity)   # a retry reads its first attempt's checkpoints
+        content = script.job_file(job.id, compiled, self.cfg, str(run.path), str(output))
+        run.write_private(run.job_file, script.dumps(content), 0o640)
+        run.write_private(run.batch_script, script.batch_script(compiled, self.cfg, str(run.path)), 0o750)
+        run.write_private(run.launcher, LAUNCHER.read_text(), 0o640)
+
+    # -- poll -------------------------------------------------------------------------------------
+    def begin_pass(self) -> None:
+        with self._lock:
+            self._in_pass = True
+            self._listing = None
+
+    def end_pass(self) -> None:
+        with self._lock:
+            self._in_pass = False
+            self._listing = None
+
+    def _list(self) -> dict[str, poller.SlurmJob] | None:
+        """This pass's listing: one squeue for every job, at most every poll interval."""
+        if self._in_pass and self._listing is not None:
+            return self._listing
+        now = time.monotonic()
+        if self._listed_at is not None and now - self._listed_at < self.cfg.poll_interval:
+            return None
+        self._listed_at = now
+        listing = poller.parse(self.cli.squeue_all(), self._uid())
+        if self._in_pass:
+            self._listing = listing
+        return listing
+
+    def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
+        if not jobs:
+            return []
+        try:
+            listing = self._list()
+        except TransientBackendError as e:
+            log.warning("slurm: not following jobs this pass: %s", e)
+            listing = None
+        out: list[Observation] = []
+        if listing is None:
+            return []   # not due: logs and progress wait for the next listing too (shared storage is slow)
+        for job in jobs:
+            try:
+                obs = self._observe(job, listing)
+                out += self._with_progress(job, obs)
+            except Exception:  # one job's trouble never stops the others'
+                log.exception("job %s: could not follow its Slurm job", job.id)
+        return out
+
+    def _with_progress(self, job: JobHandle, obs: Observation | None) -> list[Observation]:
+        ended = obs is not None and obs.state in TERMINAL
+        prog = None
+        if job.backend_ref and (job.state in (S.RUNNING, S.CANCELLING) or ended):
+            prog = self.progress.read(str(job.id), self.run_of(job.id), job.compiled, to_end=ended)
+        if ended:
+            self.progress.forget(str(job.id))
+        if prog is None:
+            return [obs] if obs is not None else []
+        return [dataclasses.replace(obs, progress=prog) if obs is not None else
+                Observation(job.id, backend_ref=job.backend_ref, progress=prog)]
+
+    def _observe(self, job: JobHandle, listing: dict[str, poller.SlurmJob]) -> Observation | None:
+        sj = listing.get(str(job.id))
+        run = self.run_of(job.id)
+        if sj is None:
+            return self._missing(job, run)
+        ref = sj.slurm_id
+        if sj.ended:
+            return self._ended(job, sj, run)
+        if sj.waiting or sj.state == "SUSPENDED":
+            if job.state == S.QUEUED or job.backend_ref != ref:
+                return Observation(job.id, state=S.PENDING, backend_ref=ref,
+                                   reason=f"Slurm job {ref} is {sj.state.lower()} ({sj.reason})")
+            return None
+        if sj.state in ("RUNNING", "COMPLETING"):
+            stalled = self._stalled(job, run, sj)
+            if stalled is not None:
+                return stalled
+            if job.state not in (S.QUEUED, S.PENDING):
+                return None
+            tasks = log_reader.tasks_of(job.compiled)
+            started = [t for t in tasks if run.task_record(t, "started") is not None]
+            if len(started) == len(tasks):
+                return Observation(job.id, state=S.RUNNING, backend_ref=ref, started_at=sj.start,
+                                   reason=f"all {len(tasks)} tasks running on {', '.join(sj.nodes)} "
+                                          f"(Slurm job {ref})")
+            if job.state == S.QUEUED:
+                return Observation(job.id, state=S.PENDING, backend_ref=ref,
+                                   reason=f"Slurm job {ref} allocated {', '.join(sj.nodes)}; starting "
+                                          f"{len(tasks) - len(started)} of {len(tasks)} tasks")
+        return None
+
+    def _stalled(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
+        """A chief or worker silent for the template's stall_timeout_seconds: the job is
+        cancelled in Slurm and ends FAILED, naming it (as local jobs do). The decision is
+        written to the run folder first, so a restarted controller reports the same."""
+        limit = job.compiled.stall_timeout_seconds
+        if not limit:
+            return None   # the only outcome this backend decides is a stall
+        state = run.read_state() or {}
+        if state.get("outcome"):
+            if not state.get("stop_sent"):   # decided, but the scancel did not get through: again
+                self.cli.scancel(sj.slurm_id)
+                state["stop_sent"] = self._now().isoformat()
+                run.write_state(state)
+            return None
+        if job.state != S.RUNNING or sj.start is None:
+            return None
+        task = log_reader.silent_task(run, job.compiled, sj.start.timestamp(), float(limit))
+        if task is None:
+            return None
+        message = (f"replica {task} wrote no output and reported no progress for {limit:g} s (its "
+                   "stall_timeout_seconds); the job was stopped")
+        state["outcome"] = {"state": "FAILED", "reason": message,
+                            "error": {"code": 4, "message": message, "replica": task, "source": "slurm"}}
+        run.write_state(state)
+        self.cli.scancel(sj.slurm_id)    # a transient failure raises: the next pass sends it again
+        state["stop_sent"] = self._now().isoformat()
+        run.write_state(state)
+        return None   # reported once Slurm has ended it (below, in _ended)
+
+    def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:
+        ref, final = sj.slurm_id, sj.final_state
+        decided = (run.read_state() or {}).get("outcome")
+        kw = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
+        if decided:
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"], **kw)
+        if final == "COMPLETED":
+            return Observation(job.id, state=S.SUCCEEDED, reason=f"Slurm job {ref} completed: every chief and "
+                                                                 "worker task exited 0", **kw)
+        if final == "CANCELLED":
+            how = "by request (scancel)" if job.state == S.CANCELLING else "in Slurm, outside trainjobs (scancel)"
+            return Observation(job.id, state=S.CANCELLED, reason=f"Slurm job {ref} was cancelled {how}",
+                               error=None if job.state == S.CANCELLING else
+                               {"code": 1, "message": f"CANCELLED: Slurm job {ref} was cancelled outside trainjobs",
+                                "source": "slurm", "slurm_state": "CANCELLED", "slurm_job_id": ref}, **kw)
+        reason, error = poller.ended_error(sj)
+        self._blame(run, job.compiled, error)
+        if error.get("replica"):
+            reason += f"; first to fail: {error['replica']} ({error['message'].split('. ', 1)[0]})"
+        return Observation(job.id, state=S.FAILED, reason=reason, error=error, **kw)
+
+    def _blame(self, run: SlurmRun, compiled: CompiledJob, error: dict) -> None:
+        """The task that failed first (its exit record and last log lines), when one did."""
+        exits = [(rec.get("ended_at") or "~", r.pool, r.index, r.task_name, rec)
+                 for r in compiled.replicas if (rec := run.task_record(r.task_name, "exit")) is not None
+                 and rec.get("exit_code") not in (0, None) and not rec.get("terminated_by")]
+        if not exits:
+            batch = log_reader.batch_tail(run)
+            if batch:   # no task says why: what srun and the batch script said (e.g. no such Python)
+                error["batch_output_tail"] = batch
+                error["message"] += f". Last lines of {run.batch_output.name}:\n" + "\n".join(batch)
+            return
+        *_, task, rec = min(exits, key=lambda e: e[:3])
+        code, sig = rec.get("exit_code"), rec.get("signal")
+        tail = log_reader.tail(run, task)
+        error.update(replica=task, exit_code=code if isinstance(code, int) and code >= 0 else None, signal=sig,
+                     log_tail=tail, node=rec.get("node"))
+        what = f"The replica {task} exited with a non-zero status of {code}." if not sig else \
+            f"The replica {task} was killed by {sig}."
+        error["message"] = what + " " + error["message"] + (
+            (" Last lines of its log:\n" + "\n".join(tail)) if tail else "")
+
+    def _missing(self, job: JobHandle, run: SlurmRun) -> Observation | None:
+        """A job squeue does not show: not submitted yet (an attempt settling), or ended
+        longer ago than the cluster's MinJobAge while nobody followed it."""
+        if not job.backend_ref:
+            if job.state == S.CANCELLING and not self._attempt_may_land(job):
+                return Observation(job.id, state=S.CANCELLED, reason="cancelled before it reached Slurm")
+            return None
+        ref = job.backend_ref
+        decided = (run.read_state() or {}).get("outcome")
+        if decided:
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"])
+        tasks = log_reader.tasks_of(job.compiled)
+        trainers = [r.task_name for r in job.compiled.replicas if r.tf_role in ("chief", "worker", "evaluator")]
+        exits = {t: run.task_record(t, "exit") for t in tasks}
+        gone = (f"Slurm no longer lists job {ref} (it ended longer ago than the cluster's MinJobAge while "
+                "no controller followed it)")
+        if job.state == S.CANCELLING:
+            return Observation(job.id, state=S.CANCELLED, reason=gone)
+        if all((exits.get(t) or {}).get("exit_code") == 0 for t in trainers):
+            return Observation(job.id, state=S.SUCCEEDED, reason=gone + "; every chief and worker task exited 0")
+        error = {"code": None, "message": gone, "source": "slurm", "slurm_job_id": ref}
+        self._blame(run, job.compiled, error)
+        return Observation(job.id, state=S.FAILED, reason=gone, error=error)
+
+    # -- cancel -----------------------------------------------------------------------------------
+    def cancel(self, job: JobHandle) -> JobState | None:
+        ref = job.backend_ref
+        if not ref:
+            ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+            if not ids:
+                # An sbatch still settling may land yet: poll ends it (CANCELLED once none can).
+                return None if self._attempt_may_land(job) else S.CANCELLED
+            ref = ids[0]
+        self.cli.scancel(ref)
+        self._cancel_sent(job, ref)
+        return None
+
+    def _cancel_sent(self, job: JobHandle, ref: str) -> None:
+        run = self.run_of(job.id)
+        state = run.read_state()
+        if state is not None:
+            state["cancel_sent"] = self._now().isoformat()
+            run.write_state(state)
+
+    # -- logs -------------------------------------------------------------------------------------
+    def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
+        return log_reader.read_page(self.run_of(job.id), job.compiled, replica, since, limit)

@@ -1,0 +1,120 @@
+"""The slurm backend's slice of the settings, checked once at start-up.
+
+The backend receives only this (never the whole Settings): what it needs to find the
+cluster, where run folders live, who jobs run as, and its limits."""
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.config import Settings
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")   # partitions, accounts, QoS names
+TOOLS = ("sbatch", "squeue", "scancel")
+
+
+class SlurmConfigError(RuntimeError):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("slurm backend is misconfigured:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    conf: Path | None
+    bin_path: str                 # PATH the Slurm clients are looked up in
+    work_dir: Path | None         # checked at start-up: required
+    python: str
+    job_user: str | None          # None: the service's own user
+    partition: str | None
+    account: str | None
+    qos: str | None
+    allowed_partitions: tuple[str, ...]
+    allowed_accounts: tuple[str, ...]
+    allowed_qos: tuple[str, ...]
+    cpus_per_task: int | None
+    mem_per_cpu_mb: int | None
+    max_running: int | None
+    command_timeout: float
+    poll_interval: float
+    rendezvous_timeout: float
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> SlurmConfig:
+        return cls(conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
+                   work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
+                   python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
+                   account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
+                   allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
+                   cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
+                   max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
+                   poll_interval=s.slurm_poll_interval_seconds,
+                   rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
+
+    def allowed(self, key: str) -> tuple[str, ...]:
+        """The names a job's labels may give `key` (partition, account, qos); empty: any."""
+        return {"partition": self.allowed_partitions, "account": self.allowed_accounts, "qos": self.allowed_qos}[key]
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        """The whole environment of every sbatch, squeue and scancel: fixed, nothing of the
+        service's own and nothing a template sets (that goes only into the tasks, by file)."""
+        env = {"PATH": self.bin_path, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        if self.conf:
+            env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def job_identity(self) -> tuple[int, int] | None:
+        """(uid, gid) jobs run as when the service is root; None: the service's own."""
+        if os.geteuid() != 0:
+            return None
+        entry = _user(self.job_user)
+        return (entry.pw_uid, entry.pw_gid) if entry else None
+
+
+def _user(name: str | None) -> pwd.struct_passwd | None:
+    if not name:
+        return None
+    try:
+        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except KeyError:
+        return None
+
+
+def check(cfg: SlurmConfig) -> None:
+    """Every problem at once, each naming the setting to fix."""
+    problems: list[str] = []
+    for tool in TOOLS:
+        if shutil.which(tool, path=cfg.bin_path) is None:
+            problems.append(f"{tool} not found in {cfg.bin_path}: install the Slurm clients (Debian: slurm-client) "
+                            "or set TRAINJOBS_SLURM_BIN_DIR")
+    if cfg.conf is not None and not Path(cfg.conf).is_file():
+        problems.append(f"TRAINJOBS_SLURM_CONF={cfg.conf} is not a file")
+    if cfg.work_dir is None:
+        problems.append("TRAINJOBS_SLURM_WORK_DIR is not set: name a folder the service host and every node "
+                        "see at the same path")
+    elif not cfg.work_dir.is_absolute():
+        problems.append(f"TRAINJOBS_SLURM_WORK_DIR={cfg.work_dir} must be an absolute path")
+    if os.geteuid() == 0:
+        entry = _user(cfg.job_user)
+        if not cfg.job_user:
+            problems.append("the service runs as root, so TRAINJOBS_SLURM_JOB_USER must name the unprivileged "
+                            "user jobs run as (template code never runs as root)")
+        elif entry is None:
+            problems.append(f"TRAINJOBS_SLURM_JOB_USER={cfg.job_user!r} is no user on this host")
+        elif entry.pw_uid == 0 or entry.pw_gid == 0:
+            problems.append(f"TRAINJOBS_SLURM_JOB_USER={cfg.job_user!r} is root (uid or gid 0); name an "
+                            "unprivileged user")
+    for what, value in (("PARTITION", cfg.partition), ("ACCOUNT", cfg.account), ("QOS", cfg.qos),
+                        *(("ALLOWED_PARTITIONS", p) for p in cfg.allowed_partitions),
+                        *(("ALLOWED_ACCOUNTS", p) for p in cfg.allowed_accounts),
+                        *(("ALLOWED_QOS", p) for p in cfg.allowed_qos)):
+        if value is not None and not NAME.match(value):
+            problems.append(f"TRAINJOBS_SLURM_{what}={value!r} is not a Slurm name (letters, digits, _ . -)")
+    if problems:
+        raise SlurmConfigError(problems)

@@ -1,0 +1,64 @@
+"""A stand-in for a training task on Slurm, for the slurm backend's tests (standard library only).
+
+Prints who it is (from TF_CONFIG, as the trainer reads it), optionally dumps its env,
+waits for a file, sleeps, and exits with the code it is given."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def attack(run: str, me: str) -> None:
+    """What hostile code in a task would try: swap its log for a link to a file of the host's, write
+    the launcher's input, plant a record for another task. Each line says what happened."""
+    tries = {
+        "unlink-log": lambda: os.unlink(os.path.join(run, "logs", "workerpool0-0.log")),
+        "link-log": lambda: os.symlink("/etc/shadow", os.path.join(run, "logs", "evil.log")),
+        "write-job": lambda: open(os.path.join(run, "job.json"), "a").write("x"),
+        "write-launcher": lambda: open(os.path.join(run, "launcher.py"), "a").write("x"),
+        "new-record": lambda: open(os.path.join(run, "tasks", "evil.exit"), "w").write("{}"),
+    }
+    for name, do in tries.items():
+        try:
+            do()
+            print(f"attack {name}: done", flush=True)
+        except OSError as e:
+            print(f"attack {name}: refused ({e.strerror})", flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<role>-<index>.json")
+    p.add_argument("--lines", type=int, default=1)
+    p.add_argument("--wait-file", help="wait until this file exists")
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--exit", type=int, default=0)
+    p.add_argument("--attack", help="the job's run folder: try to forge this task's records there")
+    a = p.parse_args()
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+    me = f"{task.get('type', 'chief')}-{task.get('index', 0)}"
+    if a.dump_env:
+        # Also under the Slurm job's id: attempts of one job write apart.
+        for name in (f"{me}.json", f"{me}-{os.environ.get('TRAINJOBS_SLURM_JOB_ID')}.json"):
+            with open(os.path.join(a.dump_env, name), "w") as f:
+                json.dump(dict(os.environ), f)
+    print(f"hello from {me} on {os.environ.get('TRAINJOBS_SLURM_NODE')} as uid {os.getuid()}", flush=True)
+    for i in range(a.lines - 1):
+        print(f"{me} line {i}", flush=True)
+    if a.attack:
+        attack(a.attack, me)
+    if a.wait_file:
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.05)
+    if a.sleep:
+        time.sleep(a.sleep)
+    if a.exit:
+        print(f"{me} exiting with {a.exit}", file=sys.stderr, flush=True)
+    return a.exit
+
+
+if __name__ == "__main__":
+    sys.exit(main())
