@@ -24,7 +24,9 @@ def free_port() -> int:
 
 
 class Serve:
-    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve") -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve",
+                 wrap: list[str] | None = None) -> None:
+        """wrap: a command that runs the service (e.g. `ip netns exec <ns>`, tests/faults/netns.py)."""
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -36,7 +38,7 @@ class Serve:
         full.update(env)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--workers", str(workers),
+            [*(wrap or []), sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--workers", str(workers),
              "--log-level", "warning"],
             env=full, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
