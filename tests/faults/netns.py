@@ -131,10 +131,13 @@ class Relay:
         with self._lock:
             socks, self._socks = self._socks, []
         for s in [self.listener, *socks]:
-            try:
-                s.close()
-            except OSError:
-                pass
+            # shutdown() first: close() alone leaves a socket that another thread is
+            # reading open (no FIN), and PostgreSQL would keep the session.
+            for end in (lambda: s.shutdown(socket.SHUT_RDWR), s.close):
+                try:
+                    end()
+                except OSError:
+                    pass
 
     def _accept(self) -> None:
         while not self._closed:

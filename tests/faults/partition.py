@@ -27,7 +27,7 @@ class Figures:
     lease_seconds: float
     takeover_seconds: float      # the drop -> the new controller holds the lock
     first_pass_seconds: float    # the drop -> the new controller's first pass ended
-    old_stepped_down_seconds: float   # the drop -> the old controller logged its step-down
+    old_stepped_down_seconds: float   # the drop -> the old controller logged its step-down (its log's clock)
     old_down_before_new_up: bool   # by the two processes' logs (one clock, one host)
 
 
@@ -74,7 +74,7 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
         assert not new.is_controller() and old.is_controller()   # one controller while all is well
 
         ns.drop(relay.port)
-        dropped_at = time.monotonic()
+        dropped_at, dropped_wall = time.monotonic(), datetime.now()   # logs' asctime: local wall time
         wait_until(new.is_controller, "a new controller after the partition", lease_seconds * 3 + 30, 0.05)
         took = time.monotonic() - dropped_at
         wait_until(lambda: ticks(new) >= 1, "the new controller's first pass", 30, 0.05)
@@ -88,7 +88,7 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
                        lease_seconds * 3 + 30, 0.05)
         except AssertionError as e:
             raise AssertionError(f"{e}; its log: {old.log()[-3000:]}") from None
-        stepped_down = time.monotonic() - dropped_at
+        stepped_down = (log_time(old.log(), "stopped being the controller") - dropped_wall).total_seconds()
         assert not old.is_controller()
 
         # Its network comes back: it stays down, and the lease is untouched (fencing: its
