@@ -118,6 +118,7 @@ class PostgresLeadership(Leadership):
         self.url = libpq_url(url)
         self.connect_timeout = connect_timeout
         self.lease_seconds = lease_seconds
+        self._statement_ms = 5000   # the lock session's statement_timeout (set at _connect)
         self.conn = None
 
     def _connect(self):
@@ -132,7 +133,8 @@ class PostgresLeadership(Leadership):
         # from both, the lease (_break_stale) covers.
         half_ms = max(1000, int(self.lease_seconds * 500))
         idle = max(1, int(self.lease_seconds / 4))
-        server = (f"-c statement_timeout={min(5000, half_ms)} -c idle_in_transaction_session_timeout=0 "
+        self._statement_ms = min(5000, half_ms)
+        server = (f"-c statement_timeout={self._statement_ms} -c idle_in_transaction_session_timeout=0 "
                   f"-c tcp_keepalives_idle={idle} -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "
                   f"-c tcp_user_timeout={half_ms}")
         return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout)),
@@ -187,9 +189,10 @@ class PostgresLeadership(Leadership):
         log.warning("controller election: the controller's session (backend pid %s, client %s:%s) has been "
                     "silent for %.1f s, longer than the lease (TRAINJOBS_CONTROLLER_LEASE_SECONDS=%g); "
                     "terminating it to take over", pid, addr, port, float(silent), self.lease_seconds)
-        # Wait (bounded) for the backend to exit: its lock is released as it goes.
+        # Wait (bounded, within this session's statement_timeout) for the backend to exit:
+        # its lock is released as it goes.
         return bool(self.conn.execute("SELECT pg_terminate_backend(%s, %s)",
-                                      (pid, int(self.connect_timeout * 1000))).fetchone()[0])
+                                      (pid, max(100, self._statement_ms - 500))).fetchone()[0])
 
     def check(self, wait: float, on_wake: Callable[[str], None]) -> bool:
         try:
