@@ -5,13 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # OS packages some tests drive, installed once: headless Chromium for the UI's browser
-# tests (tests/ui), bubblewrap for the local backend's sandbox option.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v bwrap >/dev/null; then
+# tests (tests/ui), bubblewrap for the local backend's sandbox option, iproute2 and
+# nftables for the partition test (tests/faults/test_partition.py: a network namespace
+# of its own and a DROP rule in it).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v bwrap >/dev/null \
+        || ! command -v ip >/dev/null || ! command -v nft >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
-            bubblewrap >/dev/null; } || echo "scripts/test.sh: could not install chromium/bubblewrap; the tests that need them will say so" >&2
+            bubblewrap iproute2 nftables >/dev/null; } \
+            || echo "scripts/test.sh: could not install chromium/bubblewrap/iproute2/nftables; the tests that need them will say so" >&2
     else
-        echo "scripts/test.sh: install chromium, chromium-driver and bubblewrap for the browser and sandbox tests" >&2
+        echo "scripts/test.sh: install chromium, chromium-driver, bubblewrap, iproute2 and nftables for the browser, sandbox and partition tests" >&2
     fi
 fi
 # Slurm (munge, slurmctld, slurmd, clients) for the slurm backend's tests (tests/backends/slurm), which
@@ -30,4 +34,8 @@ if ! PATH="/usr/sbin:/sbin:$PATH" command -v slurmctld >/dev/null || ! PATH="/us
         echo "scripts/test.sh: install slurmctld, slurmd, slurm-client and munge for the slurm backend's tests" >&2
     fi
 fi
-exec .venv/bin/python -m pytest "$@"
+# One pytest worker per core (pytest-xdist; TRAINJOBS_TEST_WORKERS=0 runs in this process):
+# much of the suite waits on subprocesses and the database, and each worker has its own
+# PostgreSQL database and replica uids (tests/conftest.py). worksteal: the long tests
+# (real TensorFlow, several `serve` processes) do not leave one worker with the tail.
+exec .venv/bin/python -m pytest -n "${TRAINJOBS_TEST_WORKERS:-auto}" --dist worksteal "$@"

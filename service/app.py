@@ -123,7 +123,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             engine.dispose()
             raise
         app.state.backends = built
-        controller = Controller(leadership_for(settings.database_url, engine), built, app.state.session_factory,
+        leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
+        controller = Controller(leadership, built, app.state.session_factory,
                                 lifecycle, interval=settings.reconcile_interval_seconds,
                                 batch_size=settings.reconcile_batch_size,
                                 election_interval=settings.election_interval_seconds,

@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     election_interval_seconds: float = Field(
         2.0, gt=0, le=10, description="How often a process that is not the controller tries to become it "
                                       "(one controller per database; a takeover takes about this long)")
+    controller_lease_seconds: float = Field(
+        10.0, ge=3, le=600, description="PostgreSQL: a controller whose lock session has been silent this long "
+                                        "(a partition, a vanished host) may be deposed: the next process "
+                                        "terminates that session and takes over. The controller itself steps "
+                                        "down when its session cannot answer within half of it")
     progress_max_bytes: int = Field(16_384, ge=1024, le=1_048_576,
                                     description="A job's stored progress (from replica output) is cut to this")
     error_max_bytes: int = Field(65_536, ge=1024, le=1_048_576,

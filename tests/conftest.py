@@ -21,6 +21,18 @@ from service.models import Base
 PG_ADMIN = os.environ.get("TRAINJOBS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (scripts/test.sh: -n auto) each worker is a process of its own
+    that starts local replicas: give each its own range of replica uids, so two workers'
+    concurrent jobs never share one (uids are picked per process from the base). Worker
+    gwN gets base + N * count; `serve` processes the tests start inherit it (tests/servekit.py)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        base = int(os.environ.get("TRAINJOBS_LOCAL_REPLICA_UID_BASE", "200000"))
+        count = int(os.environ.get("TRAINJOBS_LOCAL_REPLICA_UID_COUNT", "1000"))
+        os.environ["TRAINJOBS_LOCAL_REPLICA_UID_BASE"] = str(base + int(worker[2:]) * count)
+
+
 def _pg_available() -> str | None:
     try:
         with psycopg.connect(PG_ADMIN, connect_timeout=3):

@@ -24,20 +24,25 @@ def free_port() -> int:
 
 
 class Serve:
-    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve") -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve",
+                 wrap: list[str] | None = None) -> None:
+        """wrap: a command that runs the service (e.g. `ip netns exec <ns>`, tests/faults/netns.py)."""
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cwd / f"{name}.log"
-        full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
+        # None of the test process's settings, but its replica uids (tests/conftest.py: one
+        # range per test process, so concurrent runs never share a uid).
+        full = {k: v for k, v in os.environ.items()
+                if not k.startswith("TRAINJOBS_") or k.startswith("TRAINJOBS_LOCAL_REPLICA_UID_")}
         full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
                      "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
                      "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})
         full.update(env)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--workers", str(workers),
-             "--log-level", "warning"],
+            [*(wrap or []), sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
+             "--workers", str(workers), "--log-level", "warning"],
             env=full, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Mapping, Sequence
 
 from sqlalchemy import text
@@ -22,6 +23,7 @@ from service.lifecycle.services import LoopService, ServiceFactory
 
 log = logging.getLogger("trainjobs.controller")
 
+STOP_SECONDS = 15.0   # the most a step-down waits for its loops to finish what they are doing
 ADMIT_SUFFIX = ":admit"   # a wake-up for admission only (a new job): BackendLoop.run_admission
 
 
@@ -54,6 +56,7 @@ class Controller:
         self.gate = gate   # e.g. team budgets: may hold a job back at launch (lifecycle.admission)
         self.services: dict[str, LoopService] = {}
         self.epoch: int | None = None
+        self._term: int | None = None   # the epoch being promoted or held (on_deposed's guard)
         self._stop = threading.Event()
         self._deposed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -123,6 +126,7 @@ class Controller:
     def _promote(self, epoch: int, threads: bool = True) -> None:
         with self._lock:
             self._deposed.clear()
+            self._term = epoch
             for backend in self.backends.values():
                 try:
                     backend.start_controller()
@@ -131,12 +135,12 @@ class Controller:
             self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
                                             interval=self.interval, batch_size=self.batch_size,
                                             wake_gap=self.wake_gap, on_tick=self._tick,
-                                            on_deposed=self._deposed.set, gate=self.gate)
+                                            on_deposed=self._deposed_in(epoch), gate=self.gate)
                           for name, b in self.backends.items()}
             self.services = {}
             for factory in self.service_factories:
                 service = factory(epoch)
-                service.on_deposed = self._deposed.set
+                service.on_deposed = self._deposed_in(epoch)
                 self.services[service.name] = service
             if threads:
                 for loop in self.loops.values():
@@ -156,16 +160,29 @@ class Controller:
         with self._lock:
             if self.epoch is None:
                 return
-            for loop in self.loops.values():
-                loop.stop()
-            self.loops = {}
-            for service in self.services.values():
-                service.stop()
-            self.services = {}
+            epoch, self.epoch = self.epoch, None   # from now on this process does not control
+            self._term = None
+            log.warning("this process stopped being the controller (epoch %d): %s", epoch, why)
+            workers = [*self.loops.values(), *self.services.values()]
+            self.loops, self.services = {}, {}
+            # Ask every thread to stop first, then wait for them together, within one bound:
+            # a thread stuck on a dead connection (a partition) must not hold up the others,
+            # nor the step-down. One that outlives the wait can change nothing: its writes
+            # carry this term's epoch (fencing), and its on_deposed is this term's.
+            for worker in workers:
+                worker.stop(timeout=0)
+            deadline = time.monotonic() + STOP_SECONDS
+            for worker in workers:
+                worker.stop(timeout=max(0.0, deadline - time.monotonic()))
             for backend in self.backends.values():
                 try:
                     backend.stop_controller()
                 except Exception:
                     log.exception("backend %s: stop_controller failed", backend.name)
-            log.warning("this process stopped being the controller (epoch %d): %s", self.epoch, why)
-            self.epoch = None
+
+    def _deposed_in(self, epoch: int) -> Callable[[], None]:
+        """A loop's on_deposed: steps down the term it was started in, never a later one."""
+        def deposed() -> None:
+            if self._term == epoch:
+                self._deposed.set()
+        return deposed

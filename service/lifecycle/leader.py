@@ -8,6 +8,15 @@ file (SQLite is one host by nature). Either way the takeover bumps the epoch in
 `controller_leases`, and the controller's writes carry it (fencing): a deposed
 controller's late writes change nothing.
 
+A session can outlive its controller: packets dropped without a FIN (a partition, a
+host that lost power, a proxy in between that keeps its side open) leave the server
+holding the session, and the lock, for hours. So the lock is also a lease
+(`lease_seconds`): the controller queries on its lock session at least every second,
+and a candidate that finds the lock held by a session silent for longer than the
+lease terminates that session (pg_terminate_backend) and takes the lock. The
+controller itself gives up a session that cannot answer within half the lease
+(tcp_user_timeout), so it has stepped down before anyone may break its lease.
+
 The same two kinds of lock serialise migrations (`migration_lock`), so replicas
 that start together do not race Alembic."""
 from __future__ import annotations
@@ -105,27 +114,43 @@ class Leadership:
 
 
 class PostgresLeadership(Leadership):
-    def __init__(self, url: str, connect_timeout: float = 5.0) -> None:
+    def __init__(self, url: str, connect_timeout: float = 5.0, lease_seconds: float = 10.0) -> None:
         self.url = libpq_url(url)
         self.connect_timeout = connect_timeout
+        self.lease_seconds = lease_seconds
+        self._statement_ms = 5000   # the lock session's statement_timeout (set at _connect)
         self.conn = None
 
     def _connect(self):
         import psycopg
 
-        # TCP keepalives: a controller whose host vanished loses its session (and the
-        # lock) in about 15 s instead of the kernel's two hours.
+        # Both ends give up on a session that stops answering. Client: keepalives for an
+        # idle connection, tcp_user_timeout for the heartbeat query left unacknowledged (a
+        # partition): the controller steps down after half the lease, before a candidate
+        # may break it. Server (per-session settings, sent as options): the same for the
+        # server's side of the socket, so a vanished controller's session (and lock) ends
+        # by itself when nothing stands between the two. What a proxy in between hides
+        # from both, the lease (_break_stale) covers.
+        half_ms = max(1000, int(self.lease_seconds * 500))
+        idle = max(1, int(self.lease_seconds / 4))
+        self._statement_ms = min(5000, half_ms)
+        server = (f"-c statement_timeout={self._statement_ms} -c idle_in_transaction_session_timeout=0 "
+                  f"-c tcp_keepalives_idle={idle} -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3 "
+                  f"-c tcp_user_timeout={half_ms}")
         return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout)),
-                               keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3,
-                               options="-c statement_timeout=5000 -c idle_in_transaction_session_timeout=0",
+                               keepalives=1, keepalives_idle=idle, keepalives_interval=1, keepalives_count=3,
+                               tcp_user_timeout=half_ms, options=server,
                                application_name="trainjobs-controller")
+
+    def _try_lock(self) -> bool:
+        return bool(self.conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                      (advisory_key(CONTROLLER_KEY),)).fetchone()[0])
 
     def try_acquire(self) -> int | None:
         try:
             if self.conn is None or self.conn.closed:
                 self.conn = self._connect()
-            got = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(CONTROLLER_KEY),)).fetchone()[0]
-            if not got:
+            if not self._try_lock() and not (self._break_stale() and self._try_lock()):
                 return None
             row = self.conn.execute(
                 "UPDATE controller_leases SET epoch = epoch + 1, holder = %s, acquired_at = now() "
@@ -141,10 +166,40 @@ class PostgresLeadership(Leadership):
             self._drop()
             return None
 
+    def _break_stale(self) -> bool:
+        """The lock's holder, if its session has been silent for longer than the lease:
+        terminate that session (its lock goes with it). True if one was terminated.
+
+        The holder is whoever holds the lock now (pg_locks), never a recorded pid that
+        may since belong to another session. Its silence is pg_stat_activity.state_change:
+        the controller's heartbeat (check) is a query, which moves it at least every second.
+        Seeing it needs the same database role as the holder (or pg_read_all_stats), and
+        terminating it the same role (or pg_signal_backend): every controller uses one URL."""
+        key = advisory_key(CONTROLLER_KEY) & 0xFFFF_FFFF_FFFF_FFFF
+        row = self.conn.execute(
+            "SELECT a.pid, a.client_addr::text, a.client_port, extract(epoch FROM now() - a.state_change) "
+            "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid",
+            (key >> 32, key & 0xFFFF_FFFF)).fetchone()
+        if row is None or row[3] is None or float(row[3]) <= self.lease_seconds:
+            return False
+        pid, addr, port, silent = row
+        log.warning("controller election: the controller's session (backend pid %s, client %s:%s) has been "
+                    "silent for %.1f s, longer than the lease (TRAINJOBS_CONTROLLER_LEASE_SECONDS=%g); "
+                    "terminating it to take over", pid, addr, port, float(silent), self.lease_seconds)
+        # Wait (bounded, within this session's statement_timeout) for the backend to exit:
+        # its lock is released as it goes.
+        return bool(self.conn.execute("SELECT pg_terminate_backend(%s, %s)",
+                                      (pid, max(100, self._statement_ms - 500))).fetchone()[0])
+
     def check(self, wait: float, on_wake: Callable[[str], None]) -> bool:
         try:
             for note in self.conn.notifies(timeout=wait):
                 on_wake(note.payload)
+            # The heartbeat the lease is judged by (_break_stale): a query, so the server
+            # sees it (pg_stat_activity.state_change); unanswered, it fails after half the lease.
             self.conn.execute("SELECT 1")
             return True
         except Exception as e:  # noqa: BLE001 - whatever broke, the lock may be gone
@@ -220,5 +275,5 @@ class SqliteLeadership(Leadership):
             self.fd = None
 
 
-def leadership_for(url: str, engine) -> Leadership:
-    return SqliteLeadership(url, engine) if is_sqlite(url) else PostgresLeadership(url)
+def leadership_for(url: str, engine, lease_seconds: float = 10.0) -> Leadership:
+    return SqliteLeadership(url, engine) if is_sqlite(url) else PostgresLeadership(url, lease_seconds=lease_seconds)

@@ -52,7 +52,7 @@ def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
         assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [job.json()["id"]]
 
 
-def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path):
+def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path, caplog):
     proxy, url = proxied
     settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
@@ -75,7 +75,38 @@ def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path):
         proxy.restore()
         until(lambda: controller.active, "the controller did not come back")
         assert controller.epoch > first_epoch  # a new term: writes of the old one are fenced off
+        # The cut ended the old lock session at the server too: no lease had to be broken.
+        assert "terminating it to take over" not in caplog.text
         ticks = controller.ticks
         until(lambda: controller.ticks >= ticks + 3, "the loops did not resume")
         assert controller._thread.is_alive()
         assert "trainjobs_reconcile_ticks_total" in client.get("/metrics").text
+
+
+def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(proxied, tmp_path, caplog):
+    """The client's side of every connection ends, the server's stays open (a half-open
+    path): PostgreSQL keeps the old lock session, and its lock. The controller must
+    come back all the same, by breaking its own stale lease (issue 23: the suite's
+    proxy once did this by accident, and the controller never came back)."""
+    proxy, url = proxied
+    settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
+                        election_interval_seconds=0.5, controller_lease_seconds=3)
+    with TestClient(create_app(settings)) as client:
+        controller = client.app.state.controller
+        deadline = time.monotonic() + 60
+        while controller.ticks < 3:
+            assert time.monotonic() < deadline, "the controller did not start"
+            time.sleep(0.05)
+        first_epoch = controller.epoch
+        proxy.cut(server_side=False)
+        while controller.active:
+            assert time.monotonic() < deadline + 60, "the controller did not step down"
+            time.sleep(0.05)
+        proxy.restore()
+        deadline = time.monotonic() + 60
+        while not controller.active:
+            assert time.monotonic() < deadline, "the controller did not come back"
+            time.sleep(0.05)
+        assert controller.epoch > first_epoch
+        assert "terminating it to take over" in caplog.text   # the stale session, by its lease
