@@ -102,6 +102,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Host folders every sandboxed local job sees (read-write, file "
                                           "permissions still apply), e.g. a dataset cache; the rest of the host "
                                           "is read-only and /tmp private")
+    local_max_processes_per_job: int = Field(
+        4096, ge=0, description="As root: processes (threads included) one local job may have at once, its "
+                                "cgroup's pids.max (a fork bomb stops there); 0: no limit")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
     local_cancel_grace_seconds: float = 10.0

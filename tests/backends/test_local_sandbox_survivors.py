@@ -131,3 +131,38 @@ def test_a_uid_is_never_given_while_held_or_in_use(tmp_path):
     assert uid_c in (uid_a, base + 2) and uid_c != uid_b
     os.close(fd_b)
     os.close(fd_c)
+
+
+BOMB = r'''
+import os, signal, sys, time
+kids = []
+for _ in range(500):               # bounded: the limit stops it long before
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print("FORK REFUSED", len(kids), e.errno, flush=True)
+        break
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    kids.append(pid)
+else:
+    print("FORK NEVER REFUSED", len(kids), flush=True)
+'''
+
+
+@pytest.mark.parametrize("sandbox", ["namespaces", "none"])
+def test_a_fork_bomb_stops_at_the_jobs_process_limit_and_is_cleaned_up(make_client, work_dir, sandbox):
+    api = make_client(local_max_processes_per_job=40, local_sandbox=sandbox)
+    api.template("bomb", {"container": {"image_uri": "local", "command": ["python", "-c", BOMB]}})
+    job = api.submit("bomb")
+    done = api.wait_state(job["id"], "SUCCEEDED", "FAILED")
+    assert done["state"] == "SUCCEEDED", done["error"]
+    [line] = [ln["message"] for ln in api.all_logs(job["id"]) if "FORK" in ln["message"]]
+    _, verdict, count, *_ = line.split()
+    assert verdict == "REFUSED" and 0 < int(count) < 40, line
+    state = read_json(run_path(api.job(job["id"])) / "state.json")
+    # Its children, orphaned when it exited (and outside any PID namespace when unsandboxed),
+    # are gone with the job's cgroup.
+    wait_for(lambda: escapees(state["uid"]) == [], "the bomb's children to be gone", timeout=5)
+    assert state["cgroup"] and not os.path.exists(state["cgroup"])

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Sequence
 
 from service.backends import progress
-from service.backends.local import isolation, launch, logfiles, processes, sandbox
+from service.backends.local import cgroup, isolation, launch, logfiles, processes, sandbox
 from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
 from service.backends.local.rundir import RunDir
 from service.errors import Invalid, Problem
@@ -145,6 +145,10 @@ class Run:
         h = self.state.get("holder")
         return None if h is None else (h.get("pid"), h.get("create_time"))
 
+    @property
+    def cgroup(self) -> Path | None:
+        return Path(self.state["cgroup"]) if self.state.get("cgroup") else None
+
 
 class LocalBackend(Backend):
     name = "local"
@@ -200,7 +204,11 @@ class LocalBackend(Backend):
             log.info("local backend: single-user mode (the service is not root): replicas run as this "
                      "user, on this host's network; for other users' jobs run the service as root "
                      "(docs/local.md)")
-        elif not self.sandboxed:
+            return
+        if (why := cgroup.available()) is not None:
+            log.warning("local backend: jobs get no cgroup (%s): no per-job process limit "
+                        "(TRAINJOBS_LOCAL_MAX_PROCESSES_PER_JOB)", why)
+        if not self.sandboxed:
             log.warning("LOCAL REPLICAS ARE NOT SANDBOXED: TRAINJOBS_LOCAL_SANDBOX=none or "
                         "TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false, so every job's code shares this host's "
                         "network (database included) and sees its processes; only for a single-user host "
@@ -402,6 +410,7 @@ class LocalBackend(Backend):
                 run.gone = True
                 if run.uid is not None:
                     isolation.reclaim([run.dir.work, Path(run.state.get("output_dir") or run.dir.output)])
+                cgroup.remove(run.cgroup)
                 if run.uid_lock is not None:  # only now may the uid go to another job
                     os.close(run.uid_lock)
                     run.uid_lock = None
@@ -413,12 +422,16 @@ class LocalBackend(Backend):
 
     def _all_gone(self, run: Run) -> bool:
         wrappers_done = all(r.exit is not None or r.pid is None for r in run.replicas.values())
-        if run.holder is not None:
+        if wrappers_done or run.killed:
             # Every replica's command has ended (or the grace is over): whatever the job left
-            # behind (setsid, double fork, a cleared environment) dies with its namespace's init.
-            if wrappers_done or run.killed:
+            # behind (setsid, double fork, a cleared environment) dies with its namespace's
+            # init, and anything in its cgroup (unsandboxed too).
+            if run.holder is not None:
                 sandbox.kill_holder(*run.holder)
-            return wrappers_done and not sandbox.holder_alive(*run.holder)
+            cgroup.kill_all(run.cgroup)
+        if run.holder is not None or run.cgroup is not None:
+            return wrappers_done and not (run.holder and sandbox.holder_alive(*run.holder)) and \
+                not cgroup.members(run.cgroup)
         return wrappers_done and not any(
             processes.group_members(r.pid, self._marker(run, r)) for r in run.replicas.values() if r.pid is not None)
 
@@ -450,11 +463,14 @@ class LocalBackend(Backend):
             self._set_outcome(run, S.FAILED, reason, error, ended=_parse(first.exit.get("ended_at")))
             self._begin_stop(run)
             return
-        trainers = [r for r in run.replicas.values() if r.tf_role != "ps"]
+        # With parameter servers, workers serve too (ParameterServerStrategy: the chief
+        # coordinates, workers and ps serve until torn down, as Vertex does when the chief ends).
+        ps = [r for r in run.replicas.values() if r.tf_role == "ps"]
+        servers = ("ps", "worker") if ps else ("ps",)
+        trainers = [r for r in run.replicas.values() if r.tf_role not in servers]
         if all(r.exit is not None for r in trainers):
-            ps = [r for r in run.replicas.values() if r.tf_role == "ps"]
             reason = "every replica exited 0" if not ps else \
-                "the chief, workers and evaluator exited 0; the parameter servers were stopped"
+                "the chief and evaluator exited 0; the workers and parameter servers were stopped"
             if all(r.exited_unwatched for r in trainers):
                 reason += " (while the service was not running)"
             self._set_outcome(run, S.SUCCEEDED, reason, None)

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.backends.local import isolation, processes, sandbox
+from service.backends.local import cgroup, isolation, processes, sandbox
 from service.backends.local.rundir import RunDir
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import JobHandle
@@ -79,6 +79,8 @@ def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
             # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
             isolation.own_tree(output, uid)
         addresses = _addresses(backend, compiled)
+        # Every process of the job, sandboxed or not, however it detaches: listed, limited, killed.
+        cg = cgroup.create(job.id, backend.settings.local_max_processes_per_job) if backend.isolate else None
     except BaseException:
         if lock is not None:
             os.close(lock)
@@ -93,6 +95,7 @@ def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
         "output_dir": output_dir, "base_output_directory": compiled.base_output_directory,
         "timeout_seconds": timeout_seconds(compiled), "host": host_id(), "uid": uid,
         "stall_timeout_seconds": compiled.stall_timeout_seconds, "holder": None,
+        "cgroup": str(cg) if cg is not None else None,
         "replicas": {r.task_name: {"pool": r.pool, "index": r.index, "tf_role": r.tf_role,
                                    "address": addresses[r.task_name], "pid": None, "create_time": None,
                                    "argv": backend.command_of(r)}
@@ -105,9 +108,10 @@ def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
             [Path(p).resolve() for p in backend.settings.local_sandbox_shared_dirs if Path(p).is_dir()]
         try:
             # The init inherits the uid's lock and holds it as long as anything of the job lives.
-            pid, created = sandbox.start_holder(writable, backend._sandbox_readable(), lock)
+            pid, created = sandbox.start_holder(writable, backend._sandbox_readable(), lock, cg)
         except OSError:
             rd.state_file.unlink()  # nothing was started: the next pass launches it afresh
+            cgroup.remove(cg)
             os.close(lock)
             raise
         state["holder"] = {"pid": pid, "create_time": created}
@@ -124,7 +128,7 @@ def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
             popen = sandbox.spawn_wrapper(
                 log=rd.log(task), started=rd.started_file(task), exit=rd.exit_file(task),
                 wrapper_log=rd.wrapper_log(task), cwd=rd.work, argv=state["replicas"][task]["argv"],
-                env=backend.env_of(job.id, compiled, r, addresses, output_dir, rd), uid=uid, join=join)
+                env=backend.env_of(job.id, compiled, r, addresses, output_dir, rd), uid=uid, join=join, cgroup=cg)
         except OSError as e:
             log.error("job %s: cannot start replica %s: %s", job.id, task, e)
             backend._set_outcome(run, JobState.FAILED, f"could not start replica {task}: {e}",

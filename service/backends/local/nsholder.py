@@ -1,6 +1,6 @@
 """The init of one local job's sandbox: its PID, network, mount, IPC and UTS namespaces.
 
-    python -I -S nsholder.py --writable DIR [--writable DIR ...] [--visible DIR ...]
+    python -I -S nsholder.py [--cgroup DIR] --writable DIR [--writable DIR ...] [--visible DIR ...]
 
 Started by the local backend (as root, with a fixed environment the service
 chose: nothing of the template's) once per job, before any replica. It unshares
@@ -125,12 +125,15 @@ def reap_forever() -> None:
 
 
 def main(argv: list[str]) -> int:
-    writable, visible = [], []
+    writable, visible, cgroup = [], [], []
     it = iter(argv)
     for flag in it:
-        (writable if flag == "--writable" else visible if flag == "--visible" else []).append(next(it))
+        {"--writable": writable, "--visible": visible, "--cgroup": cgroup}.get(flag, []).append(next(it))
     out = sys.stdout
     try:
+        for path in cgroup:  # the job's cgroup (cgroup.py): everything started from here stays in it
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write("0")
         unshare(NAMESPACES)
     except OSError as e:
         print(f"error {e}", file=out, flush=True)

@@ -117,9 +117,10 @@ class UidPool:
 
 # -- the job's init ---------------------------------------------------------------------------
 
-def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None) -> tuple[int, float]:
+def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
+                 cgroup: Path | None = None) -> tuple[int, float]:
     """Start the job's namespaces; (host pid of its init, its start time) once set up."""
-    argv = [*helper_python(), HOLDER]
+    argv = [*helper_python(), HOLDER] + (["--cgroup", str(cgroup)] if cgroup is not None else [])
     for p in writable:
         argv += ["--writable", str(p)]
     for p in visible:
@@ -172,7 +173,8 @@ def kill_holder(pid: int | None, created: float | None) -> None:
 # -- a replica ---------------------------------------------------------------------------------
 
 def spawn_wrapper(*, log: Path, started: Path, exit: Path, wrapper_log: Path, cwd: Path, argv: list[str],
-                  env: dict[str, str], uid: int | None, join: int | None) -> subprocess.Popen:
+                  env: dict[str, str], uid: int | None, join: int | None,
+                  cgroup: Path | None = None) -> subprocess.Popen:
     """Start a replica's wrapper (root, FIXED_ENV, service-chosen arguments) and hand it the
     command and environment on its stdin."""
     flags = ["--log", str(log), "--started", str(started), "--exit", str(exit)]
@@ -180,6 +182,8 @@ def spawn_wrapper(*, log: Path, started: Path, exit: Path, wrapper_log: Path, cw
         flags += ["--uid", str(uid)]
     if join is not None:
         flags += ["--join", str(join)]
+    if cgroup is not None:
+        flags += ["--cgroup", str(cgroup)]
     with open(wrapper_log, "ab") as err:
         popen = subprocess.Popen([*helper_python(), WRAPPER, *flags], env=FIXED_ENV, cwd="/",
                                  stdin=subprocess.PIPE, stdout=err, stderr=subprocess.STDOUT,

@@ -115,6 +115,7 @@ def main(argv: list[str]) -> int:
     # or log); only the command runs as the job's unprivileged uid.
     p.add_argument("--uid", type=int)
     p.add_argument("--join", type=int, help="host pid of the job's sandbox init (nsholder.py)")
+    p.add_argument("--cgroup", help="the job's cgroup (cgroup.py): the wrapper joins it, its command follows")
     args = p.parse_args(argv)
     spec = json.loads(sys.stdin.buffer.read())
     command, env, cwd = list(spec["argv"]), dict(spec["env"]), spec.get("cwd")
@@ -133,6 +134,9 @@ def main(argv: list[str]) -> int:
 
     log = LogWriter(args.log)
     try:
+        if args.cgroup:
+            with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
+                f.write("0")
         own_pid_ns = join_namespaces(args.join) if args.join is not None else None
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
