@@ -103,42 +103,66 @@ def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
         "cancel_requested_at": None, "outcome": None, "gone": False,
     }
     rd.write_state(state)
+
+    def undo() -> None:  # nothing of the job ran: the next pass launches it afresh
+        rd.state_file.unlink()
+        cgroup.remove(cg)
+        if lock is not None:
+            os.close(lock)
+
+    holder = None
     if backend.sandboxed:
         writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
             [Path(p).resolve() for p in backend.settings.local_sandbox_shared_dirs if Path(p).is_dir()]
         try:
             # The init inherits the uid's lock and holds it as long as anything of the job lives.
-            pid, created = sandbox.start_holder(writable, backend._sandbox_readable(), lock, cg)
+            holder = sandbox.begin_holder(writable, backend._sandbox_readable(), lock, cg)
         except OSError:
-            rd.state_file.unlink()  # nothing was started: the next pass launches it afresh
-            cgroup.remove(cg)
-            os.close(lock)
+            undo()
+            raise
+    # The wrappers start (an interpreter each) while the sandbox is being set up; they wait
+    # for their spec, sent once the sandbox is ready and their pids are recorded.
+    wrappers, failed = {}, None
+    for r in compiled.replicas:
+        task = r.task_name
+        try:
+            wrappers[task] = sandbox.spawn_wrapper(log=rd.log(task), started=rd.started_file(task),
+                                                   exit=rd.exit_file(task), wrapper_log=rd.wrapper_log(task),
+                                                   uid=uid, cgroup=cg)
+        except OSError as e:
+            failed = (task, e)
+            break
+    if holder is not None:
+        try:
+            pid, created = sandbox.holder_ready(holder)
+        except OSError:
+            for popen in wrappers.values():
+                popen.kill()
+                popen.wait()
+            undo()
             raise
         state["holder"] = {"pid": pid, "create_time": created}
-        rd.write_state(state)
     run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"],
               stall_timeout=compiled.stall_timeout_seconds, uid=uid, uid_lock=lock)
     for r in compiled.replicas:
         run.replicas[r.task_name] = ReplicaProc(r.task_name, r.pool, r.index, r.tf_role)
     backend._runs[job.id] = run
-    join = state["holder"]["pid"] if state["holder"] else None
-    for r in compiled.replicas:
-        rep, task = run.replicas[r.task_name], r.task_name
-        try:
-            popen = sandbox.spawn_wrapper(
-                log=rd.log(task), started=rd.started_file(task), exit=rd.exit_file(task),
-                wrapper_log=rd.wrapper_log(task), cwd=rd.work, argv=state["replicas"][task]["argv"],
-                env=backend.env_of(job.id, compiled, r, addresses, output_dir, rd), uid=uid, join=join, cgroup=cg)
-        except OSError as e:
-            log.error("job %s: cannot start replica %s: %s", job.id, task, e)
-            backend._set_outcome(run, JobState.FAILED, f"could not start replica {task}: {e}",
-                                 {"code": None, "message": f"could not start replica {task}: {e}",
-                                  "replica": task})
-            break
+    for task, popen in wrappers.items():
+        rep = run.replicas[task]
         rep.popen, rep.pid = popen, popen.pid
         rep.created = processes.start_time(popen.pid)
         state["replicas"][task].update(pid=rep.pid, create_time=rep.created)
-        rd.write_state(state)
+    rd.write_state(state)  # every pid recorded before any command runs: a crash loses none
+    join = state["holder"]["pid"] if state["holder"] else None
+    by_task = {r.task_name: r for r in compiled.replicas}
+    for task, popen in wrappers.items():
+        sandbox.send_spec(popen, argv=state["replicas"][task]["argv"], cwd=rd.work, join=join,
+                          env=backend.env_of(job.id, compiled, by_task[task], addresses, output_dir, rd))
+    if failed is not None:
+        task, e = failed
+        log.error("job %s: cannot start replica %s: %s", job.id, task, e)
+        backend._set_outcome(run, JobState.FAILED, f"could not start replica {task}: {e}",
+                             {"code": None, "message": f"could not start replica {task}: {e}", "replica": task})
     if run.outcome is not None:
         # Replicas started before the failure would wait forever for the missing one
         # and hold a slot of the queue: stop them like any failed cluster.

@@ -120,6 +120,13 @@ class UidPool:
 def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
                  cgroup: Path | None = None) -> tuple[int, float]:
     """Start the job's namespaces; (host pid of its init, its start time) once set up."""
+    return holder_ready(begin_holder(writable, visible, lock_fd, cgroup))
+
+
+def begin_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
+                 cgroup: Path | None = None) -> subprocess.Popen:
+    """Start setting up the job's namespaces; holder_ready() waits for them. In between
+    the replicas' wrappers start (an interpreter each): the two overlap."""
     argv = [*helper_python(), HOLDER] + (["--cgroup", str(cgroup)] if cgroup is not None else [])
     for p in writable:
         argv += ["--writable", str(p)]
@@ -134,6 +141,10 @@ def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
     finally:
         if lock_fd is not None:
             os.set_inheritable(lock_fd, False)
+    return proc
+
+
+def holder_ready(proc: subprocess.Popen) -> tuple[int, float]:
     pid, ready, error = None, False, None
     deadline = time.monotonic() + HOLDER_START_TIMEOUT
     with proc.stdout:
@@ -172,29 +183,31 @@ def kill_holder(pid: int | None, created: float | None) -> None:
 
 # -- a replica ---------------------------------------------------------------------------------
 
-def spawn_wrapper(*, log: Path, started: Path, exit: Path, wrapper_log: Path, cwd: Path, argv: list[str],
-                  env: dict[str, str], uid: int | None, join: int | None,
+def spawn_wrapper(*, log: Path, started: Path, exit: Path, wrapper_log: Path, uid: int | None,
                   cgroup: Path | None = None) -> subprocess.Popen:
-    """Start a replica's wrapper (root, FIXED_ENV, service-chosen arguments) and hand it the
-    command and environment on its stdin."""
+    """Start a replica's wrapper (root, FIXED_ENV, service-chosen arguments). It waits for
+    its command and environment on stdin (send_spec)."""
     flags = ["--log", str(log), "--started", str(started), "--exit", str(exit)]
     if uid is not None:
         flags += ["--uid", str(uid)]
-    if join is not None:
-        flags += ["--join", str(join)]
     if cgroup is not None:
         flags += ["--cgroup", str(cgroup)]
     with open(wrapper_log, "ab") as err:
-        popen = subprocess.Popen([*helper_python(), WRAPPER, *flags], env=FIXED_ENV, cwd="/",
-                                 stdin=subprocess.PIPE, stdout=err, stderr=subprocess.STDOUT,
-                                 start_new_session=True, close_fds=True)
+        return subprocess.Popen([*helper_python(), WRAPPER, *flags], env=FIXED_ENV, cwd="/",
+                                stdin=subprocess.PIPE, stdout=err, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+
+
+def send_spec(popen: subprocess.Popen, *, argv: list[str], env: dict[str, str], cwd: Path,
+              join: int | None) -> None:
+    """The replica's command, environment and working directory, and the sandbox to join
+    (its init's host pid), to a wrapper from spawn_wrapper()."""
     try:
         with popen.stdin:
-            popen.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}).encode())
+            popen.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "join": join}).encode())
     except BrokenPipeError:
         pass  # it died at once: its exit (or the lack of one) says so
     popen.stdin = None
-    return popen
 
 
 def kill_orphan_holders(run_dir: Path) -> None:

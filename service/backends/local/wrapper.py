@@ -1,12 +1,12 @@
 """Runs one replica's command and keeps a record that outlives the service.
 
-    python -I -S wrapper.py --log L --started S --exit E [--uid U] [--join PID]  < spec.json
+    python -I -S wrapper.py --log L --started S --exit E [--uid U] [--cgroup DIR]  < spec.json
 
 The replica's command, environment and working directory come as one JSON object
-on stdin ({"argv": [...], "env": {...}, "cwd": "..."}), never in this process's
+on stdin ({"argv": [...], "env": {...}, "cwd": "...", "join": PID}), never in this process's
 own environment or arguments: the wrapper runs as root with the fixed environment
 the service gave it, and the template's env (LD_PRELOAD, GCONV_PATH, ...) is
-applied only by the execve() that follows the drop to the job's uid. With --join
+applied only by the execve() that follows the drop to the job's uid. With "join"
 it first enters the namespaces of the job's sandbox (nsholder.py, PID 1 given by
 its host pid), so the command starts inside them while the wrapper itself stays
 in the host's PID namespace (a restarted service still finds it by pid).
@@ -114,11 +114,11 @@ def main(argv: list[str]) -> int:
     # The wrapper stays the service's user (a replica must not forge its own exit record
     # or log); only the command runs as the job's unprivileged uid.
     p.add_argument("--uid", type=int)
-    p.add_argument("--join", type=int, help="host pid of the job's sandbox init (nsholder.py)")
     p.add_argument("--cgroup", help="the job's cgroup (cgroup.py): the wrapper joins it, its command follows")
     args = p.parse_args(argv)
     spec = json.loads(sys.stdin.buffer.read())
     command, env, cwd = list(spec["argv"]), dict(spec["env"]), spec.get("cwd")
+    join = spec.get("join")  # host pid of the job's sandbox init (nsholder.py), chosen by the service
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
     # The backend stops a replica with killpg(SIGTERM): the command gets it too.
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
         if args.cgroup:
             with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")
-        own_pid_ns = join_namespaces(args.join) if args.join is not None else None
+        own_pid_ns = join_namespaces(int(join)) if join is not None else None
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
         # With a uid to drop to, subprocess forks (never vfork): allowed across PID namespaces.
