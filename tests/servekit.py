@@ -29,7 +29,9 @@ class Serve:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cwd / f"{name}.log"
-        full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
+        # (the tests' folders stay visible in local jobs' sandboxes: tests/conftest.py)
+        full = {k: v for k, v in os.environ.items()
+                if not k.startswith("TRAINJOBS_") or k == "TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS"}
         full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
                      "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
                      "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})
