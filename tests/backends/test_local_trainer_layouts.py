@@ -10,7 +10,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from tests.backends.localkit import Api, assert_no_processes, kill_all, read_json, run_path, settings_for
+from tests.backends.localkit import (
+    Api,
+    assert_no_processes,
+    kill_all,
+    read_json,
+    run_path,
+    settings_for,
+)
 from tests.conftest import bearer, make_token
 
 pytestmark = pytest.mark.slow

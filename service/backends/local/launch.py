@@ -6,16 +6,14 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from service.backends.local import cgroup, isolation, processes, sandbox
 from service.backends.local.rundir import RunDir
+from service.backends.local.runs import ReplicaProc, Run, _iso, _now, host_id
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-
-if TYPE_CHECKING:
-    from service.backends.local.backend import LocalBackend, Run
 
 log = logging.getLogger("trainjobs.backends.local")
 
@@ -50,7 +48,7 @@ def timeout_seconds(compiled: CompiledJob) -> float | None:
         return None
 
 
-def _addresses(backend: "LocalBackend", compiled: CompiledJob) -> dict[str, str]:
+def _addresses(backend: Any, compiled: CompiledJob) -> dict[str, str]:
     if backend.sandboxed:
         # The job's own network namespace: its loopback is its alone, every port is free.
         return {r.task_name: f"127.0.0.1:{sandbox.FIRST_PORT + i}" for i, r in enumerate(compiled.replicas)}
@@ -60,9 +58,8 @@ def _addresses(backend: "LocalBackend", compiled: CompiledJob) -> dict[str, str]
     return {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports)}
 
 
-def launch(backend: "LocalBackend", job: JobHandle) -> "Run":
-    from service.backends.local.backend import ReplicaProc, Run, _iso, _now, host_id
-
+def launch(backend: Any, job: JobHandle) -> Run:
+    """`backend`: the LocalBackend (not imported: it imports this module)."""
     compiled = job.compiled
     rd = RunDir.of(backend.work_dir, job.id)
     existing = rd.read_state()
