@@ -5,13 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # OS packages some tests drive, installed once: headless Chromium for the UI's browser
-# tests (tests/ui), bubblewrap for the local backend's sandbox option.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v bwrap >/dev/null; then
+# tests (tests/ui); gcc for the local sandbox's attack test (it builds a .so as a job would,
+# tests/backends/test_local_sandbox_env.py) and util-linux's setpriv (a machine without
+# CAP_SYS_ADMIN, tests/backends/test_local_sandbox_start.py).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v gcc >/dev/null \
+        || ! command -v setpriv >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
-            bubblewrap >/dev/null; } || echo "scripts/test.sh: could not install chromium/bubblewrap; the tests that need them will say so" >&2
+            gcc libc6-dev util-linux >/dev/null; } || echo "scripts/test.sh: could not install chromium/gcc/util-linux; the tests that need them will say so" >&2
     else
-        echo "scripts/test.sh: install chromium, chromium-driver and bubblewrap for the browser and sandbox tests" >&2
+        echo "scripts/test.sh: install chromium, chromium-driver, gcc and util-linux for the browser and sandbox tests" >&2
     fi
 fi
 exec .venv/bin/python -m pytest "$@"
