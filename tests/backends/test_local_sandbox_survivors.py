@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from service.backends.local.sandbox import UidPool
+from service.backends.local.sandbox import UID_LOCK_DIR, UidPool
 from tests.backends.localkit import (
     Api,
     ServiceProcess,
@@ -54,6 +54,17 @@ def escapees(uid: int) -> list[psutil.Process]:
         except (psutil.Error, AttributeError):
             continue
     return out
+
+
+def _holds_lock(pid: int, uid: int) -> bool:
+    lock = str(UID_LOCK_DIR / str(uid))
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == lock:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _escaping_job(api: Api, mode: str, **scheduling) -> tuple[dict, int]:
@@ -103,9 +114,13 @@ def test_nothing_survives_a_service_restart(db_url, work_dir, token, tmp_path):
         second.wait_ready()
         api = Api(httpx.Client(base_url=second.url, headers=bearer(token), timeout=30))
         assert api.job(job["id"])["state"] == "RUNNING"  # followed again
+        # ...and the new service holds the uid's lock again (with the job's init), so the uid
+        # stays taken until the job's files are given back, not only until its processes die.
+        wait_for(lambda: _holds_lock(second.proc.pid, uid), "the restarted service to hold the uid's lock")
         assert api.c.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
         assert api.wait_state(job["id"], "CANCELLED", "FAILED", "SUCCEEDED")["state"] == "CANCELLED"
         assert escapees(uid) == []
+        wait_for(lambda: not _holds_lock(second.proc.pid, uid), "the uid's lock to be let go")
         assert_no_processes(work_dir, job["id"], timeout=5)
     finally:
         for service in (first, second):

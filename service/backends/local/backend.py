@@ -596,6 +596,8 @@ class LocalBackend(Backend):
             return run
         if self.isolate and run.uid is not None and run.holder is None:
             run.uid_lock = self.uids.relock(run.uid)  # an unsandboxed run: the service holds its uid
+        elif run.holder is not None and state["holder"].get("lock_fd") is not None:
+            run.uid_lock = sandbox.lock_of_holder(*run.holder, state["holder"]["lock_fd"])
         if state.get("phase") == "launching" and run.outcome is None:
             # The service died while starting the replicas: some may run without a recorded pid.
             sandbox.kill_orphan_holders(rd.path)  # started, but the crash came before state.json said so

@@ -138,7 +138,7 @@ def launch(backend: Any, job: JobHandle) -> Run:
                 popen.wait()
             undo()
             raise
-        state["holder"] = {"pid": pid, "create_time": created}
+        state["holder"] = {"pid": pid, "create_time": created, "lock_fd": lock}  # same fd number there
     run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"],
               stall_timeout=compiled.stall_timeout_seconds, uid=uid, uid_lock=lock)
     for r in compiled.replicas:

@@ -115,6 +115,27 @@ class UidPool:
             return None
 
 
+def lock_of_holder(pid: int, created: float | None, fd: int) -> int | None:
+    """After a restart, our own handle on the uid lock a job's init holds (its fd `fd`):
+    pidfd_getfd() duplicates it, the same open file, so the lock stays held until both
+    are closed, and the service can keep the uid until the job's files are given back
+    (a fresh open would only wait for the init's death). None if the init is gone."""
+    import ctypes
+
+    if not processes.is_alive(pid, created):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    pidfd = libc.syscall(ctypes.c_long(434), ctypes.c_int(pid), ctypes.c_uint(0))  # pidfd_open
+    if pidfd < 0:
+        return None
+    try:
+        got = libc.syscall(ctypes.c_long(438), ctypes.c_int(pidfd), ctypes.c_int(fd), ctypes.c_uint(0))  # getfd
+        return got if got >= 0 else None
+    finally:
+        os.close(pidfd)
+
+
 # -- the job's init ---------------------------------------------------------------------------
 
 def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
