@@ -187,4 +187,5 @@ def test_a_fork_bomb_stops_at_the_jobs_process_limit_and_is_cleaned_up(make_clie
     # Its children, orphaned when it exited (and outside any PID namespace when unsandboxed),
     # are gone with the job's cgroup.
     wait_for(lambda: escapees(state["uid"]) == [], "the bomb's children to be gone", timeout=5)
-    assert state["cgroup"] and not os.path.exists(state["cgroup"])
+    assert state["cgroup"]
+    wait_for(lambda: not os.path.exists(state["cgroup"]), "the job's cgroup to be removed", timeout=5)
