@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -196,11 +197,27 @@ def assert_no_processes(work_dir: Path, job_id: str | None = None, timeout: floa
 
 
 def kill_all(work_dir: Path) -> None:
+    """Teardown: every process of the runs under `work_dir`, and their jobs' cgroups."""
+    from service.backends.local import cgroup
+
     for p in replica_processes(work_dir):
         try:
             p.send_signal(signal.SIGKILL)
         except psutil.Error:
             pass
+    try:
+        names = [p.name for p in Path(work_dir).iterdir()]
+    except FileNotFoundError:
+        return
+    for name in names:
+        try:
+            path = cgroup.path_of(uuid.UUID(name))
+        except ValueError:
+            continue
+        if path is not None and path.exists():
+            cgroup.kill_all(path)
+            wait_for(lambda: not cgroup.members(path), f"cgroup {path} to empty", 10, 0.02)
+            cgroup.remove(path)
 
 
 def read_json(path: Path):
