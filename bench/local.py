@@ -78,7 +78,7 @@ def wait(pred, what: str, timeout: float = 120, interval: float = 0.01):
 
 
 class Bench:
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, sandbox: str = "namespaces"):
         self.tmp = tmp
         self.program = tmp / "replica.py"
         self.program.write_text(PROGRAM)
@@ -93,7 +93,10 @@ class Bench:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
         env.update(TRAINJOBS_DATABASE_URL=db, TRAINJOBS_LOCAL_WORK_DIR=str(tmp / "runs"),
                    TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="4", TRAINJOBS_LOCAL_CANCEL_GRACE_SECONDS="2",
-                   TRAINJOBS_LOG_LEVEL="WARNING")
+                   TRAINJOBS_LOG_LEVEL="WARNING", TRAINJOBS_LOCAL_SANDBOX=sandbox,
+                   # The replicas' marks and gates live here: visible (and writable) in their sandbox.
+                   TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(tmp)]))
+        os.chmod(tmp, 0o711)  # replicas run as uids of their own when this runs as root
         self.log = open(tmp / "service.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory",
                                       "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
@@ -140,6 +143,7 @@ class Bench:
         for i in range(runs):
             started, gate = self.tmp / f"started{i}", self.tmp / f"gate{i}"
             started.mkdir()
+            os.chmod(started, 0o777)
             flags = f"started={started} gate={gate}"
             job_id, t0 = self.submit(flags, flags)
 
@@ -154,7 +158,10 @@ class Bench:
     def failure_latency(self, runs: int) -> list[float]:
         out = []
         for i in range(runs):
-            mark = self.tmp / f"exit{i}"
+            marks = self.tmp / "marks"  # the worker (its own uid as root) writes its mark here
+            marks.mkdir(exist_ok=True)
+            os.chmod(marks, 0o777)
+            mark = marks / f"exit{i}"
             # The worker exits 1 as soon as it runs; the chief would sleep ten minutes.
             job_id, _ = self.submit("sleep=600", f"exit=1 exit_mark={mark}")
             seen = wait(lambda: self.state(job_id) == "FAILED" and time.time(), "FAILED", interval=0.01)
@@ -199,9 +206,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--latency-lines", type=int, default=200)
     ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--sandbox", choices=["namespaces", "none"], default="namespaces",
+                    help="TRAINJOBS_LOCAL_SANDBOX of the service (as root; not root: always unsandboxed)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="trainjobs-bench-") as tmp:
-        b = Bench(Path(tmp))
+        b = Bench(Path(tmp), args.sandbox)
         try:
             start = b.start_latency(args.runs)
             fail = b.failure_latency(args.runs)

@@ -5,17 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # OS packages some tests drive, installed once: headless Chromium for the UI's browser
-# tests (tests/ui), bubblewrap for the local backend's sandbox option, iproute2 and
-# nftables for the partition test (tests/faults/test_partition.py: a network namespace
-# of its own and a DROP rule in it).
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v bwrap >/dev/null \
-        || ! command -v ip >/dev/null || ! command -v nft >/dev/null; then
+# tests (tests/ui); gcc for the local sandbox's attack test (it builds a .so as a job would,
+# tests/backends/test_local_sandbox_env.py), util-linux's setpriv (a machine without
+# CAP_SYS_ADMIN, tests/backends/test_local_sandbox_start.py), iproute2 and nftables for the
+# partition test (tests/faults/test_partition.py: a network namespace of its own and a DROP
+# rule in it).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v gcc >/dev/null \
+        || ! command -v setpriv >/dev/null || ! command -v ip >/dev/null || ! command -v nft >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
-            bubblewrap iproute2 nftables >/dev/null; } \
-            || echo "scripts/test.sh: could not install chromium/bubblewrap/iproute2/nftables; the tests that need them will say so" >&2
+            gcc libc6-dev util-linux iproute2 nftables >/dev/null; } \
+            || echo "scripts/test.sh: could not install chromium/gcc/util-linux/iproute2/nftables; the tests that need them will say so" >&2
     else
-        echo "scripts/test.sh: install chromium, chromium-driver, bubblewrap, iproute2 and nftables for the browser, sandbox and partition tests" >&2
+        echo "scripts/test.sh: install chromium, chromium-driver, gcc, util-linux, iproute2 and nftables for the browser, sandbox and partition tests" >&2
     fi
 fi
 # Slurm (munge, slurmctld, slurmd, clients) for the slurm backend's tests (tests/backends/slurm), which

@@ -99,8 +99,17 @@ class Settings(BaseSettings):
     local_replica_uid_base: int = Field(200_000, ge=1000, le=2**31 - 2, description="First uid for replicas")
     local_replica_uid_count: int = Field(1000, ge=1, le=100_000,
                                          description="uids for replicas: at most this many local jobs at once")
-    local_sandbox: Literal["none", "bwrap"] = Field(
-        "none", description="bwrap: also run each replica inside bubblewrap (apt-get install bubblewrap)")
+    local_sandbox: Literal["namespaces", "none"] = Field(
+        "namespaces", description="As root: each local job in namespaces of its own (PID, network, mount, IPC, "
+                                  "UTS; docs/local.md). none: replicas share the host's network and processes "
+                                  "(a single-user host only; logged loudly at start)")
+    local_sandbox_shared_dirs: list[Path] = Field(
+        default_factory=list, description="Host folders every sandboxed local job sees (read-write, file "
+                                          "permissions still apply), e.g. a dataset cache; the rest of the host "
+                                          "is read-only and /tmp private")
+    local_max_processes_per_job: int = Field(
+        4096, ge=0, description="As root: processes (threads included) one local job may have at once, its "
+                                "cgroup's pids.max (a fork bomb stops there); 0: no limit")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
     local_cancel_grace_seconds: float = 10.0

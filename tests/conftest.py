@@ -18,6 +18,13 @@ from service import migrate
 from service.db import make_engine, make_session_factory
 from service.models import Base
 
+# Replicas of local jobs read gates and write marks in the tests' folders (tmp_path below,
+# under /tmp/trainjobs-tests). As root each job runs in a sandbox whose /tmp is private and
+# whose host is read-only (docs/local.md): this makes those folders visible in every job's
+# sandbox, for every Settings a test builds (an explicit value still wins).
+os.environ.setdefault("TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS",
+                      '["' + str(Path(tempfile.gettempdir()) / "trainjobs-tests") + '"]')
+
 PG_ADMIN = os.environ.get("TRAINJOBS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 

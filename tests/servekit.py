@@ -32,9 +32,11 @@ class Serve:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cwd / f"{name}.log"
         # None of the test process's settings, but its replica uids (tests/conftest.py: one
-        # range per test process, so concurrent runs never share a uid).
+        # range per test process, so concurrent runs never share a uid) and the tests' folders
+        # that stay visible in local jobs' sandboxes.
         full = {k: v for k, v in os.environ.items()
-                if not k.startswith("TRAINJOBS_") or k.startswith("TRAINJOBS_LOCAL_REPLICA_UID_")}
+                if not k.startswith("TRAINJOBS_") or k.startswith("TRAINJOBS_LOCAL_REPLICA_UID_")
+                or k == "TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS"}
         full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
                      "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
                      "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})

@@ -9,8 +9,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -21,12 +23,16 @@ from service.backends.local.processes import MARKER
 from service.config import Settings
 
 PROGRAM = Path(__file__).parent / "programs" / "replica.py"
-TIMEOUT = 60.0  # generous: a busy 2-core machine
+TIMEOUT = 60.0
+TESTS_TMP = Path(tempfile.gettempdir()) / "trainjobs-tests"  # generous: a busy 2-core machine
 
 
 def settings_for(db_url: str, work_dir: Path, **overrides) -> Settings:
     values = dict(database_url=db_url, backends=["local"], default_backend="local", local_work_dir=work_dir,
-                  local_cancel_grace_seconds=3.0, reconcile_interval_seconds=0.2, seed_demo_template=False)
+                  local_cancel_grace_seconds=3.0, reconcile_interval_seconds=0.2, seed_demo_template=False,
+                  # Replicas read gates and write dumps in the tests' folders (tests/conftest.py
+                  # tmp_path), which their sandbox's private /tmp would hide.
+                  local_sandbox_shared_dirs=[str(TESTS_TMP)])
     values.update(overrides)
     return Settings(**values)
 
@@ -138,47 +144,80 @@ class Api:
                 return lines
 
 
-def replica_processes(work_dir: Path) -> list[psutil.Process]:
-    """Live processes started for runs under `work_dir` (wrappers, commands, their children)."""
+def _job_of(p: psutil.Process, work_dir: str) -> str | None:
+    """The job id a process was started for: a replica (and its children) by its marker
+    variable, a wrapper or sandbox init (root, fixed environment) by the run folder in its
+    arguments. None: not ours."""
+    cmd = p.cmdline()
+    if any(a.endswith(("/wrapper.py", "/nsholder.py")) for a in cmd[:4]):
+        for a in cmd:
+            if a.startswith(work_dir + "/"):
+                return a[len(work_dir) + 1:].split("/", 1)[0]
+        return None
+    marker = p.environ().get(MARKER)
+    return marker.split("/", 1)[0] if marker else None
+
+
+def replica_processes(work_dir: Path, job_id: str | None = None, inits: bool = True) -> list[psutil.Process]:
+    """Live processes started for runs under `work_dir` (sandbox inits unless `inits` is
+    False, wrappers, commands, their children), or for one job of them."""
     try:
         ours = {p.name for p in Path(work_dir).iterdir()}
     except FileNotFoundError:
         return []
+    top = str(Path(work_dir).resolve())
     found = []
     for p in psutil.process_iter(["status"]):
         try:
             if p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            marker = p.environ().get(MARKER)
+            job = _job_of(p, top)
         except (psutil.Error, OSError):
             continue
-        if marker and marker.split("/", 1)[0] in ours:
+        if job in ours and (job_id is None or job == job_id) and (inits or not _is_init(p)):
             found.append(p)
     return found
 
 
-def job_processes(work_dir: Path, job_id: str) -> list[psutil.Process]:
-    out = []
-    for p in replica_processes(work_dir):
-        try:
-            if p.environ().get(MARKER, "").startswith(f"{job_id}/"):
-                out.append(p)
-        except psutil.Error:
-            continue
-    return out
+def _is_init(p: psutil.Process) -> bool:
+    return any(a.endswith("/nsholder.py") for a in p.cmdline()[:4])
 
 
-def assert_no_processes(work_dir: Path, job_id: str | None = None, timeout: float = TIMEOUT) -> None:
-    find = (lambda: job_processes(work_dir, job_id)) if job_id else (lambda: replica_processes(work_dir))
+def job_processes(work_dir: Path, job_id: str, inits: bool = False) -> list[psutil.Process]:
+    """A job's wrappers, replicas and their children; with `inits`, its sandbox's init too."""
+    return replica_processes(work_dir, job_id, inits)
+
+
+def assert_no_processes(work_dir: Path, job_id: str | None = None, timeout: float = TIMEOUT,
+                        inits: bool = True) -> None:
+    """No process of the job (of any job) left; with inits=False, its sandbox's init may be:
+    it stays until a service stops it (e.g. while the service is down)."""
+    find = (lambda: job_processes(work_dir, job_id, inits)) if job_id else (lambda: replica_processes(work_dir))
     wait_for(lambda: not find(), f"no replica process left ({find()})", timeout)
 
 
 def kill_all(work_dir: Path) -> None:
+    """Teardown: every process of the runs under `work_dir`, and their jobs' cgroups."""
+    from service.backends.local import cgroup
+
     for p in replica_processes(work_dir):
         try:
             p.send_signal(signal.SIGKILL)
         except psutil.Error:
             pass
+    try:
+        names = [p.name for p in Path(work_dir).iterdir()]
+    except FileNotFoundError:
+        return
+    for name in names:
+        try:
+            path = cgroup.path_of(uuid.UUID(name))
+        except ValueError:
+            continue
+        if path is not None and path.exists():
+            cgroup.kill_all(path)
+            wait_for(lambda: not cgroup.members(path), f"cgroup {path} to empty", 10, 0.02)
+            cgroup.remove(path)
 
 
 def read_json(path: Path):
@@ -218,6 +257,7 @@ class ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
         for key, value in settings.model_dump().items():
             if value is not None:
+                value = [str(v) for v in value] if isinstance(value, list) else value
                 env[f"TRAINJOBS_{key.upper()}"] = json.dumps(value) if isinstance(value, (list, dict)) \
                     else str(value)
         self.log_path = Path(log_path)

@@ -89,7 +89,7 @@ def test_cancel_running_job_stops_every_process(make_client, work_dir):
     assert r.json()["state"] in ("CANCELLING", "CANCELLED")
     done = api.wait_state(job["id"], "CANCELLED", "FAILED", "SUCCEEDED")
     assert done["state"] == "CANCELLED"
-    assert job_processes(work_dir, job["id"]) == []  # CANCELLED only once nothing is left
+    assert job_processes(work_dir, job["id"], inits=True) == []  # CANCELLED only once nothing is left
     events = api.events(job["id"])
     assert [e["to_state"] for e in events][-2:] == ["CANCELLING", "CANCELLED"]
     assert "SIGKILL" in events[-1]["reason"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 
 import pytest
@@ -59,7 +58,7 @@ def test_a_replica_cannot_read_the_database_the_service_or_another_job(make_clie
     assert api.wait_state(job["id"], "SUCCEEDED", "FAILED")["state"] == "SUCCEEDED"
     seen = probe_result(api, job["id"])
     assert seen["database"] == "PermissionError"
-    assert seen["service_environ"] == "PermissionError"
+    assert seen["service_environ"] == "FileNotFoundError"  # its own PID namespace: no such process
     assert seen["other_job"] == "PermissionError"
     assert seen["uid"] != 0
     assert not [k for k in seen["env"] if k.startswith(("TRAINJOBS_", "PG", "GOOGLE_"))
@@ -87,23 +86,28 @@ def test_a_replica_cannot_forge_its_exit_record(make_client, work_dir):
     assert "refused PermissionError" in [ln["message"] for ln in api.all_logs(job["id"])]
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI") != "true",
-                    reason="bubblewrap is not installed (scripts/test.sh installs it)")
-def test_bubblewrap_sandbox_hides_other_processes(make_client, work_dir):
-    api = make_client(local_sandbox="bwrap")
+@ROOT_ONLY
+def test_the_sandbox_hides_other_processes_and_the_host_tmp(make_client, work_dir):
+    api = make_client()  # the default as root: namespaces
     code = ("import os\n"
             "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
             "print('PIDS', len(pids), os.path.exists('/proc/%d' % int(os.environ['SERVICE_PID'])))\n"
-            "open('/tmp/mine', 'w').write('x')\n")
+            "open('/tmp/mine', 'w').write('x')\n"
+            "try:\n"
+            "    open('/var/lib/trainjobs-sandbox-probe', 'w')\n"
+            "except OSError as e:\n"
+            "    print('HOSTWRITE', type(e).__name__, e.errno)\n")
     api.template("boxed", {"container": {"image_uri": "local", "command": ["python", "-c", code],
                                          "env": {"SERVICE_PID": str(os.getpid())}}})
     job = api.submit("boxed")
     done = api.wait_state(job["id"], "SUCCEEDED", "FAILED")
     assert done["state"] == "SUCCEEDED", done["error"]
-    [line] = [ln["message"] for ln in api.all_logs(job["id"]) if ln["message"].startswith("PIDS")]
+    lines = [ln["message"] for ln in api.all_logs(job["id"])]
+    [line] = [m for m in lines if m.startswith("PIDS")]
     _, count, sees_service = line.split()
-    assert int(count) <= 3 and sees_service == "False"  # its own PID namespace
+    assert int(count) <= 3 and sees_service == "False"  # its own PID namespace: itself (and its init)
     assert not os.path.exists("/tmp/mine")               # its own /tmp
+    assert "HOSTWRITE OSError 30" in lines               # EROFS: the host is read-only inside
 
 
 ODD = r'''

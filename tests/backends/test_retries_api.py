@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 from datetime import datetime
 
@@ -36,8 +35,7 @@ def final_event(api, job_id: str, state: str = "FAILED") -> dict:
     return [e for e in api.events(job_id) if e["to_state"] == state][-1]
 
 
-@pytest.mark.parametrize("sandbox", ["none", pytest.param("bwrap", marks=pytest.mark.skipif(
-    shutil.which("bwrap") is None and os.environ.get("CI") != "true", reason="bubblewrap is not installed"))])
+@pytest.mark.parametrize("sandbox", ["none", "namespaces"])
 def test_a_retried_attempt_uses_the_first_attempts_checkpoints_and_both_rows_say_so(make_client, work_dir, sandbox):
     api = make_client(local_sandbox=sandbox)
     template = {"container": {"image_uri": "t:1", "command": ["python", "-c", RESUMING]},

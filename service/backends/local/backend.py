@@ -21,30 +21,52 @@ import logging
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
 from service.backends import progress
-from service.backends.local import isolation, logfiles, processes
+from service.backends.local import (
+    cgroup,
+    isolation,
+    launch,
+    logfiles,
+    processes,
+    sandbox,
+)
+from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
 from service.backends.local.rundir import RunDir
+from service.backends.local.runs import (  # noqa: F401 (kept here)
+    ReplicaProc,
+    Run,
+    _iso,
+    _now,
+    _parse,
+    host_id,
+    make_ref,
+    parse_ref,
+)
 from service.errors import Invalid, Problem
 from service.jobspec import CompiledJob, Replica
-from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LaunchView, LogPage, Observation,
-                                        SubmitResult, TransientBackendError)
-from service.lifecycle.states import JobState
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
+from service.lifecycle.protocol import (
+    Backend,
+    Capabilities,
+    JobHandle,
+    LaunchView,
+    LogPage,
+    Observation,
+    SubmitResult,
+    TransientBackendError,
+)
+from service.lifecycle.states import JobState
 
 log = logging.getLogger("trainjobs.backends.local")
 
-WRAPPER = str(Path(__file__).with_name("wrapper.py"))
 WATCH_INTERVAL = 0.1           # seconds between the watcher's passes
 UNCLAIMED_SECONDS = 60.0       # an adopted run no active job claims is stopped after this
 LOG_TAIL_LINES = 20
@@ -53,120 +75,6 @@ S = JobState
 
 # A replica's address before its job is launched: the port is picked from the free ones then.
 UNASSIGNED_ADDRESS = "127.0.0.1:<port chosen at launch>"
-
-
-def host_id() -> str:
-    return socket.gethostname()
-
-
-def make_ref(path: Path) -> str:
-    return f"{host_id()}:{path}"
-
-
-def parse_ref(ref: str) -> tuple[str | None, Path]:
-    """(host, run folder) of a backend reference; references stored before hosts were
-    recorded are bare paths (host None: taken as this host)."""
-    if ref.startswith("/"):
-        return None, Path(ref)
-    host, _, path = ref.partition(":")
-    return host, Path(path)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _iso(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(ts: str | None) -> datetime | None:
-    return datetime.fromisoformat(ts) if ts else None
-
-
-def free_ports(n: int, avoid: set[int] = frozenset()) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1, none in `avoid` (ports given to
-    runs whose TensorFlow servers may not have bound them yet)."""
-    socks = []
-    try:
-        for _ in range(100 * n + 100):
-            if len(socks) == n:
-                break
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            if s.getsockname()[1] in avoid:
-                s.close()
-                continue
-            socks.append(s)
-        if len(socks) < n:
-            raise OSError(f"could not find {n} free ports on 127.0.0.1")
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _timeout_seconds(compiled: CompiledJob) -> float | None:
-    raw = ((compiled.custom_job_dict.get("jobSpec") or {}).get("scheduling") or {}).get("timeout")
-    try:
-        return float(raw.rstrip("s")) if raw else None
-    except ValueError:
-        return None
-
-
-@dataclass
-class ReplicaProc:
-    task: str
-    pool: int
-    index: int
-    tf_role: str | None
-    pid: int | None = None
-    created: float | None = None          # psutil create_time, to tell our pid from a reused one
-    popen: subprocess.Popen | None = None  # None after a restart: we are not its parent any more
-    exit: dict | None = None               # the wrapper's exit record, or {"lost": True, ...}
-    exited_unwatched: bool = False         # it ended while the service was not running
-    started: bool = False
-
-    @property
-    def failed(self) -> bool:
-        return self.exit is not None and (bool(self.exit.get("lost")) or self.exit.get("exit_code") != 0)
-
-    @property
-    def label(self) -> str:
-        return f"{self.task} ({self.tf_role} {self.index})"
-
-
-@dataclass
-class Run:
-    job_id: uuid.UUID
-    dir: RunDir
-    state: dict                           # what state.json holds
-    replicas: dict[str, ReplicaProc]
-    launched_at: datetime
-    timeout: float | None
-    stall_timeout: float | None = None
-    uid: int | None = None
-    adopted: bool = False
-    adopted_mono: float = 0.0
-    adopted_polls: int = 0                # polls seen before it was adopted
-    claimed: bool = False                 # a poll has seen its job
-    outcome: dict | None = None
-    stop_deadline: float | None = None    # monotonic; SIGKILL after it
-    killed: bool = False
-    gone: bool = False                    # no process of it is left
-    reported: bool = False
-    orphan: bool = False
-    progress: dict | None = None
-    progress_dirty: bool = False
-    progress_offsets: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ref(self) -> str:
-        return make_ref(self.dir.path)
-
-    @property
-    def stopping(self) -> bool:
-        return self.stop_deadline is not None
 
 
 class LocalBackend(Backend):
@@ -181,7 +89,8 @@ class LocalBackend(Backend):
         self.python = settings.local_python or sys.executable
         self.max_replicas = int(settings.local_max_replicas_per_job)
         self.isolate = bool(settings.local_isolate_replicas) and isolation.isolating()
-        self.sandbox = settings.local_sandbox
+        self.sandboxed = self.isolate and settings.local_sandbox == "namespaces"
+        self.uids = sandbox.UidPool(settings.local_replica_uid_base, settings.local_replica_uid_count)
         self._lock = threading.RLock()
         self._runs: dict[uuid.UUID, Run] = {}
         self._polls = 0
@@ -215,8 +124,29 @@ class LocalBackend(Backend):
                     "closed to others (e.g. a Python under root's home). Install with a system Python "
                     "(scripts/install.sh does so as root), point TRAINJOBS_LOCAL_PYTHON at one others may "
                     "run, or turn isolation off with TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false")
-        if self.sandbox == "bwrap":
-            isolation.bwrap_prefix(self.work_dir, [])  # raises if bubblewrap is missing
+        self._check_sandbox()
+
+    def _check_sandbox(self) -> None:
+        if not isolation.isolating():
+            log.info("local backend: single-user mode (the service is not root): replicas run as this "
+                     "user, on this host's network; for other users' jobs run the service as root "
+                     "(docs/local.md)")
+            return
+        if (why := cgroup.available()) is not None:
+            log.warning("local backend: jobs get no cgroup (%s): no per-job process limit "
+                        "(TRAINJOBS_LOCAL_MAX_PROCESSES_PER_JOB)", why)
+        if not self.sandboxed:
+            log.warning("LOCAL REPLICAS ARE NOT SANDBOXED: TRAINJOBS_LOCAL_SANDBOX=none or "
+                        "TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false, so every job's code shares this host's "
+                        "network (database included) and sees its processes; only for a single-user host "
+                        "(docs/local.md)")
+        else:
+            why = sandbox.probe()
+            if why is not None:
+                raise ValueError(
+                    f"local backend: cannot create a job's namespaces on this machine ({why}); run the service "
+                    "as root on the host or in a privileged container (CAP_SYS_ADMIN), or, on a single-user "
+                    "host only, set TRAINJOBS_LOCAL_SANDBOX=none")
 
     def _sandbox_readable(self) -> list[Path]:
         """What replicas run from, seen read-only inside the sandbox even where its private
@@ -389,83 +319,7 @@ class LocalBackend(Backend):
         return env
 
     def _launch(self, job: JobHandle) -> Run:
-        compiled = job.compiled
-        rd = RunDir.of(self.work_dir, job.id)
-        existing = rd.read_state()
-        if existing is not None:  # launched before a crash that the database never heard of
-            return self._adopt(rd, existing)
-        uid = None
-        if self.isolate:
-            uid = isolation.pick_uid(self.settings.local_replica_uid_base, self.settings.local_replica_uid_count,
-                                     {r.uid for r in self._runs.values() if not r.gone and r.uid is not None})
-        rd.create(uid)
-        output = self._output_dir(rd, compiled)
-        if output != rd.output:
-            # The first attempt's files were given back to the service when it ended: this
-            # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
-            isolation.own_tree(output, uid)
-        in_use = {int(r["address"].rsplit(":", 1)[1]) for run in self._runs.values() if not run.gone
-                  for r in run.state["replicas"].values()}
-        ports = free_ports(len(compiled.replicas), in_use)
-        addresses = {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports)}
-        # The job's base output directory, whether the template names one (a gs:// prefix
-        # means nothing here) or not: the run's own folder, as Vertex gives every job
-        # <TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY>/<job id> when its template sets none.
-        output_dir = str(output)
-        launched = _now()
-        state = {
-            "job_id": str(job.id), "phase": "launching", "launched_at": _iso(launched),
-            "output_dir": output_dir, "base_output_directory": compiled.base_output_directory,
-            "timeout_seconds": _timeout_seconds(compiled), "host": host_id(), "uid": uid,
-            "stall_timeout_seconds": compiled.stall_timeout_seconds,
-            "replicas": {r.task_name: {"pool": r.pool, "index": r.index, "tf_role": r.tf_role,
-                                       "address": addresses[r.task_name], "pid": None, "create_time": None,
-                                       "argv": self.command_of(r)}
-                         for r in compiled.replicas},
-            "cancel_requested_at": None, "outcome": None, "gone": False,
-        }
-        rd.write_state(state)
-        run = Run(job.id, rd, state, {}, launched, state["timeout_seconds"],
-                  stall_timeout=compiled.stall_timeout_seconds, uid=uid)
-        for r in compiled.replicas:
-            run.replicas[r.task_name] = ReplicaProc(r.task_name, r.pool, r.index, r.tf_role)
-        self._runs[job.id] = run
-        for r in compiled.replicas:
-            rep = run.replicas[r.task_name]
-            try:
-                popen = self._spawn(rd, r.task_name, state["replicas"][r.task_name]["argv"],
-                                    self.env_of(job.id, compiled, r, addresses, output_dir, rd), uid, output)
-            except OSError as e:
-                log.error("job %s: cannot start replica %s: %s", job.id, r.task_name, e)
-                self._set_outcome(run, S.FAILED, f"could not start replica {r.task_name}: {e}",
-                                  {"code": None, "message": f"could not start replica {r.task_name}: {e}",
-                                   "replica": r.task_name})
-                break
-            rep.popen, rep.pid = popen, popen.pid
-            rep.created = processes.start_time(popen.pid)
-            state["replicas"][r.task_name].update(pid=rep.pid, create_time=rep.created)
-            rd.write_state(state)
-        if run.outcome is not None:
-            # Replicas started before the failure would wait forever for the missing one
-            # and hold a slot of the queue: stop them like any failed cluster.
-            self._begin_stop(run)
-        state["phase"] = "running"
-        rd.write_state(state)
-        log.info("job %s: started %d replicas in %s", job.id, len(run.replicas), run.ref)
-        return run
-
-    def _spawn(self, rd: RunDir, task: str, argv: list[str], env: dict[str, str],
-               uid: int | None, output: Path) -> subprocess.Popen:
-        if self.sandbox == "bwrap":
-            shared = [] if output.is_relative_to(rd.path) else [output]
-            argv = isolation.bwrap_prefix(rd.path, self._sandbox_readable(), writable=shared) + argv
-        drop = ["--uid", str(uid)] if uid is not None else []
-        with open(rd.wrapper_log(task), "ab") as wrapper_log:
-            return subprocess.Popen(
-                [sys.executable, "-I", "-S", WRAPPER, "--log", str(rd.log(task)),
-                 "--started", str(rd.started_file(task)), "--exit", str(rd.exit_file(task)), *drop, "--", *argv],
-                env=env, cwd=rd.work, stdin=subprocess.DEVNULL, stdout=wrapper_log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True)
+        return launch.launch(self, job)
 
     # -- following ---------------------------------------------------------------------
 
@@ -479,17 +333,34 @@ class LocalBackend(Backend):
             if now >= run.stop_deadline:
                 self._signal(run, signal.SIGKILL)
                 run.killed = True
-            if all(r.exit is not None or r.pid is None for r in run.replicas.values()) and not any(
-                    processes.group_members(r.pid, self._marker(run, r)) for r in run.replicas.values()
-                    if r.pid is not None):
+            if self._all_gone(run):
                 run.gone = True
                 if run.uid is not None:
                     isolation.reclaim([run.dir.work, Path(run.state.get("output_dir") or run.dir.output)])
+                cgroup.remove(run.cgroup)
+                if run.uid_lock is not None:  # only now may the uid go to another job
+                    os.close(run.uid_lock)
+                    run.uid_lock = None
                 if run.outcome is None:  # a cancel ends when the last process is gone
                     self._set_outcome(run, S.CANCELLED, self._cancel_reason(run),
                                       {"code": 1, "message": "CANCELLED: the job was cancelled by request"})
                 run.state["gone"] = True
                 run.dir.write_state(run.state)
+
+    def _all_gone(self, run: Run) -> bool:
+        wrappers_done = all(r.exit is not None or r.pid is None for r in run.replicas.values())
+        if wrappers_done or run.killed:
+            # Every replica's command has ended (or the grace is over): whatever the job left
+            # behind (setsid, double fork, a cleared environment) dies with its namespace's
+            # init, and anything in its cgroup (unsandboxed too).
+            if run.holder is not None:
+                sandbox.kill_holder(*run.holder)
+            cgroup.kill_all(run.cgroup)
+        if run.holder is not None or run.cgroup is not None:
+            return wrappers_done and not (run.holder and sandbox.holder_alive(*run.holder)) and \
+                not cgroup.members(run.cgroup)
+        return wrappers_done and not any(
+            processes.group_members(r.pid, self._marker(run, r)) for r in run.replicas.values() if r.pid is not None)
 
     def _refresh(self, run: Run) -> None:
         for rep in run.replicas.values():
@@ -519,11 +390,14 @@ class LocalBackend(Backend):
             self._set_outcome(run, S.FAILED, reason, error, ended=_parse(first.exit.get("ended_at")))
             self._begin_stop(run)
             return
-        trainers = [r for r in run.replicas.values() if r.tf_role != "ps"]
+        # With parameter servers, workers serve too (ParameterServerStrategy: the chief
+        # coordinates, workers and ps serve until torn down, as Vertex does when the chief ends).
+        ps = [r for r in run.replicas.values() if r.tf_role == "ps"]
+        servers = ("ps", "worker") if ps else ("ps",)
+        trainers = [r for r in run.replicas.values() if r.tf_role not in servers]
         if all(r.exit is not None for r in trainers):
-            ps = [r for r in run.replicas.values() if r.tf_role == "ps"]
             reason = "every replica exited 0" if not ps else \
-                "the chief, workers and evaluator exited 0; the parameter servers were stopped"
+                "the chief and evaluator exited 0; the workers and parameter servers were stopped"
             if all(r.exited_unwatched for r in trainers):
                 reason += " (while the service was not running)"
             self._set_outcome(run, S.SUCCEEDED, reason, None)
@@ -621,7 +495,7 @@ class LocalBackend(Backend):
             if rep.exit is None:
                 # Our wrapper is alive, so the group number is still ours.
                 processes.signal_group(rep.pid, sig)
-            else:
+            elif run.holder is None:
                 # The leader is gone; signal only what still carries our marker.
                 processes.signal_pids(processes.group_members(rep.pid, self._marker(run, rep)), sig)
 
@@ -720,8 +594,13 @@ class LocalBackend(Backend):
             rep.exited_unwatched = rep.exit is not None
         if run.gone:
             return run
+        if self.isolate and run.uid is not None and run.holder is None:
+            run.uid_lock = self.uids.relock(run.uid)  # an unsandboxed run: the service holds its uid
+        elif run.holder is not None and state["holder"].get("lock_fd") is not None:
+            run.uid_lock = sandbox.lock_of_holder(*run.holder, state["holder"]["lock_fd"])
         if state.get("phase") == "launching" and run.outcome is None:
             # The service died while starting the replicas: some may run without a recorded pid.
+            sandbox.kill_orphan_holders(rd.path)  # started, but the crash came before state.json said so
             for rep in run.replicas.values():
                 if rep.pid is None:
                     processes.signal_pids(processes.find_marked(self._marker(run, rep)), signal.SIGKILL)

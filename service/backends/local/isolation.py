@@ -11,15 +11,16 @@ with the service's secrets, the database or other jobs. So a replica:
   file (0600), the service's /proc entries, or another job's run folder (0700,
   owned by that job's uid). The wrapper that records its logs and exit status
   stays root, so a replica cannot forge them;
-- optionally runs inside bubblewrap (TRAINJOBS_LOCAL_SANDBOX=bwrap): a read-only
-  view of the machine, its own /tmp, PID and IPC namespaces, and only its run
-  folder writable.
+- as root, runs inside the job's namespaces (sandbox.py, nsholder.py): the machine
+  read-only, its own /tmp, processes and loopback network;
+- root never chowns through a path a job can change (chown_tree: fd-relative,
+  O_NOFOLLOW).
 
 docs/local.md says exactly what this does and does not protect."""
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -43,49 +44,82 @@ def isolating() -> bool:
     return os.geteuid() == 0
 
 
-def pick_uid(base: int, count: int, in_use: set[int]) -> int:
-    for uid in range(base, base + count):
-        if uid not in in_use:
-            return uid
-    raise OSError(f"all {count} replica uids from {base} are in use by running local jobs "
-                  "(raise TRAINJOBS_LOCAL_REPLICA_UID_COUNT)")
-
-
 def own_dir(path: Path, uid: int | None, mode: int = 0o700) -> None:
+    """A folder of a run being created (its parents are the service's): nothing of a job
+    has run in it yet."""
     path.mkdir(parents=True, exist_ok=True)
-    if uid is not None:
-        os.chown(path, uid, uid)
-    os.chmod(path, mode)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        if uid is not None:
+            os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _chown_walk(dir_fd: int, uid: int, depth: int) -> None:
+    """chown everything under an open folder, never through a path: each entry is named
+    relative to its folder's fd, symlinks are changed and never followed, a sub-folder is
+    opened with O_NOFOLLOW and must still be the entry just listed (a swap in between is
+    skipped), and a file with other hard links (maybe a host file) is left alone."""
+    if depth > 256:
+        return
+    for entry in os.scandir(dir_fd):
+        name = entry.name
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                try:
+                    now = os.fstat(sub)
+                    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                        continue  # swapped since it was listed
+                    _chown_walk(sub, uid, depth + 1)
+                    os.fchown(sub, uid, uid)
+                finally:
+                    os.close(sub)
+            elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                continue
+            else:
+                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError, OSError) as e:
+            if isinstance(e, (FileNotFoundError, NotADirectoryError)) or e.errno == errno.ELOOP:
+                continue  # it changed under us: whatever it is now, it is not followed
+            raise
+
+
+def chown_tree(top: Path, uid: int, mode: int = 0o700) -> None:
+    """Give `top` and everything in it to `uid` (top: `mode`). `top` itself must be a real
+    folder (not a symlink) in a folder of the service's; below it, see _chown_walk."""
+    fd = os.open(top, _DIR_FLAGS)
+    try:
+        _chown_walk(fd, uid, 0)
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def own_tree(top: Path, uid: int | None) -> None:
     """Hand a folder and everything in it to `uid` (0700), e.g. a retry's shared checkpoints.
-    Symlinks are changed, never followed. None: the service's own user keeps it."""
+    None: the service's own user keeps it."""
     top.mkdir(parents=True, exist_ok=True)
-    if uid is None:
-        return
-    for root, dirs, files in os.walk(top, followlinks=False):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), uid, uid)
-    os.lchown(top, uid, uid)
-    os.chmod(top, 0o700)
+    if uid is not None:
+        chown_tree(top, uid)
 
 
 def reclaim(paths: list[Path]) -> None:
     """Give a finished job's files back to the service (owner-only), so the next job to
-    get the same uid cannot read them. Symlinks are changed, never followed."""
+    get the same uid cannot read them."""
     me = os.geteuid()
     for top in paths:
-        if not top.exists():
+        try:
+            chown_tree(top, me)
+        except FileNotFoundError:
             continue
-        for root, dirs, files in os.walk(top, followlinks=False):
-            for name in dirs + files:
-                try:
-                    os.lchown(os.path.join(root, name), me, me)
-                except OSError:
-                    pass
-        os.lchown(top, me, me)
-        os.chmod(top, 0o700)
 
 
 def unreachable_ancestor(path: Path) -> Path | None:
@@ -118,19 +152,3 @@ def secure_database_file(path: Path | None) -> None:
             os.chmod(p, 0o600)
         except FileNotFoundError:
             pass
-
-
-def bwrap_prefix(run_dir: Path, readable: list[Path], writable: list[Path] = ()) -> list[str]:
-    """bubblewrap arguments: the machine read-only, the run folder writable, private
-    /tmp, /proc of its own PID namespace (so no other process's environ), no IPC."""
-    exe = shutil.which("bwrap")
-    if exe is None:
-        raise OSError("TRAINJOBS_LOCAL_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
-    args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(run_dir), str(run_dir)]
-    for p in readable:
-        args += ["--ro-bind", str(p), str(p)]
-    for p in writable:
-        args += ["--bind", str(p), str(p)]
-    return args + ["--"]

@@ -1,6 +1,15 @@
 """Runs one replica's command and keeps a record that outlives the service.
 
-    python -I -S wrapper.py --log L --started S --exit E [--uid U] -- command args...
+    python -I -S wrapper.py --log L --started S --exit E [--uid U] [--cgroup DIR]  < spec.json
+
+The replica's command, environment and working directory come as one JSON object
+on stdin ({"argv": [...], "env": {...}, "cwd": "...", "join": PID}), never in this process's
+own environment or arguments: the wrapper runs as root with the fixed environment
+the service gave it, and the template's env (LD_PRELOAD, GCONV_PATH, ...) is
+applied only by the execve() that follows the drop to the job's uid. With "join"
+it first enters the namespaces of the job's sandbox (nsholder.py, PID 1 given by
+its host pid), so the command starts inside them while the wrapper itself stays
+in the host's PID namespace (a restarted service still finds it by pid).
 
 Started by the local backend, one per replica, as the leader of a new process
 group (the command runs in that group, so one killpg reaches it and its
@@ -61,6 +70,33 @@ class LogWriter:
         self._f.close()
 
 
+# setns() order: the mount namespace last, it changes this process's root and cwd.
+NAMESPACES = (("net", 0x40000000), ("ipc", 0x08000000), ("uts", 0x04000000), ("pid", 0x20000000),
+              ("mnt", 0x00020000))
+
+
+def _setns(fd: int, flag: int, what: str) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, flag) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot join {what}: {os.strerror(err)}")
+    os.close(fd)
+
+
+def join_namespaces(init_pid: int) -> int:
+    """Enter the job sandbox's namespaces, so children are born in its PID namespace.
+    Returns an fd of our own PID namespace: while children would be born elsewhere, the
+    kernel refuses threads (CLONE_THREAD), so the wrapper goes back before starting any."""
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    fds = [(os.open(f"/proc/{init_pid}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES]
+    for fd, flag in fds:
+        _setns(fd, flag, f"the job's sandbox (pid {init_pid})")
+    os.chdir("/")
+    return own_pid_ns
+
+
 def _pump(pipe, stream: str, log: LogWriter) -> None:
     with pipe:
         while True:
@@ -78,9 +114,12 @@ def main(argv: list[str]) -> int:
     # The wrapper stays the service's user (a replica must not forge its own exit record
     # or log); only the command runs as the job's unprivileged uid.
     p.add_argument("--uid", type=int)
-    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.add_argument("--cgroup", help="the job's cgroup (cgroup.py): the wrapper joins it, its command follows")
     args = p.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    spec = json.loads(sys.stdin.buffer.read())
+    command, env, cwd = list(spec["argv"]), dict(spec["env"]), spec.get("cwd")
+    join = spec.get("join")  # host pid of the job's sandbox init (nsholder.py), chosen by the service
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
     # The backend stops a replica with killpg(SIGTERM): the command gets it too.
     # The wrapper outlives the command so it can record how it ended; a Python
@@ -95,10 +134,17 @@ def main(argv: list[str]) -> int:
 
     log = LogWriter(args.log)
     try:
+        if args.cgroup:
+            with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
+                f.write("0")
+        own_pid_ns = join_namespaces(int(join)) if join is not None else None
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
+        # With a uid to drop to, subprocess forks (never vfork): allowed across PID namespaces.
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, close_fds=True, **drop)
+                                 stderr=subprocess.PIPE, close_fds=True, env=env, cwd=cwd, **drop)
+        if own_pid_ns is not None:
+            _setns(own_pid_ns, NAMESPACES[3][1], "the wrapper's own PID namespace")
     except OSError as e:
         log.record("stderr", f"trainjobs: cannot start {command!r}: {e}".encode())
         log.close()
