@@ -15,6 +15,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "tj_" + secrets.token_urlsafe(32)   # TRAINJOBS_BOOTSTRAP_TOKEN: the first admin token
+OPS_TOKEN = secrets.token_urlsafe(32)        # TRAINJOBS_METRICS_TOKEN: /readyz shows the pid with it
 
 
 def free_port() -> int:
@@ -31,7 +32,7 @@ class Serve:
         self.log_path = cwd / f"{name}.log"
         full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
         full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
-                     "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
+                     "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN, "TRAINJOBS_METRICS_TOKEN": OPS_TOKEN,
                      "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})
         full.update(env)
         self._log = open(self.log_path, "ab")
@@ -59,7 +60,7 @@ class Serve:
 
     def readyz(self) -> dict:
         # A new connection each time: with several workers it may land on any of them.
-        return httpx.get(self.url + "/readyz", timeout=5).json()
+        return httpx.get(self.url + "/readyz", headers={"Authorization": f"Bearer {OPS_TOKEN}"}, timeout=5).json()
 
     def is_controller(self) -> bool:
         try:

@@ -74,8 +74,41 @@ def _event(kind: str, data: dict, event_id: str | None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def log_event(line: LogLine) -> str:
-    return _event("log", line_json(line), line.cursor)
+def log_event(line: LogLine, max_bytes: int | None = None) -> str:
+    """One `log` event; with `max_bytes`, a message longer than that (as sent, JSON-escaped:
+    a control character takes 6 bytes) is cut, ending with a marker that says so."""
+    data = line_json(line)
+    if max_bytes is not None:
+        data["message"] = cut_message(line.message, max_bytes)
+    return _event("log", data, line.cursor)
+
+
+def cut_message(message: str, max_bytes: int) -> str:
+    if len(message) * 12 <= max_bytes:  # no character escapes to more than 12 bytes: short enough
+        return message
+    sent = len(json.dumps(message)) - 2
+    if sent <= max_bytes:
+        return message
+    room = max_bytes - 80  # for the marker
+    keep = min(len(message), room)
+    while keep > 0:
+        sent = len(json.dumps(message[:keep])) - 2
+        if sent <= room:
+            break
+        keep = min(keep - 1, keep * room // sent)  # shrinks at least by one; two or three rounds
+    keep = max(keep, 0)
+    return f"{message[:keep]}\u2026[trainjobs: line cut for streaming, {len(message) - keep} more characters]"
+
+
+def cap_page(page: LogPage, max_bytes: int) -> LogPage:
+    """At most `max_bytes` of messages (UTF-8) in a JSON page, and at least one line: a page
+    stops early with its cursor after its last line, so the next page resumes there."""
+    total = 0
+    for i, line in enumerate(page.lines):
+        total += len(line.message.encode())
+        if total > max_bytes and i > 0:
+            return LogPage(lines=page.lines[:i], cursor=page.lines[i - 1].cursor, more=True)
+    return page
 
 
 def end_event(view: JobView, cursor: str | None) -> str:
