@@ -32,6 +32,7 @@ class BodyBudget:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.held = 0
+        self.reading = 0  # bodies being received now (they hold no request slot)
 
     def take(self, n: int) -> bool:
         if self.held + n > self.max_bytes:
@@ -45,12 +46,14 @@ class BodyBudget:
 
 class BodySizeLimitMiddleware:
     def __init__(self, app, max_bytes: int, *, timeout: float = 10.0, min_rate: float = 1024.0,
-                 buffer_bytes: int = 64 << 20) -> None:
+                 buffer_bytes: int = 64 << 20, on_start=None) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.min_rate = min_rate
         self.budget = BodyBudget(buffer_bytes)
+        if on_start:
+            on_start(self.budget)  # metrics: gauges of bodies being read and bytes held
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -74,7 +77,11 @@ class BodySizeLimitMiddleware:
         if not self.budget.take(held[0]):
             return await self._busy(scope, send)
         try:
-            body = await self._read(scope, send, receive, held)
+            self.budget.reading += 1
+            try:
+                body = await self._read(scope, send, receive, held)
+            finally:
+                self.budget.reading -= 1
             if body is None:
                 return
             buffered = {"type": "http.request", "body": body, "more_body": False}

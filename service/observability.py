@@ -56,6 +56,12 @@ class Metrics:
                                        "by route", ["method", "route"], registry=self.private_registry,
                                        buckets=buckets)
 
+    def watch_bodies(self, budget) -> None:
+        Gauge("trainjobs_request_bodies_reading", "Request bodies being received (before a request slot)",
+              registry=self.registry).set_function(lambda: budget.reading)
+        Gauge("trainjobs_request_body_bytes", "Bytes of request bodies held (TRAINJOBS_HTTP_BODY_BUFFER_BYTES)",
+              registry=self.registry).set_function(lambda: budget.held)
+
     def watch_admission(self, admission) -> None:
         self.in_flight.set_function(lambda: admission.in_flight)
         self.streams.set_function(lambda: admission.streaming)

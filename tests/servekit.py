@@ -25,7 +25,8 @@ def free_port() -> int:
 
 
 class Serve:
-    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve") -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve",
+                 log_level: str = "warning") -> None:
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -38,7 +39,7 @@ class Serve:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port), "--workers", str(workers),
-             "--log-level", "warning"],
+             "--log-level", log_level],
             env=full, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
 
