@@ -323,6 +323,7 @@ class Reader:
                 if not f.give(batch, self.head):
                     self.followers.discard(f)
                     self.hub.cut += 1
+            await asyncio.sleep(0)  # followers take this batch before the next comes: none lags by a read
         self.head = got.cursor or self.head
 
 
