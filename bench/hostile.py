@@ -63,10 +63,12 @@ class Service:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.work = work
+        os.chmod(work, 0o711)  # local replicas run as unprivileged uids: they pass through to runs/
         full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
         full.update({"TRAINJOBS_DATABASE_URL": f"sqlite:///{work / 'db.sqlite'}", "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
                      "TRAINJOBS_SEED_DEMO_TEMPLATE": "true", "TRAINJOBS_LOG_FORMAT": "text",
                      "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs"), "PYTHONPATH": str(ROOT),
+                     "TRAINJOBS_LOCAL_REPLICA_UID_BASE": os.environ.get("TRAINJOBS_LOCAL_REPLICA_UID_BASE", "200000"),
                      **{f"TRAINJOBS_{k.upper()}": str(v) for k, v in env.items()}})
         self.log_path = work / "service.log"
         self.log = open(self.log_path, "ab")
@@ -144,6 +146,7 @@ async def _follow(port: int, path: str, head: str, mode: str, result: dict) -> N
         await reader.readuntil(b"\r\n\r\n")
         result["open"] = result.get("open", 0) + 1
         if mode == "stall":
+            writer.transport.pause_reading()  # asyncio would otherwise keep reading into its buffer
             await asyncio.sleep(3600)
             return
         ended = None
@@ -202,7 +205,7 @@ def followers(port: int, specs: list, out) -> None:
 # -- the parts --------------------------------------------------------------------------
 
 def part_slow(seconds: float) -> None:
-    print("## slow anonymous bodies (4 slots would do for the GETs; the service has 32)")
+    print("## slow anonymous bodies (the service has 32 request slots)")
     with tempfile.TemporaryDirectory(prefix="hostile-slow-") as tmp:
         svc = Service(Path(tmp), http_body_timeout_seconds=10)
         try:

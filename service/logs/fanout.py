@@ -41,6 +41,9 @@ from service.logs.service import JobView, _event, end_event, load_job, log_event
 log = logging.getLogger("trainjobs.logs.fanout")
 
 
+READ_BATCHES = 4  # batches one read of a shared reader hands out at most
+
+
 @dataclass(frozen=True)
 class FanoutSettings:
     min_interval: float = 0.1       # between reads while lines keep coming
@@ -67,9 +70,6 @@ class FanoutSettings:
                    buffer_bytes=s.logs_reader_buffer_bytes, follower_bytes=s.logs_follower_buffer_bytes,
                    process_bytes=s.logs_buffer_bytes, line_max_bytes=s.logs_stream_line_max_bytes,
                    batch_bytes=s.logs_stream_batch_bytes, max_seconds=s.logs_stream_max_seconds)
-
-
-READ_BATCHES = 4
 
 
 @dataclass(eq=False)
@@ -99,15 +99,16 @@ class Read:
 
 
 def read_batches(backend: Backend, view: JobView, replica: str | None, since: str | None, limit: int,
-                 cfg: FanoutSettings) -> Read:
+                 cfg: FanoutSettings, most: int = READ_BATCHES) -> Read:
     """A page read as batches of events (runs in a worker thread)."""
-    return batches_of(read(backend, view.handle, replica, since, limit), since, limit, cfg)
+    return batches_of(read(backend, view.handle, replica, since, limit), since, limit, cfg, most)
 
 
-def batches_of(page: LogPage, since: str | None, limit: int, cfg: FanoutSettings) -> Read:
-    """A page's events in batches, bounded in bytes. A page whose events would exceed
-    READ_BATCHES batches stops early: its cursor is the last line given, and `more` says
-    to read again at once."""
+def batches_of(page: LogPage, since: str | None, limit: int, cfg: FanoutSettings, most: int = READ_BATCHES) -> Read:
+    """A page's events in at most `most` batches, bounded in bytes. A page whose events would
+    not fit stops early: its cursor is the last line given, and `more` says to read again
+    at once. (A follower catching up alone reads one batch at a time: its reads are its own,
+    not shared, and a follower that stops reading holds no more than that.)"""
     batches: list[Batch] = []
     parts: list[bytes] = []
     cursors: list[str] = []
@@ -120,7 +121,7 @@ def batches_of(page: LogPage, since: str | None, limit: int, cfg: FanoutSettings
         if size and size + len(event) > cfg.batch_bytes:
             batches.append(Batch(b"".join(parts), cursors, ends))
             parts, cursors, ends, size = [], [], [], 0
-            if len(batches) >= READ_BATCHES:
+            if len(batches) >= most:
                 cursor, more = page.lines[i - 1].cursor, True
                 break
         parts.append(event)
@@ -388,14 +389,19 @@ class Hub:
             retry = b"retry: 1000\n"  # sent with the first event: a block of its own would be an empty event
             if self.stopped:
                 follower.finish(reconnect_event(since, "the service is stopping"))
-            got = await anyio.to_thread.run_sync(batches_of, first, since, limit, cfg)
+            got = await anyio.to_thread.run_sync(batches_of, first, since, limit, cfg, 1)
+            first = None  # not kept for the stream's life (it may be a megabyte of raw lines)
             # Catch up alone while more is waiting (or while ahead of the reader), then join it.
             while not follower.done:
-                for batch in got.batches:
-                    yield retry + batch.data
+                while got.batches:
+                    yield retry + got.batches.pop(0).data  # popped: not held while the socket is full
                     retry = b""
                 follower.cursor = got.cursor or follower.cursor
-                if not got.more:
+                # Join as soon as the shared reader's recent lines hold our cursor (a follower
+                # reading alone pays for its own reads and escaping), or once caught up.
+                current = self.readers.get(key)
+                if not got.more or (current is not None and not current.task.done()
+                                    and current._after(follower.cursor) is not None):
                     reader = self._join(backend, view, team_id, replica, follower, limit)
                     if reader is not None:
                         break
@@ -407,7 +413,7 @@ class Hub:
                         got = Read([], follower.cursor, False)
                         continue
                 got = await anyio.to_thread.run_sync(read_batches, backend, view, replica, follower.cursor,
-                                                     limit, cfg)
+                                                     limit, cfg, 1)
             while True:
                 if not follower.chunks:
                     if follower.done:
