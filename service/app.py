@@ -194,7 +194,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
                        timeout=settings.http_body_timeout_seconds,
                        min_rate=settings.http_body_min_bytes_per_second,
-                       buffer_bytes=settings.http_body_buffer_bytes, on_start=metrics.watch_bodies)
+                       buffer_bytes=settings.http_body_buffer_bytes, max_seconds=settings.http_body_max_seconds,
+                       on_start=metrics.watch_bodies)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     # Routes are matched in this order, one by one: the busiest first (a submit, a job, its
     # logs). The docs keep their own order (openapi_tags).

@@ -75,9 +75,13 @@ class Settings(BaseSettings):
                                         "Bodies are read before a request takes a request slot")
     http_body_min_bytes_per_second: float = Field(
         1024.0, gt=0, le=1 << 30, description="The slowest upload rate that earns more time for a body")
+    http_body_max_seconds: float = Field(
+        60.0, gt=0, le=3600, description="The longest any request body may take to arrive, however fast it "
+                                         "comes; then 408")
     http_body_buffer_bytes: int = Field(
         64 << 20, ge=1 << 20, le=1 << 34, description="Bytes of request bodies one process holds at once "
-                                                      "(being read or served); more answers 503 with Retry-After")
+                                                      "(being read or served, counted as bytes arrive); more answers 503 "
+                                                      "with Retry-After")
     max_streams_per_caller: int = Field(
         64, ge=1, le=100_000, description="Streams (SSE) one credential (token or UI sign-in) may have open in "
                                           "one process; more answers 429")

@@ -7,12 +7,12 @@ and then sends a byte now and then holds a connection and nothing else, and is c
 - size: more than TRAINJOBS_MAX_BODY_BYTES is 413 (with Content-Length at once; a chunked
   body as it passes the limit);
 - time: the body must arrive within TRAINJOBS_HTTP_BODY_TIMEOUT_SECONDS of the head, plus
-  one second per TRAINJOBS_HTTP_BODY_MIN_BYTES_PER_SECOND bytes received (Apache's
-  mod_reqtimeout rule: an honest slow upload earns its time, a trickle does not); else 408
-  and the connection closes;
+  one second per TRAINJOBS_HTTP_BODY_MIN_BYTES_PER_SECOND bytes received, and never later
+  than TRAINJOBS_HTTP_BODY_MAX_SECONDS (Apache's mod_reqtimeout rule: an honest slow upload
+  earns its time, a trickle does not); else 408 and the connection closes;
 - memory: the bodies being read or served by this process hold at most
-  TRAINJOBS_HTTP_BODY_BUFFER_BYTES together (a declared length is reserved up front, a
-  chunked body as it comes); a body that does not fit is 503 with Retry-After at once.
+  TRAINJOBS_HTTP_BODY_BUFFER_BYTES together, counted as bytes arrive (a declared length
+  costs nothing until it is sent); past it the request is 503 with Retry-After.
 
 A client that goes away mid-body leaves one INFO line (the access log, status 499) and
 no traceback: nobody is left to answer, and no route ever sees a half body."""
@@ -46,10 +46,11 @@ class BodyBudget:
 
 class BodySizeLimitMiddleware:
     def __init__(self, app, max_bytes: int, *, timeout: float = 10.0, min_rate: float = 1024.0,
-                 buffer_bytes: int = 64 << 20, on_start=None) -> None:
+                 buffer_bytes: int = 64 << 20, max_seconds: float = 60.0, on_start=None) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = timeout
+        self.max_seconds = max_seconds
         self.min_rate = min_rate
         self.budget = BodyBudget(buffer_bytes)
         if on_start:
@@ -73,9 +74,9 @@ class BodySizeLimitMiddleware:
                                           "send a smaller document")
         if not chunked and not size:
             return await self.app(scope, receive, send)  # no body at all
-        held = [size if size is not None and not chunked else 0]  # bytes taken from the budget
-        if not self.budget.take(held[0]):
-            return await self._busy(scope, send)
+        # Bytes are taken from the budget as they arrive, not as declared: a client that
+        # declares a megabyte and sends nothing holds nothing.
+        held = [0]
         try:
             self.budget.reading += 1
             try:
@@ -99,11 +100,11 @@ class BodySizeLimitMiddleware:
 
     async def _read(self, scope, send, receive, held: list[int]) -> bytes | None:
         """The whole body, or None once answered (413, 408, 503) or the client is gone.
-        `held[0]`: bytes taken from the budget for it, grown as a chunked body comes."""
+        `held[0]`: bytes taken from the budget for it, grown as the body comes."""
         chunks, size = [], 0
         started = time.monotonic()
         while True:
-            left = started + self.timeout + size / self.min_rate - time.monotonic()
+            left = min(started + self.timeout + size / self.min_rate, started + self.max_seconds) - time.monotonic()
             try:
                 message = await asyncio.wait_for(receive(), max(left, 0.0)) if left > 0 else None
             except (asyncio.TimeoutError, TimeoutError):
@@ -113,8 +114,9 @@ class BodySizeLimitMiddleware:
                                    f"the body did not arrive in time: {size} bytes in "
                                    f"{time.monotonic() - started:.1f} s (a body gets "
                                    f"{self.timeout:g} s plus 1 s per {self.min_rate:g} bytes "
-                                   "received: TRAINJOBS_HTTP_BODY_TIMEOUT_SECONDS, "
-                                   "TRAINJOBS_HTTP_BODY_MIN_BYTES_PER_SECOND); send it promptly")
+                                   f"received, {self.max_seconds:g} s at most: TRAINJOBS_HTTP_BODY_TIMEOUT_SECONDS, "
+                                   "TRAINJOBS_HTTP_BODY_MIN_BYTES_PER_SECOND, TRAINJOBS_HTTP_BODY_MAX_SECONDS); "
+                                   "send it promptly")
                 return None
             if message["type"] != "http.request":
                 scope[CLIENT_GONE] = True  # mid-body: nobody to answer

@@ -119,19 +119,25 @@ def test_a_client_that_leaves_mid_body_leaves_one_info_line(tmp_path):
 
 
 def test_bodies_held_by_the_process_are_bounded_in_bytes(tmp_path):
-    """A declared length is reserved up front: with the budget taken by one slow body,
-    another that would not fit is 503 at once; a small one still passes."""
+    """Bytes count as they arrive: a body that declares a megabyte and sends nothing holds
+    nothing; one that sent most of it holds that, and another body that would not fit beside
+    it is 503 at once; a small one still passes."""
     service = serve(tmp_path, http_body_buffer_bytes=1 << 20, max_body_bytes=1 << 20)
     try:
+        empty = slow_post(service.port, 1 << 20, b"")
+        wait_until(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the empty body read", WAIT)
+        assert gauge(service, "trainjobs_request_body_bytes") == 0
         room = len(json.dumps(DEMO)) + 200  # what is left beside the hog: the template fits, no more
-        hog = slow_post(service.port, (1 << 20) - room)
-        wait_until(lambda: gauge(service, "trainjobs_request_body_bytes") > 0, "the budget taken", WAIT)
+        sent = (1 << 20) - room
+        hog = slow_post(service.port, sent + 10, b"x" * sent)  # ten bytes short of its end
+        wait_until(lambda: gauge(service, "trainjobs_request_body_bytes") == sent, "the budget taken", WAIT)
         r = httpx.post(service.url + "/v1/templates", json=DEMO | {"description": "x" * 5000},
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT)
         assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
         assert "TRAINJOBS_HTTP_BODY_BUFFER_BYTES" in r.json()["detail"]
         assert service.client.post("/v1/templates", json=DEMO).status_code == 201  # it fits
         hog.close()
+        empty.close()
         wait_until(lambda: gauge(service, "trainjobs_request_body_bytes") == 0, "the budget given back", WAIT)
     finally:
         service.stop()
@@ -217,5 +223,17 @@ def test_an_api_stream_ends_with_reconnect_after_its_longest_duration(tmp_path):
                     if line.startswith("event:"):
                         events.append(line)
         assert events[-1] == "event: reconnect"  # and then the stream closed: a client resumes
+    finally:
+        service.stop()
+
+
+def test_a_body_never_takes_longer_than_its_ceiling(tmp_path):
+    """100 KB sent at once would earn 100 s; the ceiling cuts it at 2 s all the same."""
+    service = serve(tmp_path, http_body_timeout_seconds=1, http_body_max_seconds=2)
+    try:
+        s = slow_post(service.port, 100_010, b"x" * 100_000)  # ten bytes short of its end
+        answer = answer_of(s)
+        assert answer.startswith(b"HTTP/1.1 408") and b"TRAINJOBS_HTTP_BODY_MAX_SECONDS" in answer, answer[:300]
+        s.close()
     finally:
         service.stop()
