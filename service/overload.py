@@ -70,7 +70,7 @@ def stream_kind(scope) -> bool:
     if scope.get("method") != "GET" or not _ON_REQUEST.match(path):
         return False
     accept = b", ".join(v for k, v in scope.get("headers", ()) if k == b"accept").decode("latin-1")
-    follow = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("follow", [])
+    follow = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("follow", [])
     # FastAPI reads the last value of a repeated scalar query parameter.
     return wants_stream(bool(follow) and parses_true(follow[-1]), accept)
 
@@ -79,13 +79,14 @@ def caller_of(scope) -> bytes:
     """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): its credential (bearer
     token or UI session cookie), hashed; not yet checked (the route does that), so a made-up
     credential only fills its own quota until the route refuses it."""
-    auth, cookie = b"", b""
+    auth = cookie = None
     for k, v in scope.get("headers", ()):
-        if k == b"authorization":
-            auth = v
-        elif k == b"cookie" and b"trainjobs_session=" in v:
-            cookie = v.split(b"trainjobs_session=", 1)[1].split(b";", 1)[0]
-    return hashlib.sha256(auth + b"\0" + cookie).digest()
+        if k == b"authorization" and auth is None:  # the first, as the route reads it
+            # The secret alone: "Bearer x" and "bEaReR x" are one caller, not two quotas.
+            auth = v.partition(b" ")[2].strip()
+        elif k == b"cookie" and cookie is None and b"trainjobs_session=" in v:
+            cookie = v.split(b"trainjobs_session=", 1)[1].split(b";", 1)[0].strip()
+    return hashlib.sha256((auth or b"") + b"\0" + (cookie or b"")).digest()
 
 
 class AdmissionMiddleware:

@@ -146,7 +146,7 @@ def test_bodies_held_by_the_process_are_bounded_in_bytes(tmp_path):
 # -- what is a stream ------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["y", "Y", "yes", "on", "t", "true", "True", "1", "n", "no", "off", "f",
-                                   "false", "0", "maybe", "", "2", "yes please"])
+                                   "false", "0", "maybe", "", "2", "yes please", "true&follow=", "&follow=on"])
 def test_the_admission_layer_reads_follow_as_the_route_does(value):
     """The route's own parser (pydantic, via FastAPI) decides; the admission layer asks it."""
     from fastapi import FastAPI
@@ -158,9 +158,10 @@ def test_the_admission_layer_reads_follow_as_the_route_does(value):
     def route(follow: bool = False):
         return {"follow": follow}
 
-    r = TestClient(app).get("/v1/jobs/x/logs", params={"follow": value})
+    r = TestClient(app).get(f"/v1/jobs/x/logs?follow={value}")  # repeated: the route reads the last
     routed = r.json()["follow"] if r.status_code == 200 else False
-    assert parses_true(value) is routed
+    if "&" not in value:
+        assert parses_true(value) is routed
     scope = {"type": "http", "method": "GET", "path": "/v1/jobs/x/logs", "headers": [],
              "query_string": f"follow={value}".encode()}
     assert stream_kind(scope) is routed
@@ -202,6 +203,10 @@ def test_follow_y_streams_hold_no_slot_and_are_capped_per_caller(tmp_path):
             assert service.client.get(f"/v1/jobs/{job['id']}").status_code == 200
         r = service.client.get(f"/v1/jobs/{job['id']}/logs", params={"follow": "on"})
         assert r.status_code == 429 and "TRAINJOBS_MAX_STREAMS_PER_CALLER" in r.json()["detail"], r.text
+        # The same token written otherwise is the same caller.
+        r = httpx.get(f"{service.url}/v1/jobs/{job['id']}/logs", params={"follow": "t"},
+                      headers={"Authorization": f"bEARER {TOKEN}"}, timeout=WAIT)
+        assert r.status_code == 429, r.text
         # Another credential has its own quota.
         other = service.client.post("/v1/tokens", json={"name": "other", "role": "viewer"}).json()["token"]
         streams.append(open_stream(service.port, f"/v1/jobs/{job['id']}/logs?follow=1", other))
