@@ -242,3 +242,26 @@ def test_a_body_never_takes_longer_than_its_ceiling(tmp_path):
         s.close()
     finally:
         service.stop()
+
+
+def test_ui_streams_without_an_event_stream_accept_hold_no_slot(tmp_path):
+    """/ui/stream always streams: asked for without `Accept: text/event-stream` it is still a
+    stream (it used to hold a request slot for its whole minute)."""
+    from tests.api.test_stopping import ui_cookie
+
+    service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2)
+    streams = []
+    try:
+        cookie = ui_cookie(service.url)
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", service.port), timeout=WAIT)
+            s.sendall(f"GET /ui/stream HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n".encode())
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            streams.append(s)
+        assert gauge(service, "trainjobs_streams_open") == 4
+        for _ in range(10):
+            assert service.client.get("/v1/jobs").status_code == 200
+    finally:
+        for s in streams:
+            s.close()
+        service.stop()
