@@ -296,7 +296,8 @@ def mix_part(args, db_url: str, work: Path) -> None:
 def followers_part(args, db_url: str, work: Path) -> None:
     # A database of its own: the mix's hundreds of QUEUED demo jobs would be launched
     # first (oldest first) and the followed job would wait behind them.
-    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2")
+    # One token for every follower: past the per-caller cap (64 by default) they would be 429s.
+    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2", TRAINJOBS_MAX_STREAMS_PER_CALLER="5000")
     try:
         idle = svc.rss_mb()
         cpu0, t0 = svc.cpu_seconds(), time.monotonic()

@@ -4,7 +4,10 @@ internal deployment without internet access still shows its docs. Also the
 operation-id rule for routes that set none."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import re
 from pathlib import Path
 
 import fastapi_offline
@@ -41,26 +44,30 @@ def install(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
         base = root(request)
-        return get_swagger_ui_html(
+        return framed_off(get_swagger_ui_html(
             openapi_url=f"{base}{app.openapi_url}", title=f"{app.title} - API docs",
             oauth2_redirect_url=f"{base}/docs/oauth2-redirect",
             swagger_js_url=f"{base}{ASSETS_URL}/swagger-ui-bundle.js",
             swagger_css_url=f"{base}{ASSETS_URL}/swagger-ui.css",
             swagger_favicon_url=f"{base}{ASSETS_URL}/favicon.png",
             # validatorUrl: Swagger UI would otherwise send the schema to validator.swagger.io.
-            swagger_ui_parameters={"persistAuthorization": True, "validatorUrl": None,
-                                   "displayOperationId": True})
+            # persistAuthorization off: a token pasted into Authorize is not kept in the
+            # browser's localStorage, where any later script of this origin could read it.
+            swagger_ui_parameters={"persistAuthorization": False, "validatorUrl": None,
+                                   "displayOperationId": True}))
 
     @app.get("/docs/oauth2-redirect", include_in_schema=False)
     def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+        return framed_off(get_swagger_ui_oauth2_redirect_html())
 
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
         base = root(request)
-        return get_redoc_html(openapi_url=f"{base}{app.openapi_url}", title=f"{app.title} - API reference",
-                              redoc_js_url=f"{base}{ASSETS_URL}/redoc.standalone.js",
-                              redoc_favicon_url=f"{base}{ASSETS_URL}/favicon.png", with_google_fonts=False)
+        return framed_off(get_redoc_html(openapi_url=f"{base}{app.openapi_url}",
+                                         title=f"{app.title} - API reference",
+                                         redoc_js_url=f"{base}{ASSETS_URL}/redoc.standalone.js",
+                                         redoc_favicon_url=f"{base}{ASSETS_URL}/favicon.png",
+                                         with_google_fonts=False))
 
     @app.get("/", include_in_schema=False)
     def landing(request: Request) -> HTMLResponse:
@@ -68,6 +75,24 @@ def install(app: FastAPI) -> None:
         dashboard = next((p for p in DASHBOARD_PATHS if p in paths), None)
         return HTMLResponse(landing_page(app.title, app.version, root(request), dashboard,
                                          str(request.base_url).rstrip("/")))
+
+
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def framed_off(page: HTMLResponse) -> HTMLResponse:
+    """The UI's headers on a docs page (service/ui/render.py): never framed (clickjacking a
+    signed-in operator's Try-it-out), scripts only from here plus the page's own inline
+    start-up script, named by its hash. Styles may be inline: both bundles inject theirs."""
+    from service.ui.render import SECURITY_HEADERS
+
+    hashes = " ".join("'sha256-%s'" % base64.b64encode(hashlib.sha256(m.encode()).digest()).decode()
+                      for m in _INLINE_SCRIPT.findall(page.body.decode()))
+    csp = (f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+           "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
+           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+    page.headers.update({**SECURITY_HEADERS, "Content-Security-Policy": csp})
+    return page
 
 
 def landing_page(title: str, version: str, base: str, dashboard: str | None, public_url: str) -> str:

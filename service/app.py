@@ -4,6 +4,7 @@ process serves the API; the one process per database that wins the election
 also runs the lifecycle loops (service.lifecycle.controller)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from service.jobs.router import router as jobs_router
 from service.interop.router import router as interop_router
 from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
+from service.http_protocol import STOPPING
 from service.limits import BodySizeLimitMiddleware
 from service.overload import AdmissionMiddleware
 from service.models import Job
@@ -142,16 +144,19 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
         app.state.controller = controller
-        app.state.log_hub = Hub(app.state.session_factory, FanoutSettings(
-            min_interval=settings.logs_follow_interval_seconds, max_interval=settings.logs_follow_max_interval_seconds,
-            heartbeat=settings.logs_heartbeat_seconds, buffer_lines=settings.logs_reader_buffer_lines,
-            follower_lines=settings.logs_follower_buffer_lines, loop_share=settings.logs_fanout_loop_share))
+        app.state.log_hub = Hub(app.state.session_factory, FanoutSettings.of(settings))
+        # Set when the server begins to stop (service/http_protocol.py): streams end at once
+        # with a `reconnect` event, so open followers and tabs never hold the exit.
+        app.state.stopping = stopping = asyncio.Event()
+        stopping_task = asyncio.get_running_loop().create_task(_end_streams(app, stopping))
         app.state.wake_controller = controller.wake
         if settings.run_reconciler:
             controller.start()
         try:
-            yield
+            yield {STOPPING: stopping}
         finally:
+            stopping.set()
+            stopping_task.cancel()
             controller.stop()
             for backend in built.values():
                 backend.close()
@@ -180,12 +185,18 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.state.metrics = metrics
     problems.install(app)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
                        stream_queue_seconds=settings.stream_queue_seconds,
+                       max_streams_per_caller=settings.max_streams_per_caller,
                        on_refuse=lambda kind: metrics.overload_refusals.labels(kind).inc(),
                        on_start=lambda mw: metrics.watch_admission(mw))
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       timeout=settings.http_body_timeout_seconds,
+                       min_rate=settings.http_body_min_bytes_per_second,
+                       buffer_bytes=settings.http_body_buffer_bytes, max_seconds=settings.http_body_max_seconds,
+                       on_start=metrics.watch_bodies)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     # Routes are matched in this order, one by one: the busiest first (a submit, a job, its
     # logs). The docs keep their own order (openapi_tags).
@@ -217,21 +228,27 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
 
     @app.get("/readyz", tags=["ops"], operation_id="ops_readyz", summary="The database answers",
              responses={503: {"description": "The database does not answer"}})
-    async def readyz():
+    async def readyz(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
         if not await anyio.to_thread.run_sync(_database_answers, limiter=health_threads):
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
-        return {"status": "ready", "database": "ok", "controller": app.state.controller.active,
-                "pid": os.getpid()}
+        # The pid only for the operator's scrape (the metrics token): it tells workers apart.
+        out = {"status": "ready", "database": "ok", "controller": app.state.controller.active}
+        return out | {"pid": os.getpid()} if metrics_access(settings, authorization) else out
 
     @app.get("/metrics", tags=["ops"], operation_id="ops_metrics", summary="Prometheus metrics",
              response_class=Response,
-             description="Process metrics for anyone; job counts (`trainjobs_jobs`) only with "
-                         "`Authorization: Bearer <TRAINJOBS_METRICS_TOKEN>`.")
+             description="Process metrics for anyone; request counts by route and job counts "
+                         "(`trainjobs_jobs`) only with `Authorization: Bearer <TRAINJOBS_METRICS_TOKEN>`.")
     def prometheus_metrics(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
         private = metrics_access(settings, authorization)
         return Response(metrics.exposition(private), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+async def _end_streams(app: FastAPI, stopping: asyncio.Event) -> None:
+    await stopping.wait()
+    app.state.log_hub.stop()
 
 
 def _jobs_by_state(session_factory) -> dict[tuple[str, str], int]:

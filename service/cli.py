@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def _serve(args) -> int:
     import uvicorn
 
     from service.config import get_settings
-    from service.http_protocol import uvicorn_options
+    from service.http_protocol import Server, uvicorn_options
 
     settings = get_settings()
     args.log_level = (args.log_level or settings.log_level).lower()
@@ -90,9 +91,10 @@ def _serve(args) -> int:
         from service.app import create_app
         _prepare()
         print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
-                    access_log=False, log_config=None, **uvicorn_options(settings))
-        return 0
+        server = Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level=args.log_level,
+                                       access_log=False, log_config=None, **uvicorn_options(settings)))
+        server.run()
+        return 130 if server.signal_received == signal.SIGINT else 0
     # Several processes: the supervisor stays small (the preparation runs in a child
     # process), each worker builds its app from the environment and stands for
     # election; the one that wins (per database) also runs the lifecycle loops.

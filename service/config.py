@@ -73,6 +73,27 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(
         10.0, gt=0, le=600, description="A request's line and headers must arrive within this long of its first "
                                         "byte (or of the connection opening); else 408 and the connection closes")
+    # Hostile clients (service/limits.py, service/overload.py, service/logs/fanout.py)
+    http_body_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="A request body must arrive within this long of its head, plus 1 s per "
+                                        "TRAINJOBS_HTTP_BODY_MIN_BYTES_PER_SECOND bytes received; else 408. "
+                                        "Bodies are read before a request takes a request slot")
+    http_body_min_bytes_per_second: float = Field(
+        1024.0, gt=0, le=1 << 30, description="The slowest upload rate that earns more time for a body")
+    http_body_max_seconds: float = Field(
+        60.0, gt=0, le=3600, description="The longest any request body may take to arrive, however fast it "
+                                         "comes; then 408")
+    http_body_buffer_bytes: int = Field(
+        64 << 20, ge=1 << 20, le=1 << 34, description="Bytes of request bodies one process holds at once "
+                                                      "(being read or served, counted as bytes arrive); more answers 503 "
+                                                      "with Retry-After")
+    max_streams_per_caller: int = Field(
+        64, ge=1, le=100_000, description="Streams (SSE) one credential (token or UI sign-in) may have open in "
+                                          "one process; more answers 429")
+    shutdown_grace_seconds: float = Field(
+        3.0, ge=0, le=600, description="On SIGINT/SIGTERM, streams end at once (with a `reconnect` event); "
+                                       "requests still running get this long before they are cancelled. "
+                                       "A second signal exits at once")
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token that /metrics needs for job counts (trainjobs_jobs). Without it /metrics "
                           "shows only process metrics: request counts, latencies, reconciler passes")
@@ -129,6 +150,29 @@ class Settings(BaseSettings):
     logs_follower_buffer_lines: int = Field(
         10_000, ge=10, le=1_000_000, description="Unsent lines a follower may lag by before it is cut with a "
                                                  "`resync` event (it resumes with Last-Event-ID)")
+    logs_reader_buffer_bytes: int = Field(
+        4 << 20, ge=64 << 10, le=1 << 32, description="Bytes of recent events a shared log reader keeps (as sent: "
+                                                      "JSON-escaped) for followers who join")
+    logs_follower_buffer_bytes: int = Field(
+        1 << 20, ge=64 << 10, le=1 << 32, description="Unsent bytes a follower may lag by before it is cut with "
+                                                      "a `resync` event (it resumes with Last-Event-ID)")
+    logs_buffer_bytes: int = Field(
+        64 << 20, ge=1 << 20, le=1 << 36, description="Bytes all log readers and followers of one process hold "
+                                                      "together; past it the laggiest followers are cut (resync) "
+                                                      "and readers keep fewer recent lines")
+    logs_stream_line_max_bytes: int = Field(
+        16_384, ge=256, le=1 << 20, description="A streamed log line longer than this (as sent, JSON-escaped) "
+                                                "is cut, with a visible marker; the JSON pages keep it whole")
+    logs_stream_batch_bytes: int = Field(
+        256 << 10, ge=16 << 10, le=64 << 20, description="Events one read of a followed log hands out at once "
+                                                         "(bytes as sent); a read that finds more continues at once")
+    logs_page_max_bytes: int = Field(
+        4 << 20, ge=64 << 10, le=1 << 30, description="Message bytes in one JSON page of logs; a page stops "
+                                                      "there (its cursor resumes after its last line)")
+    logs_stream_max_seconds: float = Field(
+        300.0, gt=0, le=86_400, description="A log stream of the API ends after this long with a `reconnect` "
+                                            "event; clients resume with Last-Event-ID (the Python client and "
+                                            "`jobs logs -f` do it themselves)")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
     logs_fanout_loop_share: float = Field(
         0.25, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "

@@ -7,17 +7,28 @@ or with more than TRAINJOBS_HTTP_MAX_HEADERS fields answers 431, and one that ha
 not arrived TRAINJOBS_HTTP_HEADER_TIMEOUT_SECONDS after its first byte (or after
 the connection opened) answers 408; either way the connection is closed.
 
+Stopping: uvicorn asks each connection to shut down as the server begins to stop; a
+connection here also sets the app's STOPPING event (in the lifespan state), so the
+app's streams end at once with a `reconnect` event instead of holding the exit until
+their job ends (service/app.py, service/logs/fanout.py, service/ui/routes_live.py).
+
 `uvicorn_options(settings)` is what every `uvicorn.run` of the service passes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import threading
 from dataclasses import dataclass
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.config import Settings, get_settings
 
+STOPPING = "trainjobs.stopping"  # the lifespan state's key of the app's asyncio.Event
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 
@@ -67,6 +78,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self._in_head and not self._refused and self._raw_in_head > self._limits.max_bytes:
             self._refuse(431, f"the request line and headers exceed {self._limits.max_bytes} bytes")
+
+    def shutdown(self) -> None:
+        stopping = (self.app_state or {}).get(STOPPING)
+        if stopping is not None and not stopping.is_set():
+            stopping.set()  # the first connection told: every stream of the app ends now
+        super().shutdown()
 
     # -- parser callbacks ----------------------------------------------------------------
 
@@ -160,4 +177,38 @@ def uvicorn_options(settings: Settings, *, workers: int = 1) -> dict:
     separate processes: they get the module's class, which reads the environment."""
     return {"http": protocol_for(settings) if workers == 1 else f"{__name__}:LimitedHttpToolsProtocol",
             # The same bound if someone runs the service with uvicorn's h11 parser instead.
-            "h11_max_incomplete_event_size": settings.http_max_header_bytes}
+            "h11_max_incomplete_event_size": settings.http_max_header_bytes,
+            # Streams end at once when stopping; a request still running gets this long.
+            "timeout_graceful_shutdown": settings.shutdown_grace_seconds}
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server as `trainjobs serve` runs it. The first SIGINT/SIGTERM stops it
+    gracefully (streams end with `reconnect` at once, see LimitedHttpToolsProtocol.shutdown;
+    requests get TRAINJOBS_SHUTDOWN_GRACE_SECONDS); a second one exits at once, with one line
+    and no traceback (jobs run on: local replicas live in sessions of their own). The signal
+    is not raised again after a graceful stop (uvicorn does, which printed a
+    KeyboardInterrupt traceback): `signal_received` says which one came."""
+
+    signal_received: int | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if self.should_exit:
+            os.write(2, b"trainjobs: second signal: exiting now (jobs keep running)\n")
+            os._exit(128 + sig)
+        self.signal_received = sig
+        os.write(2, b"trainjobs: stopping: streams end now, requests get TRAINJOBS_SHUTDOWN_GRACE_SECONDS; "
+                    b"signal again to exit at once\n")
+        self.should_exit = True

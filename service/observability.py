@@ -12,9 +12,11 @@ import re
 import time
 import uuid
 
+from service.limits import CLIENT_GONE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -24,11 +26,13 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        buckets = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
+        # Anyone may scrape these: no route label (which team submits how often, who makes
+        # tokens and webhooks is for the operator: the by-route series are private, below).
         self.requests = Counter("trainjobs_http_requests_total", "HTTP requests",
-                                ["method", "route", "status"], registry=self.registry)
+                                ["method", "status"], registry=self.registry)
         self.latency = Histogram("trainjobs_http_request_duration_seconds", "HTTP request latency",
-                                 ["method", "route"], registry=self.registry,
-                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+                                 ["method"], registry=self.registry, buckets=buckets)
         self.overload_refusals = Counter("trainjobs_overload_refusals_total", "Requests answered 503 because "
                                          "every slot (requests) or stream of the process was busy",
                                          ["kind"], registry=self.registry)
@@ -46,6 +50,17 @@ class Metrics:
         # Job counts say what every team is doing: only a scrape with the metrics token sees them.
         self.private_registry = CollectorRegistry()
         self.private_registry.register(_JobsByState(self))
+        self.route_requests = Counter("trainjobs_http_route_requests_total", "HTTP requests by route",
+                                      ["method", "route", "status"], registry=self.private_registry)
+        self.route_latency = Histogram("trainjobs_http_route_request_duration_seconds", "HTTP request latency "
+                                       "by route", ["method", "route"], registry=self.private_registry,
+                                       buckets=buckets)
+
+    def watch_bodies(self, budget) -> None:
+        Gauge("trainjobs_request_bodies_reading", "Request bodies being received (before a request slot)",
+              registry=self.registry).set_function(lambda: budget.reading)
+        Gauge("trainjobs_request_body_bytes", "Bytes of request bodies held (TRAINJOBS_HTTP_BODY_BUFFER_BYTES)",
+              registry=self.registry).set_function(lambda: budget.held)
 
     def watch_admission(self, admission) -> None:
         self.in_flight.set_function(lambda: admission.in_flight)
@@ -90,12 +105,13 @@ class RequestContextMiddleware:
         rid = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
         token = request_id_var.set(rid)
         status = 500
+        started = False
         t0 = time.perf_counter()
 
         async def send_with_id(message):
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = list(message["headers"]) + [(b"x-request-id", rid.encode())]
             await send(message)
@@ -106,10 +122,16 @@ class RequestContextMiddleware:
             elapsed = time.perf_counter() - t0
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(scope["method"], path, str(status)).inc()
-            self.metrics.latency.labels(scope["method"], path).observe(elapsed)
-            self.log.info("request", extra={"method": scope["method"], "route": path, "status": status,
-                                            "duration_ms": round(elapsed * 1000, 2)})
+            if scope.get(CLIENT_GONE) and not started:
+                status = 499  # the client went away mid-body (nginx's code): this line is all it leaves
+            method = scope["method"] if scope["method"] in _METHODS else "OTHER"  # bounded label values
+            self.metrics.requests.labels(method, str(status)).inc()
+            self.metrics.latency.labels(method).observe(elapsed)
+            self.metrics.route_requests.labels(method, path, str(status)).inc()
+            self.metrics.route_latency.labels(method, path).observe(elapsed)
+            self.log.info("request" if status != 499 else "request: the client disconnected mid-body",
+                          extra={"method": method, "route": path, "status": status,
+                                 "duration_ms": round(elapsed * 1000, 2)})
             request_id_var.reset(token)
 
 

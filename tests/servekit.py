@@ -15,6 +15,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "tj_" + secrets.token_urlsafe(32)   # TRAINJOBS_BOOTSTRAP_TOKEN: the first admin token
+OPS_TOKEN = secrets.token_urlsafe(32)        # TRAINJOBS_METRICS_TOKEN: /readyz shows the pid with it
 
 
 def free_port() -> int:
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 class Serve:
     def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve",
-                 wrap: list[str] | None = None) -> None:
+                 wrap: list[str] | None = None, log_level: str = "warning") -> None:
         """wrap: a command that runs the service (e.g. `ip netns exec <ns>`, tests/faults/netns.py)."""
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -38,13 +39,13 @@ class Serve:
                 if not k.startswith("TRAINJOBS_") or k.startswith("TRAINJOBS_LOCAL_REPLICA_UID_")
                 or k == "TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS"}
         full.update({"TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_FORMAT": "text",
-                     "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
+                     "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN, "TRAINJOBS_METRICS_TOKEN": OPS_TOKEN,
                      "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.2", "PYTHONPATH": str(ROOT)})
         full.update(env)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [*(wrap or []), sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-             "--workers", str(workers), "--log-level", "warning"],
+             "--workers", str(workers), "--log-level", log_level],
             env=full, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
 
@@ -66,7 +67,7 @@ class Serve:
 
     def readyz(self) -> dict:
         # A new connection each time: with several workers it may land on any of them.
-        return httpx.get(self.url + "/readyz", timeout=5).json()
+        return httpx.get(self.url + "/readyz", headers={"Authorization": f"Bearer {OPS_TOKEN}"}, timeout=5).json()
 
     def is_controller(self) -> bool:
         try:

@@ -3,18 +3,27 @@
 Followers of the same job (and replica filter) share one Reader: an asyncio task
 that reads the backend (in a worker thread, one read at a time), checks the job's
 state now and then, and fans each batch of lines out to every follower as ready
-SSE text. N followers cost one read per interval, not N; no thread waits per
-follower. The interval adapts: at once again while there is more, then doubling
-up to the backend's ceiling while nothing is new; and with many followers, long enough
-that fanning out takes at most TRAINJOBS_LOGS_FANOUT_LOOP_SHARE of the event loop.
+SSE bytes (one bytes object, shared by all). N followers cost one read per interval,
+not N; no thread waits per follower. The interval adapts: at once again while there is
+more, then doubling up to the backend's ceiling while nothing is new; and with many
+followers, long enough that fanning out takes at most TRAINJOBS_LOGS_FANOUT_LOOP_SHARE
+of the event loop.
+
+Memory is bounded in bytes, whatever a replica prints (a line of control characters
+is six times its size once JSON-escaped): a streamed line is cut at
+TRAINJOBS_LOGS_STREAM_LINE_MAX_BYTES with a visible marker; one read hands out at most
+four batches of TRAINJOBS_LOGS_STREAM_BATCH_BYTES; a reader keeps
+TRAINJOBS_LOGS_READER_BUFFER_BYTES (and _LINES) of recent events; a follower may lag by
+TRAINJOBS_LOGS_FOLLOWER_BUFFER_BYTES (and _LINES); all of them together by
+TRAINJOBS_LOGS_BUFFER_BYTES per process.
 
 A follower joins from its own cursor: if the reader's recent lines hold it (or it
 is the reader's position), it is served from there; otherwise it catches up with
-reads of its own until it meets the reader. A follower that falls behind (its
-unsent lines exceed TRAINJOBS_LOGS_FOLLOWER_BUFFER_LINES) is cut with a `resync`
-event carrying the cursor of the last line it was given, and the stream ends: it
-reconnects with Last-Event-ID (browsers' EventSource do it themselves) and
-nobody else is slowed."""
+reads of its own until it meets the reader. A follower that falls behind is cut with
+a `resync` event carrying the cursor of the last line it was given, and the stream
+ends: it reconnects with Last-Event-ID (browsers' EventSource do it themselves) and
+nobody else is slowed. A stream also ends with a `reconnect` event after
+TRAINJOBS_LOGS_STREAM_MAX_SECONDS and when the service stops (Hub.stop)."""
 from __future__ import annotations
 
 import asyncio
@@ -32,6 +41,9 @@ from service.logs.service import JobView, _event, end_event, load_job, log_event
 log = logging.getLogger("trainjobs.logs.fanout")
 
 
+READ_BATCHES = 4  # batches one read of a shared reader hands out at most
+
+
 @dataclass(frozen=True)
 class FanoutSettings:
     min_interval: float = 0.1       # between reads while lines keep coming
@@ -43,13 +55,97 @@ class FanoutSettings:
     idle_seconds: float = 5.0       # a reader with no follower stops after this long
     wake_chunk: int = 8             # followers woken per event-loop turn when a batch goes out
     loop_share: float = 0.25        # the most of the loop's time a reader spends fanning out (next_read_after)
+    buffer_bytes: int = 4 << 20     # recent events a reader keeps, in bytes as sent
+    follower_bytes: int = 1 << 20   # unsent bytes a follower may lag by
+    process_bytes: int = 64 << 20   # all readers' and followers' bytes together
+    line_max_bytes: int = 16_384    # a streamed line is cut past this (as sent)
+    batch_bytes: int = 128 << 10    # one batch of events; a read hands out at most READ_BATCHES
+    max_seconds: float = 300.0      # a stream ends with `reconnect` after this long
+
+    @classmethod
+    def of(cls, s) -> "FanoutSettings":
+        return cls(min_interval=s.logs_follow_interval_seconds, max_interval=s.logs_follow_max_interval_seconds,
+                   heartbeat=s.logs_heartbeat_seconds, buffer_lines=s.logs_reader_buffer_lines,
+                   follower_lines=s.logs_follower_buffer_lines, loop_share=s.logs_fanout_loop_share,
+                   buffer_bytes=s.logs_reader_buffer_bytes, follower_bytes=s.logs_follower_buffer_bytes,
+                   process_bytes=s.logs_buffer_bytes, line_max_bytes=s.logs_stream_line_max_bytes,
+                   batch_bytes=s.logs_stream_batch_bytes, max_seconds=s.logs_stream_max_seconds)
+
+
+@dataclass(eq=False)
+class Batch:
+    """Consecutive `log` events as sent: one bytes object shared by every follower."""
+    data: bytes
+    cursors: list[str]   # each event's cursor
+    ends: list[int]      # where each event ends in `data`
+
+    @property
+    def lines(self) -> int:
+        return len(self.cursors)
+
+    def after(self, cursor: str) -> "Batch | None":
+        """The events after `cursor` (one of ours), sliced out."""
+        i = self.cursors.index(cursor)
+        if i + 1 == len(self.cursors):
+            return None
+        return Batch(self.data[self.ends[i]:], self.cursors[i + 1:], [e - self.ends[i] for e in self.ends[i + 1:]])
+
+
+@dataclass(frozen=True)
+class Read:
+    batches: list[Batch]
+    cursor: str | None
+    more: bool
+
+
+def read_batches(backend: Backend, view: JobView, replica: str | None, since: str | None, limit: int,
+                 cfg: FanoutSettings, most: int = READ_BATCHES) -> Read:
+    """A page read as batches of events (runs in a worker thread)."""
+    return batches_of(read(backend, view.handle, replica, since, limit), since, limit, cfg, most)
+
+
+def batches_of(page: LogPage, since: str | None, limit: int, cfg: FanoutSettings, most: int = READ_BATCHES) -> Read:
+    """A page's events in at most `most` batches, bounded in bytes. A page whose events would
+    not fit stops early: its cursor is the last line given, and `more` says to read again
+    at once. (A follower catching up alone reads one batch at a time: its reads are its own,
+    not shared, and a follower that stops reading holds no more than that.)"""
+    batches: list[Batch] = []
+    parts: list[bytes] = []
+    cursors: list[str] = []
+    ends: list[int] = []
+    size = 0
+    cursor = page.cursor
+    more = page.more or len(page.lines) >= limit
+    for i, line in enumerate(page.lines):
+        event = log_event(line, cfg.line_max_bytes).encode()
+        if size and size + len(event) > cfg.batch_bytes:
+            batches.append(Batch(b"".join(parts), cursors, ends))
+            parts, cursors, ends, size = [], [], [], 0
+            if len(batches) >= most:
+                cursor, more = page.lines[i - 1].cursor, True
+                break
+        parts.append(event)
+        size += len(event)
+        cursors.append(line.cursor)
+        ends.append(size)
+    if parts:
+        batches.append(Batch(b"".join(parts), cursors, ends))
+    return Read(batches, cursor or since, more)
+
+
+def reconnect_event(cursor: str | None, reason: str) -> bytes:
+    return _event("reconnect", {"cursor": cursor, "reason": f"{reason}; reconnect with Last-Event-ID to "
+                                "resume after the last line"}, None).encode()
 
 
 @dataclass(eq=False)  # followers are told apart by identity (they live in sets)
 class Follower:
+    hub: "Hub"
     cursor: str | None                       # after the last line handed to it
+    deadline: float = float("inf")           # it ends with `reconnect` then (max_seconds)
     chunks: deque = field(default_factory=deque)
     pending: int = 0                         # lines in `chunks`
+    pending_bytes: int = 0                   # bytes in `chunks` (counted in hub.held)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
     given_at: float = field(default_factory=time.monotonic)   # when it was last given anything
@@ -57,32 +153,44 @@ class Follower:
     def beat(self, now: float) -> None:
         """A heartbeat (an SSE comment) for a follower given nothing for a while (Hub._heartbeats)."""
         if not self.done:
-            self.chunks.append(": keep-alive\n\n")
+            self.chunks.append(b": keep-alive\n\n")
             self.given_at = now
             self.ready.set()
 
-    def give(self, text: str, lines: int, cursor: str | None, limit: int) -> bool:
-        """Queue a chunk; False (and a resync event queued) when the follower lags too far."""
+    def give(self, batch: Batch, cursor: str | None) -> bool:
+        """Queue a batch; False (and a resync event queued) when the follower lags too far."""
         if self.done:
             return True
-        # Lagging: what it was given before is still unsent, `limit` lines of it or more. (Not
-        # "pending + this batch": a page may hold more lines than the limit, and a follower that
-        # has a few lines in flight when a full page comes is keeping up.) At most `limit` lines
-        # plus one page are ever held for a follower.
-        if self.pending >= limit:
-            self.chunks.append(_event("resync", {"cursor": self.cursor, "reason": "this follower fell too far "
-                                                 "behind; reconnect with Last-Event-ID to resume"}, None))
-            self.done = True
-            self.ready.set()
+        cfg, hub = self.hub.cfg, self.hub
+        n = len(batch.data)
+        # Lagging: what it was given before is still unsent, past its limits or past what the
+        # process may hold. (Not "pending + this batch": a follower with nothing pending takes
+        # any batch, so one that keeps up is never cut.) At most a limit plus one read is held.
+        if self.pending and (self.pending >= cfg.follower_lines or self.pending_bytes >= cfg.follower_bytes
+                             or hub.held + n > cfg.process_bytes):
+            self.finish(_event("resync", {"cursor": self.cursor, "reason": "this follower fell too far "
+                                          "behind; reconnect with Last-Event-ID to resume"}, None).encode())
             return False
-        self.chunks.append(text)
-        self.pending += lines
+        self.chunks.append(batch.data)
+        self.pending += batch.lines
+        self.pending_bytes += n
+        hub.held += n
         self.cursor = cursor
         self.given_at = time.monotonic()
         self.ready.set()
         return True
 
-    def finish(self, text: str) -> None:
+    def take(self) -> list[bytes]:
+        out = list(self.chunks)
+        self.chunks.clear()
+        self.release()
+        return out
+
+    def release(self) -> None:
+        self.hub.held -= self.pending_bytes
+        self.pending = self.pending_bytes = 0
+
+    def finish(self, text: bytes) -> None:
         if not self.done:
             self.chunks.append(text)
             self.done = True
@@ -104,21 +212,41 @@ class Reader:
         self.hub, self.key, self.backend, self.view = hub, key, backend, view
         self.team_id, self.replica, self.limit = team_id, replica, limit
         self.head = cursor                        # after the last line read
-        self.recent: deque[tuple[str, str]] = deque(maxlen=hub.cfg.buffer_lines)  # (cursor, event text)
+        self.recent: deque[Batch] = deque()       # the latest batches (buffer_bytes, buffer_lines)
+        self.recent_bytes = self.recent_lines = 0
         self.followers: set[Follower] = set()
         self.changed = asyncio.Event()            # set after every read (catching-up followers wait on it)
-        self.ended: str | None = None             # the end event, once the job is final and read out
+        self.ended: bytes | None = None           # the end event, once the job is final and read out
         self.reads = 0
         self.task = asyncio.get_running_loop().create_task(self.run(), name=f"logs-reader-{key}")
 
-    def _after(self, cursor: str | None) -> list[str] | None:
-        """Recent events after `cursor`, or None if the reader cannot tell."""
+    def _after(self, cursor: str | None) -> list[Batch] | None:
+        """Recent batches after `cursor`, or None if the reader cannot tell."""
         if cursor == self.head:
             return []
-        for i, (c, _) in enumerate(self.recent):
-            if c == cursor:
-                return [text for _, text in list(self.recent)[i + 1:]]
+        if cursor is None:
+            return None
+        for i, batch in enumerate(self.recent):
+            if cursor in batch.cursors:
+                rest = batch.after(cursor)
+                return ([rest] if rest else []) + list(self.recent)[i + 1:]
         return None
+
+    def _keep(self, batch: Batch) -> None:
+        cfg, hub = self.hub.cfg, self.hub
+        self.recent.append(batch)
+        self.recent_bytes += len(batch.data)
+        self.recent_lines += batch.lines
+        hub.held += len(batch.data)
+        while self.recent and (self.recent_bytes > cfg.buffer_bytes or self.recent_lines > cfg.buffer_lines
+                               or hub.held > cfg.process_bytes):
+            self._drop()
+
+    def _drop(self) -> None:
+        old = self.recent.popleft()
+        self.recent_bytes -= len(old.data)
+        self.recent_lines -= old.lines
+        self.hub.held -= len(old.data)
 
     async def run(self) -> None:
         cfg = self.hub.cfg
@@ -129,20 +257,21 @@ class Reader:
         final = self.view.final
         try:
             while True:
-                page = await self._read()
+                got = await self._read()
                 self.reads += 1
-                if page.lines:
+                if got.batches:
                     started = time.monotonic()
-                    await self._fan_out(page)
+                    await self._fan_out(got)
                     interval = next_read_after(floor, time.monotonic() - started, cfg.loop_share)
                 else:
+                    self.head = got.cursor or self.head
                     interval = min(interval * 2, max(cfg.max_interval, 4 * floor))
                 self.changed.set()
                 self.changed = asyncio.Event()
-                if page.more or len(page.lines) >= self.limit:
+                if got.more:
                     continue  # more is waiting: read on at once (and read everything before an end)
                 if final:
-                    self.ended = end_event(self.view, self.head)
+                    self.ended = end_event(self.view, self.head).encode()
                     for i, f in enumerate(list(self.followers)):
                         if i and i % cfg.wake_chunk == 0:
                             await asyncio.sleep(0)  # as in _fan_out: the loop serves others between
@@ -167,34 +296,36 @@ class Reader:
                     idle_since = None
                 await asyncio.sleep(interval)
         finally:
+            while self.recent:
+                self._drop()
             self.hub._gone(self)
             self.changed.set()
 
-    async def _read(self) -> LogPage:
+    async def _read(self) -> Read:
         try:
-            return await anyio.to_thread.run_sync(read, self.backend, self.view.handle, self.replica, self.head,
-                                                  self.limit)
+            return await anyio.to_thread.run_sync(read_batches, self.backend, self.view, self.replica, self.head,
+                                                  self.limit, self.hub.cfg)
         except Exception:
             log.warning("job %s: reading logs failed; retrying", self.view.handle.id, exc_info=True)
-            return LogPage(lines=[], cursor=self.head)
+            return Read([], self.head, False)
 
-    async def _fan_out(self, page: LogPage) -> None:
-        texts = [log_event(line) for line in page.lines]
-        for line, text in zip(page.lines, texts):
-            self.recent.append((line.cursor, text))
-        self.head = page.cursor or self.head
-        chunk = "".join(texts)
+    async def _fan_out(self, got: Read) -> None:
         cfg = self.hub.cfg
-        # Followers are woken `wake_chunk` at a time, with a turn of the event loop between:
-        # writing a batch to a thousand sockets takes the loop about 50 ms, and a request
-        # arriving meanwhile would otherwise wait behind all of it. (A follower that joins
-        # meanwhile is not in this list: it takes the batch from `recent`.)
-        for i, f in enumerate(list(self.followers)):
-            if i and i % cfg.wake_chunk == 0:
-                await asyncio.sleep(0)
-            if not f.give(chunk, len(texts), self.head, cfg.follower_lines):
-                self.followers.discard(f)
-                self.hub.cut += 1
+        for batch in got.batches:
+            self._keep(batch)
+            self.head = batch.cursors[-1]
+            # Followers are woken `wake_chunk` at a time, with a turn of the event loop between:
+            # writing a batch to a thousand sockets takes the loop about 50 ms, and a request
+            # arriving meanwhile would otherwise wait behind all of it. (A follower that joins
+            # meanwhile is not in this list: it takes the batch from `recent`.)
+            for i, f in enumerate(list(self.followers)):
+                if i and i % cfg.wake_chunk == 0:
+                    await asyncio.sleep(0)
+                if not f.give(batch, self.head):
+                    self.followers.discard(f)
+                    self.hub.cut += 1
+            await asyncio.sleep(0)  # followers take this batch before the next comes: none lags by a read
+        self.head = got.cursor or self.head
 
 
 class Hub:
@@ -204,8 +335,19 @@ class Hub:
         self.session_factory = session_factory
         self.cfg = cfg
         self.readers: dict[tuple, Reader] = {}
-        self.cut = 0  # followers cut for lagging (metrics, tests)
+        self.cut = 0    # followers cut for lagging (metrics, tests)
+        self.held = 0   # bytes held by readers' recent events and followers' unsent ones
+        self.stopped = False
+        self.followers: set[Follower] = set()  # every follower of this process, joined or catching up
         self._heart: asyncio.Task | None = None
+
+    def stop(self) -> None:
+        """The service is stopping: every stream ends now with a `reconnect` event."""
+        self.stopped = True
+        for f in list(self.followers):
+            f.finish(reconnect_event(f.cursor, "the service is stopping"))
+        for reader in list(self.readers.values()):
+            reader.task.cancel()
 
     def _ensure_heartbeats(self) -> None:
         if self._heart is None or self._heart.done():
@@ -213,86 +355,109 @@ class Hub:
 
     async def _heartbeats(self) -> None:
         """One task for every follower of this process: a follower given nothing for
-        `heartbeat` seconds gets an SSE comment (proxies and browsers keep the stream open).
-        Ends when no reader is left; the next follower starts it again."""
-        tick = self.cfg.heartbeat / 4
-        while self.readers:
+        `heartbeat` seconds gets an SSE comment (proxies and browsers keep the stream open),
+        and one past its deadline is ended with `reconnect`. Ends when no follower is left;
+        the next follower starts it again."""
+        tick = min(self.cfg.heartbeat, self.cfg.max_seconds) / 4
+        while self.followers:
             await asyncio.sleep(tick)
             now = time.monotonic()
-            for reader in list(self.readers.values()):
-                for f in list(reader.followers):
-                    if now - f.given_at >= self.cfg.heartbeat:
-                        f.beat(now)
+            for f in list(self.followers):
+                if now >= f.deadline:
+                    f.finish(reconnect_event(f.cursor, f"this stream reached its longest duration "
+                                             f"({self.cfg.max_seconds:g} s)"))
+                elif now - f.given_at >= self.cfg.heartbeat:
+                    f.beat(now)
 
     def _gone(self, reader: Reader) -> None:
         if self.readers.get(reader.key) is reader:
             del self.readers[reader.key]
 
     async def follow(self, backend: Backend, view: JobView, team_id: uuid.UUID, replica: str | None,
-                     first: LogPage, since: str | None, limit: int):
-        """The SSE text of one follower: `log` events, then `end` (or `resync` if it lagged)."""
-        yield f": following job {view.handle.id}\n\n"  # a comment: headers go out at once
-        retry = "retry: 1000\n"  # sent with the first event: a block of its own would be an empty event
-        cursor = first.cursor or since
-        if first.lines:
-            yield retry + "".join(log_event(line) for line in first.lines)
-            retry = ""
-        # Catch up alone while more is waiting, then join the shared reader.
-        while first.more or len(first.lines) >= limit:
-            first = await anyio.to_thread.run_sync(read, backend, view.handle, replica, cursor, limit)
-            cursor = first.cursor or cursor
-            if first.lines:
-                yield "".join(log_event(line) for line in first.lines)
-        follower = Follower(cursor)
-        reader = await self._join(backend, view, team_id, replica, follower, limit)
+                     first: LogPage, since: str | None, limit: int, max_seconds: float | None = None):
+        """The SSE bytes of one follower: `log` events, then `end` (or `resync` if it lagged,
+        `reconnect` past `max_seconds` or when the service stops)."""
+        cfg = self.cfg
+        longest = max_seconds if max_seconds is not None else cfg.max_seconds
+        follower = Follower(self, since, deadline=time.monotonic() + longest)
+        self.followers.add(follower)
         self._ensure_heartbeats()
+        key = (view.handle.id, replica)
+        reader = None
         try:
+            yield f": following job {view.handle.id}\n\n".encode()  # a comment: headers go out at once
+            retry = b"retry: 1000\n"  # sent with the first event: a block of its own would be an empty event
+            if self.stopped:
+                follower.finish(reconnect_event(since, "the service is stopping"))
+            got = await anyio.to_thread.run_sync(batches_of, first, since, limit, cfg, 1)
+            first = None  # not kept for the stream's life (it may be a megabyte of raw lines)
+            # Catch up alone while more is waiting (or while ahead of the reader), then join it.
+            while not follower.done:
+                while got.batches:
+                    yield retry + got.batches.pop(0).data  # popped: not held while the socket is full
+                    retry = b""
+                follower.cursor = got.cursor or follower.cursor
+                # Join as soon as the shared reader's recent lines hold our cursor (a follower
+                # reading alone pays for its own reads and escaping), or once caught up.
+                current = self.readers.get(key)
+                if not got.more or (current is not None and not current.task.done()
+                                    and current._after(follower.cursor) is not None):
+                    reader = self._join(backend, view, team_id, replica, follower, limit)
+                    if reader is not None:
+                        break
+                    if not got.batches and (waiting := self.readers.get(key)) is not None:
+                        try:  # ahead of the reader: its next read reaches our cursor
+                            await asyncio.wait_for(waiting.changed.wait(), 5.0)
+                        except (asyncio.TimeoutError, TimeoutError):
+                            pass
+                        got = Read([], follower.cursor, False)
+                        continue
+                got = await anyio.to_thread.run_sync(read_batches, backend, view, replica, follower.cursor,
+                                                     limit, cfg, 1)
             while True:
                 if not follower.chunks:
                     if follower.done:
-                        return  # everything given, the last `end` or `resync` included
+                        return  # everything given, the last `end`, `resync` or `reconnect` included
                     follower.ready.clear()
                     # No timer of its own: the hub's one heartbeat task wakes a quiet follower
                     # (a timer per wait cost a tenth of a fan-out's CPU with 1,000 followers).
                     await follower.ready.wait()
                     continue
-                text = "".join(follower.chunks)
-                follower.chunks.clear()
-                follower.pending = 0
-                yield retry + text
-                retry = ""
+                chunks = follower.take()
+                # Small chunks go out together; big ones one by one, never copied per follower.
+                if len(chunks) > 1 and sum(map(len, chunks)) <= 65536:
+                    chunks = [b"".join(chunks)]
+                for chunk in chunks:
+                    yield retry + chunk if retry else chunk
+                    retry = b""
         finally:
-            reader.followers.discard(follower)
+            follower.done = True
+            follower.release()
+            self.followers.discard(follower)
+            if reader is not None:
+                reader.followers.discard(follower)
 
-    async def _join(self, backend: Backend, view: JobView, team_id: uuid.UUID, replica: str | None,
-                    follower: Follower, limit: int) -> Reader:
+    def _join(self, backend: Backend, view: JobView, team_id: uuid.UUID, replica: str | None,
+              follower: Follower, limit: int) -> Reader | None:
+        """The shared reader, joined where the follower is; None if it is elsewhere (the follower
+        then reads alone up to it). Its recent batches after the follower's cursor are queued
+        as they are (shared with the reader's buffer, so not counted against the follower)."""
+        if self.stopped:
+            follower.finish(reconnect_event(follower.cursor, "the service is stopping"))
+            return None
         key = (view.handle.id, replica)
-        while True:
-            reader = self.readers.get(key)
-            if reader is None or reader.task.done():
-                reader = Reader(self, key, backend, view, team_id, replica, follower.cursor, limit)
-                self.readers[key] = reader
-            if reader.ended is not None:
-                follower.finish(reader.ended)
-                return reader
-            backlog = reader._after(follower.cursor)
-            if backlog is not None:
-                for text in backlog:
-                    follower.give(text, 1, None, self.cfg.follower_lines)
-                follower.cursor = reader.head
-                reader.followers.add(follower)
-                return reader
-            # Not where the reader is: read alone up to where it is (it may be behind us,
-            # then its next read reaches our cursor).
-            page = await anyio.to_thread.run_sync(read, backend, view.handle, replica, follower.cursor, limit)
-            if page.lines:
-                text = "".join(log_event(line) for line in page.lines)
-                follower.give(text, len(page.lines), page.cursor, self.cfg.follower_lines)
-                if follower.done:
-                    return reader
-            else:
-                changed = reader.changed
-                try:
-                    await asyncio.wait_for(changed.wait(), 5.0)
-                except (asyncio.TimeoutError, TimeoutError):
-                    pass
+        reader = self.readers.get(key)
+        if reader is None or reader.task.done():
+            reader = Reader(self, key, backend, view, team_id, replica, follower.cursor, limit)
+            self.readers[key] = reader
+        if reader.ended is not None:
+            follower.finish(reader.ended)
+            return reader
+        backlog = reader._after(follower.cursor)
+        if backlog is None:
+            return None
+        follower.chunks.extend(batch.data for batch in backlog)
+        follower.cursor = reader.head
+        reader.followers.add(follower)
+        follower.ready.set()
+        return reader

@@ -11,14 +11,19 @@ from service.auth.deps import Viewer
 from service.db import SessionDep
 from service.logs import service
 from service.logs.schemas import LogLineOut, LogPageOut
+from service.overload import wants_stream
 from service.problems import problem_responses
 
 router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
 SSE_DOC = """Server-Sent Events (with `follow=true` or `Accept: text/event-stream`):
 `event: log` per line (`id:` is its cursor, `data:` the line as JSON), comments as heartbeats,
-and a last `event: end` whose data holds the job's final state and error. Reconnect with
-`Last-Event-ID` (browsers' EventSource do it themselves) to resume after the last line seen."""
+and a last `event: end` whose data holds the job's final state and error. A stream may also end
+with `event: resync` (this follower fell behind) or `event: reconnect` (the stream reached
+TRAINJOBS_LOGS_STREAM_MAX_SECONDS, or the service is stopping): reconnect with `Last-Event-ID`
+(browsers' EventSource do it themselves) to resume after the last line seen. A streamed line
+longer than TRAINJOBS_LOGS_STREAM_LINE_MAX_BYTES is cut, ending with `…[trainjobs: line cut
+for streaming, N more characters]`; pages keep lines whole."""
 
 
 @router.get("/{job_id}/logs", response_model=LogPageOut, operation_id="jobs_logs",
@@ -39,7 +44,7 @@ async def job_logs(
     # The request's session would otherwise stay checked out for the whole stream.
     await anyio.to_thread.run_sync(session.close)
     backend = service.backend_of(state.backends, view)
-    stream = follow or "text/event-stream" in (accept or "")
+    stream = wants_stream(follow, accept)  # the admission layer's rule too (service/overload.py)
     cursor = (last_event_id or since) if stream else since
     # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
     page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)
@@ -48,6 +53,7 @@ async def job_logs(
         body = state.log_hub.follow(backend, view, actor.team_id, replica, page, cursor, limit)
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    page = service.cap_page(page, state.settings.logs_page_max_bytes)  # bounded in bytes, not only lines
     return LogPageOut(job_id=job_id, state=view.handle.state, cursor=page.cursor,
                       done=view.final and not page.more and len(page.lines) < limit,
                       lines=[LogLineOut(replica=ln.replica, stream=ln.stream, timestamp=ln.timestamp,

@@ -1,16 +1,14 @@
 """Reading a job's logs through its backend, and following them as Server-Sent
-Events. Blocking work (database, files, Cloud Logging) runs in worker threads;
+Events (service/logs/fanout.py follows them). Blocking work runs in worker threads;
 no database session stays open between polls."""
 from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from dataclasses import dataclass
-from typing import AsyncIterator, Mapping
+from typing import Mapping
 
-import anyio
 from sqlalchemy.orm import Session
 
 from service.lifecycle.protocol import (Backend, JobHandle, LogLine, LogPage, PermanentBackendError,
@@ -74,65 +72,42 @@ def _event(kind: str, data: dict, event_id: str | None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-def log_event(line: LogLine) -> str:
-    return _event("log", line_json(line), line.cursor)
+def log_event(line: LogLine, max_bytes: int | None = None) -> str:
+    """One `log` event; with `max_bytes`, a message longer than that (as sent, JSON-escaped:
+    a control character takes 6 bytes) is cut, ending with a marker that says so."""
+    data = line_json(line)
+    if max_bytes is not None:
+        data["message"] = cut_message(line.message, max_bytes)
+    return _event("log", data, line.cursor)
+
+
+def cut_message(message: str, max_bytes: int) -> str:
+    if len(message) * 12 <= max_bytes:  # no character escapes to more than 12 bytes: short enough
+        return message
+    sent = len(json.dumps(message)) - 2
+    if sent <= max_bytes:
+        return message
+    room = max_bytes - 80  # for the marker
+    keep = min(len(message), room)
+    while keep > 0:
+        sent = len(json.dumps(message[:keep])) - 2
+        if sent <= room:
+            break
+        keep = min(keep - 1, keep * room // sent)  # shrinks at least by one; two or three rounds
+    keep = max(keep, 0)
+    return f"{message[:keep]}\u2026[trainjobs: line cut for streaming, {len(message) - keep} more characters]"
+
+
+def cap_page(page: LogPage, max_bytes: int) -> LogPage:
+    """At most `max_bytes` of messages (UTF-8) in a JSON page, and at least one line: a page
+    stops early with its cursor after its last line, so the next page resumes there."""
+    total = 0
+    for i, line in enumerate(page.lines):
+        total += len(line.message.encode())
+        if total > max_bytes and i > 0:
+            return LogPage(lines=page.lines[:i], cursor=page.lines[i - 1].cursor, more=True)
+    return page
 
 
 def end_event(view: JobView, cursor: str | None) -> str:
     return _event("end", {"state": view.handle.state.value, "error": view.error, "cursor": cursor}, cursor)
-
-
-@dataclass(frozen=True)
-class FollowSettings:
-    interval: float = 0.1       # seconds between reads while nothing is new
-    heartbeat: float = 15.0     # an SSE comment after this long without an event
-    state_every: float = 0.5    # how often the job's state is checked while idle
-
-
-async def follow(session_factory, team_id: uuid.UUID, backend: Backend, view: JobView, replica: str | None,
-                 first: LogPage, since: str | None, limit: int, cfg: FollowSettings,
-                 is_disconnected=None) -> AsyncIterator[str]:
-    """SSE: `log` events (id = cursor), then one `end` event once the job is
-    final and every line has been sent. Heartbeat comments keep proxies open."""
-    yield f": following job {view.handle.id}\n\n"  # a comment: headers go out at once
-    retry = "retry: 1000\n"  # sent with the first event: a block of its own would be an empty event
-    page, cursor = first, since
-    last_out = last_state = time.monotonic()
-    final = view.final
-    while True:
-        if page.lines:
-            yield retry + "".join(log_event(line) for line in page.lines)
-            retry = ""
-            last_out = time.monotonic()
-        cursor = page.cursor or cursor
-        if len(page.lines) < limit:  # caught up
-            if final:
-                yield retry + end_event(view, cursor)
-                return
-            now = time.monotonic()
-            if now - last_state >= cfg.state_every:
-                last_state = now
-                try:
-                    view = await anyio.to_thread.run_sync(load_job, session_factory, team_id, view.handle.id)
-                except Exception:  # database down for a moment: keep streaming what we have
-                    log.warning("job %s: could not refresh its state while following logs", view.handle.id,
-                                exc_info=True)
-                if view.final:
-                    final = True  # read once more: the lines written before the end
-                    page = await _read(backend, view, replica, cursor, limit)
-                    continue
-            if now - last_out >= cfg.heartbeat:
-                yield ": keep-alive\n\n"
-                last_out = now
-            if is_disconnected is not None and await is_disconnected():
-                return
-            await anyio.sleep(cfg.interval)
-        page = await _read(backend, view, replica, cursor, limit)
-
-
-async def _read(backend: Backend, view: JobView, replica: str | None, cursor: str | None, limit: int) -> LogPage:
-    try:
-        return await anyio.to_thread.run_sync(read, backend, view.handle, replica, cursor, limit)
-    except Exception:
-        log.warning("job %s: reading logs failed; retrying", view.handle.id, exc_info=True)
-        return LogPage(lines=[], cursor=cursor)

@@ -1,10 +1,10 @@
 """Server-Sent Events for the pages: job changes (the shared feed) and a job's logs.
 
-The log stream is the API's own (service.logs.follow, the same events as
+The log stream is the API's own (service/logs/fanout.py, the same events as
 `GET /v1/jobs/{id}/logs?follow=true`), signed in by the UI's cookie instead of
 a bearer header, which browsers' EventSource cannot send. Streams end after
-TRAINJOBS_UI_STREAM_MAX_SECONDS and the browser reconnects where it left off,
-so a server shutting down is never held open by a tab."""
+TRAINJOBS_UI_STREAM_MAX_SECONDS and the browser reconnects where it left off;
+a server that stops ends them at once with a `reconnect` event."""
 from __future__ import annotations
 
 import asyncio
@@ -50,6 +50,18 @@ def _event(kind: str, data: dict, event_id: str | None = None) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+async def _next(queue: asyncio.Queue, stopping: asyncio.Event | None, timeout: float) -> dict | None:
+    """The next change, or None after `timeout` or once the service is stopping."""
+    get = asyncio.ensure_future(queue.get())
+    waits = {get} | ({asyncio.ensure_future(stopping.wait())} if stopping is not None else set())
+    try:
+        done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    return get.result() if get in done else None
+
+
 @router.get("/stream")
 async def job_changes(request: Request, user: User,
                       since: Annotated[str | None, Query(max_length=64)] = None,
@@ -62,6 +74,8 @@ async def job_changes(request: Request, user: User,
     start = _parse_time(last_event_id) or _parse_time(since) or datetime.now(timezone.utc)
     team = user.actor.team_id
 
+    stopping = getattr(request.app.state, "stopping", None)  # service/app.py: set when the server stops
+
     async def body() -> AsyncIterator[str]:
         deadline = time.monotonic() + settings.ui_stream_max_seconds
         sub = feed.subscribe(team, job)  # before the catch-up read, so nothing falls between the two
@@ -73,9 +87,12 @@ async def job_changes(request: Request, user: User,
                 if sub.overflowed:
                     yield _event("reload", {"reason": "too many changes at once"})
                     return
-                try:
-                    change = await asyncio.wait_for(sub.queue.get(), timeout=settings.logs_heartbeat_seconds)
-                except asyncio.TimeoutError:
+                if stopping is not None and stopping.is_set():
+                    yield _event("reconnect", {"reason": "the service is stopping; reconnect to resume"})
+                    return
+                change = await _next(sub.queue, stopping, min(settings.logs_heartbeat_seconds,
+                                                              max(deadline - time.monotonic(), 0.01)))
+                if change is None:
                     yield ": keep-alive\n\n"
                     continue
                 yield _event("job", change, change["updated_at"])
@@ -98,19 +115,9 @@ async def follow_logs(job_id: uuid.UUID, request: Request, user: User, session: 
     cursor = last_event_id or since
     limit = 1000
     page = await anyio.to_thread.run_sync(logs.read, backend, view.handle, replica, cursor, limit)
-    s = state.settings
-    cfg = logs.FollowSettings(interval=s.logs_follow_interval_seconds, heartbeat=s.logs_heartbeat_seconds)
-    stream = logs.follow(state.session_factory, team, backend, view, replica, page, cursor, limit, cfg,
-                         request.is_disconnected)
-
-    async def bounded() -> AsyncIterator[str]:
-        deadline = time.monotonic() + s.ui_stream_max_seconds
-        try:
-            async for chunk in stream:
-                yield chunk
-                if time.monotonic() > deadline:
-                    return  # the browser reconnects with Last-Event-ID, the last line's cursor
-        finally:
-            await stream.aclose()
-
-    return StreamingResponse(bounded(), media_type="text/event-stream", headers=SSE_HEADERS)
+    # The API's shared reader (service/logs/fanout.py): the same events, memory bounds and
+    # `reconnect` on stopping; the stream ends after TRAINJOBS_UI_STREAM_MAX_SECONDS and the
+    # browser reconnects with Last-Event-ID, the last line's cursor.
+    body = state.log_hub.follow(backend, view, team, replica, page, cursor, limit,
+                                max_seconds=state.settings.ui_stream_max_seconds)
+    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)

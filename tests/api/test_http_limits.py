@@ -159,7 +159,8 @@ def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
     env = {**os.environ, "TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
            "TRAINJOBS_LOCAL_WORK_DIR": str(tmp_path / "runs"), "TRAINJOBS_SEED_DEMO_TEMPLATE": "false",
            "TRAINJOBS_CONTROLLER_LOCK_PATH": str(tmp_path / "controller.lock"), "TRAINJOBS_LOG_FORMAT": "text",
-           "TRAINJOBS_HTTP_MAX_HEADERS": "10", "TRAINJOBS_HTTP_HEADER_TIMEOUT_SECONDS": "0.5"}
+           "TRAINJOBS_HTTP_MAX_HEADERS": "10", "TRAINJOBS_HTTP_HEADER_TIMEOUT_SECONDS": "0.5",
+           "TRAINJOBS_METRICS_TOKEN": "ops-secret"}  # /readyz shows the pid to the operator only
     with open(tmp_path / "serve.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
                                  "--workers", str(workers)], env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -185,7 +186,7 @@ def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
                 s.sendall(b"GET /readyz HTTP/1.1\r\n")
                 assert status_of(read_all(s)) == 408
             with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
-                s.sendall(head(path="/readyz"))
+                s.sendall(head("Authorization: Bearer ops-secret", path="/readyz"))
                 pids.add(read_all_json_pid(s))
             if len(pids) == workers:
                 break

@@ -26,7 +26,7 @@ def test_metrics_count_requests_and_jobs(settings, tokens):
         client.post("/v1/jobs", json={"template": "mwms-demo"})
         client.get("/v1/jobs/00000000-0000-0000-0000-000000000000")
         text = client.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
-    assert 'trainjobs_http_requests_total{method="POST",route="/v1/jobs",status="201"} 1.0' in text
+    assert 'trainjobs_http_route_requests_total{method="POST",route="/v1/jobs",status="201"} 1.0' in text
     assert 'route="/v1/jobs/{job_id}",status="404"' in text
     assert 'trainjobs_jobs{backend="local",state="QUEUED"} 1.0' in text
     assert "trainjobs_reconcile_ticks_total" in text

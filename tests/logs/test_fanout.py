@@ -93,7 +93,7 @@ def test_a_follower_resumes_from_last_event_id(db_url, work_dir, token, tmp_path
 def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, token, tmp_path):
     # 500 lines (1 MB) of lag: far more than a reading client falls behind by, far less than
     # what the slow one (which reads nothing) is sent once its socket buffers are full.
-    settings = settings_for(db_url, work_dir, logs_follower_buffer_lines=500)
+    settings = settings_for(db_url, work_dir, logs_follower_buffer_lines=500)  # well under the byte bound
     app = create_app(settings)
     with thread_server(app) as url, \
             httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
@@ -140,7 +140,7 @@ def test_many_followers_connecting_at_once_all_get_their_stream(db_url, work_dir
     # more followers connecting at once than the pool has connections, they used to wait on
     # each other until the pool timeout and get 503s. They now queue for request slots.
     settings = settings_for(db_url, work_dir).model_copy(
-        update={"max_concurrent_requests": 2, "db_pool_timeout_seconds": 1.0})
+        update={"max_concurrent_requests": 2, "db_pool_timeout_seconds": 1.0, "max_streams_per_caller": 200})
     app = create_app(settings)
     with thread_server(app) as url, httpx.Client(base_url=url, headers=bearer(token), timeout=30) as client:
         api = Api(client)
