@@ -103,6 +103,9 @@ def revoke(session: Session, token_id: uuid.UUID, team_id: uuid.UUID | None) -> 
         raise NotFound(f"no token with id {token_id}")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
+        # Work launched later as this token stops with it, in the same transaction: its sweeps pause.
+        from service.sweeps.service import pause_sweeps_of  # the sweeps import this module
+        pause_sweeps_of(session, token)
     return token
 
 

@@ -20,13 +20,14 @@ MetricName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_./-
 
 class SweepState(str, enum.Enum):
     RUNNING = "RUNNING"
+    PAUSED = "PAUSED"          # its creator's token was revoked: no trial starts until resumed
     CANCELLING = "CANCELLING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
 
-SWEEP_ACTIVE = frozenset({SweepState.RUNNING, SweepState.CANCELLING})
+SWEEP_ACTIVE = frozenset({SweepState.RUNNING, SweepState.PAUSED, SweepState.CANCELLING})
 
 
 class ParameterSpace(RequestBody):
@@ -109,6 +110,8 @@ class SweepSummary(BaseModel):
     backend: str
     algorithm: str
     state: SweepState
+    state_reason: str | None = Field(None, description="Why the sweep is PAUSED (its creator's token was "
+                                     "revoked; POST /v1/sweeps/{id}/resume starts its trials again as the caller)")
     objective: Objective
     max_parallel: int
     trial_count: int
