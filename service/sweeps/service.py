@@ -12,6 +12,7 @@ from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from service import jobspec
+from service.auth import service as auth
 from service.auth.service import Actor
 from service.errors import Conflict, DomainError, Invalid, NotFound, Problem
 from service.jobs import service as jobs
@@ -84,6 +85,9 @@ def pause_sweeps_of(session: Session, token: ApiToken) -> int:
                                                Sweep.actor["token_id"].as_string() == str(token.id))
                            .values(state=SweepState.PAUSED.value, state_reason=reason[:500], updated_at=utcnow())
                            ).rowcount
+
+
+auth.ON_REVOKE.append(pause_sweeps_of)
 
 
 def resume_sweep(session: Session, sweep_id: uuid.UUID, actor: Actor) -> Sweep:
