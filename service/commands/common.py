@@ -115,8 +115,14 @@ class UsageError(Exception):
 
 
 def escape(text: str) -> str:
+    """Text from the service (names, reasons, log lines) for a rich console: its markup escaped and
+    its control and bidirectional characters written as escapes (\\x1b, \\u202e), so that what a
+    replica printed or a teammate named a job cannot move the cursor, retitle the terminal or
+    write the clipboard. `-o json` keeps the exact text."""
     from rich.markup import escape as rich_escape
-    return rich_escape(text)
+
+    from service.text import visible
+    return rich_escape(visible(text))
 
 
 def key_value(text: str) -> tuple[str, str]:

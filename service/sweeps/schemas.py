@@ -11,6 +11,7 @@ from service.jobs.schemas import LabelKey, LabelValue, TemplateRef
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
+from service.text import PlainText
 
 ParamName = Annotated[str, StringConstraints(max_length=64)]
 Scalar = int | float | str | bool
@@ -82,7 +83,7 @@ class SweepCreate(RequestBody):
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64,
                                                description="Labels of every trial's job")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = None
-    display_name: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+    display_name: Annotated[str, StringConstraints(min_length=1, max_length=100), PlainText] | None = Field(
         None, description="Default: <template>-sweep-<short id>. Trial jobs are named <display_name>-<n>.")
     max_parallel: int = Field(1, ge=1, description="Unfinished trials at most at once")
     objective: Objective
