@@ -125,6 +125,19 @@ def escape(text: str) -> str:
     return rich_escape(visible(text))
 
 
+def yaml_text(doc: Any, **options) -> str:
+    """YAML for a terminal and for `templates apply` to read back: with Unicode as it is, unless
+    some string has a control or bidirectional character PyYAML would write raw (U+202E is
+    "printable" to it); then with every non-ASCII character escaped (\\u202e), the same values."""
+    import yaml
+
+    from service.text import visible
+    text = yaml.safe_dump(doc, allow_unicode=True, **options)
+    if visible(text, keep_lines=True) == text:
+        return text
+    return yaml.safe_dump(doc, allow_unicode=False, **options)
+
+
 def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:

@@ -65,3 +65,15 @@ def test_tables_escape_on_a_real_terminal():
     assert "n\\x1b]52" in text
     line = SimpleNamespace(replica="workerpool0-0\x1b[2K", message=HOSTILE)
     assert not RAW.search(render.log_line(line))
+
+
+def test_template_yaml_escapes_them_and_reads_back_the_same():
+    import yaml
+
+    from service.commands.templates import as_yaml
+    body = {"description": "stored before the check: a\u202eb", "spec": {"container": {"args": [HOSTILE, "é"]}}}
+    text = as_yaml("t", body)
+    assert not RAW.search(text)
+    back = yaml.safe_load(text)
+    assert back["description"] == body["description"] and back["spec"] == body["spec"]
+    assert "é" in as_yaml("t", {"description": "é", "spec": {}})   # plain Unicode stays as it is
