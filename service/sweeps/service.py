@@ -62,12 +62,12 @@ def job_key(sweep_id: uuid.UUID, number: int) -> str:
 
 
 def token_live(session: Session, sweep: Sweep) -> bool:
-    """The sweep creator's token is still unrevoked. On PostgreSQL the token row stays share-locked
-    until the caller's transaction ends, so a revocation waits for a trial being started, and
-    a trial started after it sees it."""
+    """The sweep creator's token is still unrevoked. A plain read is enough: the caller holds the
+    sweep's row lock, and a revocation's hook (pause_sweeps_of) updates that row, so it commits
+    only after a trial being started has; a revocation committed before is seen here. (Locking the
+    token row too would deadlock with a revocation, which locks the token first.)"""
     return session.scalar(select(ApiToken.id).where(ApiToken.id == uuid.UUID(sweep.actor["token_id"]),
-                                                    ApiToken.revoked_at.is_(None))
-                          .with_for_update(read=True)) is not None
+                                                    ApiToken.revoked_at.is_(None))) is not None
 
 
 def pause(sweep: Sweep, reason: str) -> None:
