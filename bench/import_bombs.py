@@ -41,6 +41,9 @@ def laughs(levels: int, fanout: int) -> str:
 
 
 BOMBS = {
+    # The control: a small valid config (200 answers), for /healthz's latency on this machine without bombs.
+    "control: a valid config (no bomb)": ("aiplatform-config", "scaleTier: CUSTOM\nmasterType: n1-standard-4\n"
+                                          "masterConfig: {imageUri: 'img:1'}\n"),
     "merge keys, 25 levels (715 B)": ("aiplatform-config", merge_bomb(25)),
     "billion laughs 9x9": ("aiplatform-config", laughs(9, 9)),
     "flow nesting [[[... 64 KiB": ("vertex-config", "[" * 65_000),
