@@ -43,3 +43,24 @@ def test_the_pages_scripts_escape_live_text_the_same_way():
     common = (ROOT / "service/ui/static/common.js").read_text()
     assert "function visible(text)" in common and "\\u202a-\\u202e" in common
     assert "msg.textContent = TJ.visible(l.message)" in (ROOT / "service/ui/static/job.js").read_text()
+
+
+def test_the_scripts_visible_matches_the_servers():
+    """TJ.visible (common.js), run by node where it is installed, escapes as service.text.visible does."""
+    import json
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from service.text import visible
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    common = (ROOT / "service/ui/static/common.js").read_text()
+    control = re.search(r"^\s*const CONTROL = .*;$", common, re.M).group(0)
+    function = re.search(r"^\s*function visible\(text\) \{.*?^\s*\}$", common, re.M | re.S).group(0)
+    sample = f"line {HOSTILE} tab\there é 日本 \u2066iso\u2069 \u061c \x00 \x7f"
+    script = f"{control}\n{function}\nprocess.stdout.write(JSON.stringify(visible({json.dumps(sample)})));"
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert json.loads(out) == visible(sample) and not RAW.search(json.loads(out))
