@@ -28,7 +28,7 @@ class JobCreate(RequestBody):
     overrides: Any = Field(None, description="JSON merge patch (RFC 7396) over the template spec; "
                                              "null removes a key. e.g. {\"workers\": {\"replica_count\": 4}}")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = Field(
-        None, description="local (default) or vertex")
+        None, description="local (default), vertex or slurm")
     display_name: Annotated[str, StringConstraints(max_length=1024), PlainText] | None = Field(
         None, description="At most 128 characters, printable (no control or bidirectional characters). "
                           "Default: <template>-<short id>.")
