@@ -157,6 +157,7 @@ def _tokens(args) -> int:
                     state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
                     print(f"{t.id}  {t.team.name:<16} {t.role:<7} {t.name:<20} {t.prefix}...  {state}")
             else:
+                import service.sweeps.service  # noqa: F401 - registers its revocation hook (sweeps pause)
                 token = auth.revoke(session, args.token_id, None)
                 session.commit()
                 print(f"revoked token {token.id} ({token.name})", file=sys.stderr)

@@ -277,6 +277,9 @@ class Settings(BaseSettings):
     import_max_yaml_nodes: int = Field(5000, ge=100, le=1_000_000, description="Values in an imported config "
                                        "once its aliases are expanded; more is refused")
     import_max_yaml_depth: int = Field(32, ge=4, le=1000, description="Nesting depth of an imported config")
+    import_max_yaml_expanded_bytes: int = Field(
+        262_144, ge=1024, le=16_777_216, description="Bytes of text (keys and values) in an imported config once "
+                                                     "its aliases and merge keys are expanded; more is refused")
 
     # Vertex backend
     vertex_project: str | None = None

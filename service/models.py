@@ -352,6 +352,7 @@ class Sweep(Base):
     objective_metric: Mapped[str] = mapped_column(String(128))
     objective_goal: Mapped[str] = mapped_column(String(8))
     state: Mapped[str] = mapped_column(String(16))
+    state_reason: Mapped[str | None] = mapped_column(String(500))   # why it is PAUSED
     actor: Mapped[dict] = mapped_column(JSON)           # who created it: trials are launched as them
     created_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -2,7 +2,10 @@
 unpaired UTF-16 surrogates (JSON's \\udxxx escapes allow them; UTF-8 does not)."""
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from pydantic import AfterValidator
 
 
 def _bad(s: str) -> bool:
@@ -32,3 +35,58 @@ def find_unstorable(value: Any, path: str = "") -> str | None:
         elif isinstance(item, (list, tuple)):
             stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
     return None
+
+
+# --- Text shown to people: names, labels, descriptions, log lines ----------------------------------
+# Control characters (C0, DEL, C1: ESC starts terminal sequences such as OSC 52, which writes the
+# reader's clipboard, or cursor moves that hide and forge lines) and the bidirectional overrides and
+# isolates (U+202E shows "exe.txt" for "txt.exe") change what a reader sees. Line and paragraph
+# separators break lines where none is expected.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                                "\u2028\u2029]")   # descriptions may have tabs and newlines
+
+
+def _char(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def control_problem(text: str, *, multiline: bool = False) -> str | None:
+    """Why `text` is refused as a name or description, or None."""
+    m = (_CONTROL_MULTILINE if multiline else _CONTROL).search(text)
+    if m is None:
+        return None
+    where = "tabs and line breaks are the only control characters a description may have" if multiline else \
+        "names and labels take printable text only"
+    return (f"contains the control or bidirectional character U+{ord(m.group()):04X} at position {m.start()}; "
+            f"{where} (remove it)")
+
+
+def visible(text: str, *, keep_lines: bool = False) -> str:
+    """`text` with each control or bidirectional character written as an escape (`\\x1b`,
+    `\\u202e`), for a terminal or a page: what a replica printed or a caller stored is shown,
+    never acted on. Tabs are kept, and line breaks with keep_lines (a page's multi-line text).
+    The exact text stays available as JSON."""
+    if text.isprintable():
+        return text
+    pattern = _CONTROL_MULTILINE if keep_lines else _CONTROL
+    return pattern.sub(lambda m: "\t" if m.group() == "\t" else _char(m.group()), text)
+
+
+def _plain(value: str) -> str:
+    problem = control_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _multiline(value: str) -> str:
+    problem = control_problem(value, multiline=True)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# Pydantic annotations for request fields people read: a display name, a description.
+PlainText = AfterValidator(_plain)
+MultilineText = AfterValidator(_multiline)

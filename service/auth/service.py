@@ -8,6 +8,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
@@ -97,12 +98,20 @@ def list_tokens(session: Session, team_id: uuid.UUID | None) -> list[ApiToken]:
     return list(session.scalars(q))
 
 
+# Called with (session, token) in the revoking transaction, once, when a token is revoked.
+ON_REVOKE: list[Callable[[Session, ApiToken], Any]] = []
+
+
 def revoke(session: Session, token_id: uuid.UUID, team_id: uuid.UUID | None) -> ApiToken:
     token = session.get(ApiToken, token_id)
     if token is None or (team_id is not None and token.team_id != team_id):
         raise NotFound(f"no token with id {token_id}")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
+        # Work launched later as this token stops with it, in the same transaction (its sweeps
+        # pause: service.sweeps registers itself here, being a layer above).
+        for hook in ON_REVOKE:
+            hook(session, token)
     return token
 
 

@@ -115,8 +115,27 @@ class UsageError(Exception):
 
 
 def escape(text: str) -> str:
+    """Text from the service (names, reasons, log lines) for a rich console: its markup escaped and
+    its control and bidirectional characters written as escapes (\\x1b, \\u202e), so that what a
+    replica printed or a teammate named a job cannot move the cursor, retitle the terminal or
+    write the clipboard. `-o json` keeps the exact text."""
     from rich.markup import escape as rich_escape
-    return rich_escape(text)
+
+    from service.text import visible
+    return rich_escape(visible(text))
+
+
+def yaml_text(doc: Any, **options) -> str:
+    """YAML for a terminal and for `templates apply` to read back: with Unicode as it is, unless
+    some string has a control or bidirectional character PyYAML would write raw (U+202E is
+    "printable" to it); then with every non-ASCII character escaped (\\u202e), the same values."""
+    import yaml
+
+    from service.text import visible
+    text = yaml.safe_dump(doc, allow_unicode=True, **options)
+    if visible(text, keep_lines=True) == text:
+        return text
+    return yaml.safe_dump(doc, allow_unicode=False, **options)
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import sys
 from contextlib import nullcontext
 
 from service.commands import render
-from service.commands.common import print_json
+from service.commands.common import escape, print_json
 
 CHIEF = "workerpool0-0"
 
@@ -46,7 +46,9 @@ class EpochBar:
         if not isinstance(epoch, int):
             return
         metrics = event.get("metrics") if isinstance(event.get("metrics"), dict) else {}
-        shown = " ".join(f"{k}={v:.4g}" for k, v in list(metrics.items())[:4] if isinstance(v, (int, float)))
+        # Metric names are the replica's: shown as text, not markup, without control characters.
+        shown = " ".join(f"{escape(str(k))}={v:.4g}" for k, v in list(metrics.items())[:4]
+                         if isinstance(v, (int, float)))
         self.progress.update(self.task, completed=epoch, total=epochs if isinstance(epochs, int) else None,
                              metrics=shown)
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from service.commands.common import (OK, UsageError, client_options, escape, handles_errors, key_value, make_client,
-                                     print_json, stderr_console)
+                                     print_json, stderr_console, yaml_text)
 
 IMPORT_FORMATS = ("auto", "aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs")
 EXPORT_FORMATS = ("gcloud", "config", "sdk")
@@ -69,11 +69,10 @@ def import_template(args) -> int:
     if args.output == "json":
         print_json(out)
         return OK
-    import yaml
     # A file `trainjobs templates apply -f` takes, like `templates get` prints.
     doc = {"name": args.name or "imported", "description": out.description, "spec": out.spec,
            "parameters": out.parameters}
-    print(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100), end="")
+    print(yaml_text(doc, sort_keys=False, width=100), end="")
     err = stderr_console()
     for w in out.warnings:
         err.print(f"[yellow]warning[/] [bold]{escape(w.field)}[/]: {escape(w.message)}"

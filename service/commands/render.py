@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from service.commands.common import escape
+from service.text import visible
+
 STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
                "EXPIRED": "red", "PARTIALLY_SUCCEEDED": "yellow", "RUNNING": "cyan", "PENDING": "blue",
                "QUEUED": "blue"}
@@ -11,7 +14,7 @@ STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CA
 
 def state(value) -> str:
     text = str(value)
-    return f"[{STATE_STYLE.get(text, 'white')}]{text}[/]"
+    return f"[{STATE_STYLE.get(text, 'white')}]{escape(text)}[/]"
 
 
 def age(when: datetime | None, now: datetime | None = None) -> str:
@@ -35,12 +38,12 @@ def progress(p) -> str:
 
 
 def log_line(line) -> str:
-    return f"[{line.replica}] {line.message}"
+    """Plain text (printed, not rich markup): what the replica printed, control characters as escapes."""
+    return f"[{visible(line.replica)}] {visible(line.message)}"
 
 
 def jobs_table(jobs):
     from rich.table import Table
-    from rich.markup import escape
     t = Table(box=None, header_style="bold", pad_edge=False)
     t.add_column("ID", no_wrap=True, min_width=36)  # whole: it is what the other commands take
     for col in ("NAME", "TEMPLATE", "BACKEND", "STATE", "PROGRESS", "AGE"):
@@ -53,7 +56,6 @@ def jobs_table(jobs):
 
 def job_detail(job):
     from rich.console import Group
-    from rich.markup import escape
     from rich.table import Table
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")
@@ -92,18 +94,16 @@ def job_detail(job):
 
 
 def cluster_table(cluster):
-    from rich.markup import escape
     from rich.table import Table
     t = Table(box=None, header_style="bold", pad_edge=False, title="replicas", title_justify="left")
     for col in ("TASK", "ROLE", "IMAGE", "COMMAND"):
         t.add_column(col)
     for r in cluster:
-        t.add_row(r.task_name, r.tf_role or "-", escape(r.image_uri), escape(" ".join(r.command + r.args)))
+        t.add_row(escape(r.task_name), escape(r.tf_role or "-"), escape(r.image_uri), escape(" ".join(r.command + r.args)))
     return t
 
 
 def events_table(events):
-    from rich.markup import escape
     from rich.table import Table
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("AT", "FROM", "TO", "ACTOR", "REASON"):
@@ -115,7 +115,6 @@ def events_table(events):
 
 
 def templates_table(templates):
-    from rich.markup import escape
     from rich.table import Table
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("NAME", "VERSION", "UPDATED", "DESCRIPTION"):

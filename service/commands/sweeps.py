@@ -1,4 +1,4 @@
-"""`trainjobs sweeps create|list|get|wait|cancel`."""
+"""`trainjobs sweeps create|list|get|wait|resume|cancel`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,6 +36,11 @@ def register(sub) -> None:
     w.add_argument("--timeout", type=float, metavar="SECONDS")
     w.set_defaults(func=wait)
 
+    r = client_options(ss.add_parser("resume", help="resume a PAUSED sweep (its creator's token was revoked); "
+                                                    "its further trials run as you"))
+    r.add_argument("sweep", type=sweep_id, help="the sweep id")
+    r.set_defaults(func=resume)
+
     x = client_options(ss.add_parser("cancel", help="cancel a sweep: no more trials, unfinished ones cancelled"))
     x.add_argument("sweep", type=sweep_id, help="the sweep id")
     x.add_argument("--wait", action="store_true", help="wait until its trials have stopped")
@@ -64,7 +69,9 @@ def sweep_detail(sweep):
     counts = ", ".join(f"{n} {s}" for s, n in sorted(sweep.counts.items()))
     for key, value in (("id", str(sweep.id)), ("name", escape(sweep.display_name)),
                        ("template", escape(f"{sweep.template.name}:v{sweep.template.version}")),
-                       ("state", render.state(sweep.state)), ("search", f"{sweep.algorithm}"
+                       ("state", render.state(sweep.state) + (f" ({escape(sweep.state_reason)})"
+                                                              if getattr(sweep, "state_reason", None) else "")),
+                       ("search", f"{sweep.algorithm}"
                                                               + (f", seed {sweep.seed}" if sweep.seed is not None else "")),
                        ("objective", escape(f"{sweep.objective.goal} {sweep.objective.metric}")),
                        ("trials", f"{sweep.trial_count} ({counts}), at most {sweep.max_parallel} at once")):
@@ -154,6 +161,17 @@ def wait(args) -> int:
         final = client.sweeps.wait(args.sweep, args.timeout)
     _show(final, args)
     return exit_for(final.state)
+
+
+@handles_errors
+def resume(args) -> int:
+    with make_client(args) as client:
+        sweep = client.sweeps.resume(args.sweep)
+    if args.output == "json":
+        print_json(sweep)
+    else:
+        stderr_console().print(f"sweep [bold]{sweep.id}[/] {render.state(sweep.state)}")
+    return OK
 
 
 @handles_errors

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from service.commands import render
 from service.commands.common import (OK, UsageError, client_options, escape, handles_errors, load_document,
-                                     make_client, print_json, stderr_console, stdout_console)
+                                     make_client, print_json, stderr_console, stdout_console, yaml_text)
 
 FILE_KEYS = ("name", "description", "spec", "parameters")
 
@@ -72,16 +72,13 @@ def as_stored(body: dict) -> dict:
 
 
 def as_yaml(name: str, body: dict) -> str:
-    import yaml
     doc = {"name": name, "description": body.get("description", ""), "spec": body.get("spec"),
            "parameters": body.get("parameters") or []}
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+    return yaml_text(doc, sort_keys=False, width=100)
 
 
 def _comparable(body: dict) -> str:
-    import yaml
-    return yaml.safe_dump({k: body.get(k) for k in ("description", "spec", "parameters")}, sort_keys=True,
-                          allow_unicode=True, width=100)
+    return yaml_text({k: body.get(k) for k in ("description", "spec", "parameters")}, sort_keys=True, width=100)
 
 
 def diff(name: str, old: dict | None, new: dict, old_label: str, new_label: str) -> str:

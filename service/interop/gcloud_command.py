@@ -6,6 +6,7 @@ warnings, since a template has neither (the service's settings decide); flags th
 change the job in ways a template cannot express are refused (422)."""
 from __future__ import annotations
 
+import bisect
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -21,7 +22,9 @@ _PREFIXES = (["gcloud", "ai", "custom-jobs", "create"], ["gcloud", "beta", "ai",
 _VALUE_FLAGS = {"--region", "--project", "--display-name", "--worker-pool-spec", "--args", "--command", "--labels",
                 "--service-account", "--network", "--config"}
 # `cat > FILE <<'EOF' ... EOF` before the command, as `trainjobs jobs export` writes a --config file.
-_HEREDOC = re.compile(r"^cat > (\S+) <<'?(\w+)'?\n(.*?)\n\2$", re.M | re.S)
+# Matched one line at a time (see _heredocs): a regex over the whole text that looks for each
+# header's end line is quadratic, and holds the GIL (every other request) while it runs.
+_HEREDOC_HEAD = re.compile(r"cat > (\S+) <<'?(\w+)'?")
 _BOOL_FLAGS = {"--enable-web-access"}
 # Where and how gcloud sends the request; nothing about the job.
 _NOT_KEPT = {"--region": "a template has no region: the service's TRAINJOBS_VERTEX_LOCATION decides",
@@ -82,9 +85,32 @@ def _join_lines(text: str) -> str:
     return "".join(out)
 
 
+def _heredocs(text: str) -> tuple[dict[str, str], str]:
+    """({file: body} of the `cat > FILE <<'EOF'` ... `EOF` blocks, the text without them), in linear time:
+    each header's end line is found by looking its delimiter up among the lines, not by scanning on."""
+    lines = text.split("\n")
+    where: dict[str, list[int]] = {}
+    for n, line in enumerate(lines):
+        where.setdefault(line, []).append(n)
+    files: dict[str, str] = {}
+    kept: list[str] = []
+    n = 0
+    while n < len(lines):
+        head = _HEREDOC_HEAD.fullmatch(lines[n]) if lines[n].startswith("cat > ") else None
+        ends = where.get(head.group(2), []) if head else []
+        at = bisect.bisect_right(ends, n)
+        if head and at < len(ends):
+            end = ends[at]
+            files[head.group(1)] = "\n".join(lines[n + 1:end])
+            n = end + 1
+            continue
+        kept.append(lines[n])
+        n += 1
+    return files, "\n".join(kept)
+
+
 def parse(text: str, warnings: list[Problem], load_yaml: Callable[[str], Any]) -> tuple[Parsed, list[Problem]]:
-    files = {m.group(1): m.group(3) for m in _HEREDOC.finditer(text)}
-    text = _HEREDOC.sub("", text)
+    files, text = _heredocs(text)
     try:
         words = tokens(text)
     except ValueError as e:  # an unclosed quote

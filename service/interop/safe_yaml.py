@@ -3,15 +3,23 @@
 yaml.safe_load alone is not enough for untrusted text. Aliases share one object,
 so nine nested anchors of nine aliases each ("billion laughs") load in
 microseconds and then explode in whatever walks them (json.dumps, the converter).
-Deep nesting recurses in the composer until Python gives up. Duplicate keys keep
-the last value without a word. Each is refused here with a Problem that says where."""
+Merge keys (`<<: [*a, *a]`) are worse: PyYAML's flatten_mapping copies every merged
+pair into each mapping before duplicates collapse, so twenty-five such lines (715
+bytes, 50 aliases) cost 2**25 copies, minutes of CPU and GiBs. So the size a node
+would have with its aliases expanded is counted while the document is composed (a
+node's size is known once it is complete; an alias adds its node's whole size), and
+the pairs merge keys copy are counted again where they are copied: the work done is
+bounded by the source's length plus max_nodes, whatever the nesting. Deep nesting
+recurses in the composer until Python gives up. Duplicate keys keep the last value
+without a word. Each is refused here with a Problem that says where."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode
+from yaml.nodes import MappingNode, SequenceNode
 
 from service.errors import Invalid, Problem
 
@@ -22,6 +30,7 @@ class YamlLimits:
     max_aliases: int
     max_nodes: int
     max_depth: int
+    max_expanded_bytes: int = 262_144
 
 
 class _Refused(Exception):
@@ -30,27 +39,121 @@ class _Refused(Exception):
         self.problem = problem
 
 
+# PyYAML is pure Python: a 64 KiB source takes up to a second of CPU here, in a request thread that
+# holds the GIL. The event loop then waits up to sys.getswitchinterval() (5 ms) each time it wants
+# the GIL back, many times per request, and /healthz took hundreds of ms meanwhile. So the parse
+# sleeps briefly every millisecond: a thread waiting for the GIL takes it then (sleep(0) is not
+# enough: the parser often takes the GIL back before the waiter wakes). About 10% slower parses.
+_YIELD_AFTER = 0.001
+_PAUSE = 0.0001
+
+
+def _too_big(limits: YamlLimits, field: str, what: str) -> _Refused:
+    return _Refused(Problem(field, f"more than {limits.max_nodes} values once its aliases {what}",
+                            "write a smaller config, or raise TRAINJOBS_IMPORT_MAX_YAML_NODES"))
+
+
 def _loader(limits: YamlLimits, field: str):
     class BoundedLoader(yaml.SafeLoader):
         _aliases = 0
         _depth = 0
+        _merged = 0
+        _composed = 0
+        _yielded = 0.0
+        _values = 0   # values composed so far, each alias counted as its node's whole size
+        _bytes = 0
+
+        def __init__(self, stream):
+            super().__init__(stream)
+            # id(node) -> (values, bytes of text) with aliases expanded, once the node is complete
+            self._sizes: dict[int, tuple[int, int]] = {}
+
+        def _breathe(self) -> None:
+            self._composed += 1
+            if not self._composed % 16 and time.perf_counter() - self._yielded > _YIELD_AFTER:
+                time.sleep(_PAUSE)  # see _YIELD_AFTER
+                self._yielded = time.perf_counter()
+
+        def fetch_more_tokens(self):
+            # The scanner may read 1,024 characters ahead for one token (a possible simple key),
+            # checking every open flow level each time: let go here too.
+            self._breathe()
+            return super().fetch_more_tokens()
+
+        def save_possible_simple_key(self):
+            # Each open `[` or `{` may start a key the scanner keeps looking for, up to 1,024
+            # characters ahead, checking all of them at every token (quadratic): refuse deep flow
+            # nesting here, before the composer would see its first level.
+            if self.flow_level > limits.max_depth:
+                raise _Refused(Problem(field, f"nested deeper than {limits.max_depth} levels at line "
+                                       f"{self.line + 1}", "an AI Platform config is a few levels deep"))
+            return super().save_possible_simple_key()
 
         def compose_node(self, parent, index):
+            self._breathe()
             if self.check_event(yaml.AliasEvent):
                 self._aliases += 1
+                mark = self.peek_event().start_mark
                 if self._aliases > limits.max_aliases:
                     raise _Refused(Problem(field, f"more than {limits.max_aliases} YAML aliases "
-                                           f"(*name), line {self.peek_event().start_mark.line + 1}",
+                                           f"(*name), line {mark.line + 1}",
                                            "write the values out, or raise TRAINJOBS_IMPORT_MAX_YAML_ALIASES"))
+                node = super().compose_node(parent, index)
+                if id(node) not in self._sizes:  # an alias inside its own anchor: a structure with no end
+                    raise _Refused(Problem(field, f"the alias at line {mark.line + 1} refers to a value that "
+                                           "contains it", "write the values out"))
+                self._count(*self._sizes[id(node)])
+                return node
+            self._count(1, 0)
             self._depth += 1
             try:
                 if self._depth > limits.max_depth:
                     mark = self.peek_event().start_mark
                     raise _Refused(Problem(field, f"nested deeper than {limits.max_depth} levels at line "
                                            f"{mark.line + 1}", "an AI Platform config is a few levels deep"))
-                return super().compose_node(parent, index)
+                node = super().compose_node(parent, index)
             finally:
                 self._depth -= 1
+            sizes = self._sizes
+            if isinstance(node, SequenceNode):
+                parts = [sizes[id(child)] for child in node.value]
+            elif isinstance(node, MappingNode):
+                parts = [sizes[id(n)] for pair in node.value for n in pair]
+            else:  # a scalar: its text
+                parts = [(0, len(node.value.encode("utf-8", "surrogatepass")))]
+                self._count(*parts[0])
+            size = (1 + sum(p[0] for p in parts), sum(p[1] for p in parts))
+            self._check(*size)
+            sizes[id(node)] = size
+            return node
+
+        def _count(self, values: int, size: int) -> None:
+            # The running totals are at most the document's expanded size: refusing on them refuses a
+            # long flat list as soon as it passes the bound, not once it is all read.
+            self._values += values
+            self._bytes += size
+            self._check(self._values, self._bytes)
+
+        def _check(self, values: int, size: int) -> None:
+            if values > limits.max_nodes:
+                raise _too_big(limits, field, "and merge keys are expanded")
+            if size > limits.max_expanded_bytes:
+                raise _Refused(Problem(field, f"more than {limits.max_expanded_bytes} bytes of text once its "
+                                       "aliases and merge keys are expanded",
+                                       "write a smaller config, or raise TRAINJOBS_IMPORT_MAX_YAML_EXPANDED_BYTES"))
+
+        def flatten_mapping(self, node):
+            # PyYAML copies the pairs of every merged mapping (its merges already flattened) into
+            # this one; count them so that copying stays within the same budget.
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                    for source in sources:
+                        if isinstance(source, MappingNode):
+                            self._merged += len(source.value)
+            if self._merged > limits.max_nodes:
+                raise _too_big(limits, field, "and merge keys (<<) are expanded")
+            super().flatten_mapping(node)
 
         def construct_mapping(self, node, deep=False):
             if isinstance(node, MappingNode):

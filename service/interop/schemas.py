@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.problems import FieldProblem
 from service.schema_base import RequestBody
+from service.text import MultilineText
 from service.templates.schemas import TemplateName, TemplateOut
 
 ImportFormat = Literal["aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs"]
@@ -32,7 +33,7 @@ class TemplateImport(RequestBody):
         description="The text (a list for worker-pool-specs)")
     name: TemplateName | None = Field(None, description="Store the result as this new template "
                                                         "(omit it to only convert)")
-    description: Annotated[str, StringConstraints(max_length=4096)] | None = Field(
+    description: Annotated[str, StringConstraints(max_length=4096), MultilineText] | None = Field(
         None, description="The template's description. Default: where it was imported from")
     dry_run: bool = Field(False, description="Convert and validate only; store nothing even with a name")
 

@@ -26,7 +26,7 @@ _SOURCES = {"aiplatform-config": "an AI Platform Training config", "gcloud": "a 
 
 def limits(settings: Settings) -> YamlLimits:
     return YamlLimits(settings.import_max_bytes, settings.import_max_yaml_aliases, settings.import_max_yaml_nodes,
-                      settings.import_max_yaml_depth)
+                      settings.import_max_yaml_depth, settings.import_max_yaml_expanded_bytes)
 
 
 def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[Problem]]:

@@ -27,18 +27,32 @@ def enforce(actor: Actor, template_name: str, template_version: int, template_sp
         return SUBMITTED
     admin = actor.can("admin")
     allowed = overridable.declared(template_spec)
-    outside = [p for p in overridable.changed_paths(template_spec, overrides) if not overridable.permits(allowed, p)]
+    changed = overridable.changed_paths(template_spec, overrides)
+    outside = [p for p in changed if not overridable.permits(allowed, p)]
     if outside and not admin:
         raise _forbidden(actor, template_name, template_version, template_spec, outside)
     if not admin:
         problems = jobspec.env_policy.startup_changes(template_spec, jobspec.merge_patch(template_spec, overrides))
         if problems:
             raise Invalid.of([p.prefixed("overrides") for p in problems])
+        unlisted = overridable.env_outside(template_spec, allowed, changed)
+        if unlisted:
+            raise _unlisted_env(actor, template_name, template_version, unlisted)
     if not outside:
         return SUBMITTED
     named = ", ".join(overridable.text(p) for p in outside[:MAX_LISTED])
     more = f" and {len(outside) - MAX_LISTED} more" if len(outside) > MAX_LISTED else ""
     return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}"
+
+
+def _unlisted_env(actor: Actor, name: str, version: int, unlisted: list) -> Forbidden:
+    problems = [Problem(f"overrides.{overridable.text(p)}",
+                        f"template {name!r} version {version} lets members change the environment variables it "
+                        f"sets there, and the ones its overridable list names one by one; {p[-1]} is neither",
+                        f"remove it, or ask an admin of team {actor.team} to add {overridable.text(p)} to the "
+                        "template's overridable list") for p in unlisted]
+    return Forbidden(f"{problems[0].field}: not an environment variable members may set in this template",
+                     problems=problems)
 
 
 def _forbidden(actor: Actor, name: str, version: int, spec: dict, outside: list) -> Forbidden:

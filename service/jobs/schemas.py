@@ -11,6 +11,7 @@ from service.cost.schemas import CostEstimate
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
+from service.text import PlainText
 
 LabelKey = Annotated[str, StringConstraints(max_length=64)]      # checked in full by jobspec (Google's rules)
 LabelValue = Annotated[str, StringConstraints(max_length=64)]
@@ -28,8 +29,9 @@ class JobCreate(RequestBody):
                                              "null removes a key. e.g. {\"workers\": {\"replica_count\": 4}}")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = Field(
         None, description="local (default), vertex or slurm")
-    display_name: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
-        None, description="At most 128 characters. Default: <template>-<short id>.")
+    display_name: Annotated[str, StringConstraints(max_length=1024), PlainText] | None = Field(
+        None, description="At most 128 characters, printable (no control or bidirectional characters). "
+                          "Default: <template>-<short id>.")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
 
 
@@ -46,7 +48,7 @@ class JobRelaunch(RequestBody):
     overrides: Any = Field(None, description="JSON merge patch over the job's own overrides (null in it removes "
                                              "a key, as in the spec); left out: the job's overrides as they were")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = None
-    display_name: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    display_name: Annotated[str, StringConstraints(max_length=1024), PlainText] | None = None
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64,
                                                description="Merged over the job's labels")
 

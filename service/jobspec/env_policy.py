@@ -10,7 +10,15 @@ PYTHONPATH, PYTHONWARNINGS and BROWSER, PERL5OPT, NODE_OPTIONS, BASH_ENV,
 GCONV_PATH, GLIBC_TUNABLES, HOME for user site-packages, proxies that would carry
 the job's cloud credentials ...). Only an admin sets these (a template, or an
 admin's own overrides); a template may not fill them from parameters, whose values
-members choose. Names are compared upper-cased (curl reads http_proxy)."""
+members choose. Names are compared upper-cased (curl reads http_proxy).
+
+A list of bad names will always miss one, so this list is the second line: what a
+member may set at all is an allow-list per template (jobspec.overridable.env_outside:
+the names the template sets itself, or names its `overridable` lists one by one).
+The list still covers families, by prefix and by suffix (every *_PROXY, every
+*_EMULATOR_HOST, every CUDA/NVTX *_INJECTION*_PATH, pip's and uv's settings,
+Kerberos', gRPC's ...), so that even an admin's template that opens a name to
+members cannot open one of these."""
 from __future__ import annotations
 
 from typing import Any, Iterator
@@ -41,9 +49,23 @@ STARTUP_NAMES = frozenset({
     # where credentials, tokens and trusted certificates come from, and where traffic goes
     "GOOGLE_APPLICATION_CREDENTIALS", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "NETRC", "WGETRC", "CURL_HOME", "KUBECONFIG", "BOTO_CONFIG", "BOTO_PATH", "DOCKER_CONFIG", "DOCKER_HOST",
+    "GNUPGHOME", "SSH_AUTH_SOCK", "SSH_ASKPASS", "SUDO_ASKPASS", "HF_ENDPOINT", "HF_HOME", "TRANSFORMERS_CACHE",
+    "TFHUB_CACHE_DIR", "TORCH_HOME", "OMP_TOOL", "KRB5CCNAME", "KRB5_CONFIG", "KRB5_KTNAME", "STORAGE_EMULATOR_HOST",
+    "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "OMP_TOOL_LIBRARIES", "PIP_INDEX_URL", "GRPC_PROXY",
 })
 STARTUP_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "BASH_FUNC_", "MALLOC_", "GLIBC_", "GCE_METADATA_",
-                    "CLOUDSDK_", "GIT_", "XDG_", "NODE_", "JAVA_")
+                    "CLOUDSDK_", "GIT_", "XDG_", "NODE_", "JAVA_",
+                    # profilers and tracers loaded into the process (CUDA_INJECTION64_PATH, OMP_TOOL_LIBRARIES)
+                    "CUDA_INJECTION", "NVTX_INJECTION", "OMP_TOOL", "KMP_", "ROCP_", "HSA_TOOLS",
+                    # package indexes and their config (a job that installs at start runs their code)
+                    "PIP_", "UV_", "CONDA_", "PYPI_", "NPM_CONFIG_", "YARN_", "POETRY_",
+                    # credentials, realms, proxies and endpoints of clients in the image
+                    "KRB5", "GRPC_", "GOOGLE_", "GCLOUD_", "GSUTIL_", "AWS_", "AZURE_", "SSL_", "HTTPLIB2_",
+                    "REQUESTS_", "CURL_", "OPENSSL_", "HF_", "HUGGINGFACE_", "TFDS_", "WANDB_", "MLFLOW_")
+STARTUP_SUFFIXES = ("_PROXY", "_EMULATOR_HOST", "_INJECTION64_PATH", "_INJECTION32_PATH", "_INJECTION_PATH",
+                    "_PRELOAD", "_LIBRARY_PATH", "_PLUGIN", "_PLUGIN_PATH", "_CA_BUNDLE", "_CA_CERTS", "_ENDPOINT",
+                    "_API_ENDPOINT", "_CREDENTIALS", "_CONFIG_FILE", "_RC")
 # PYTHON* that only change buffering, hashing, bytecode files or text encoding.
 HARMLESS = frozenset({"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8",
                       "PYTHONIOENCODING", "PYTHONFAULTHANDLER"})
@@ -58,7 +80,7 @@ def is_startup(name: str) -> bool:
     upper = name.upper()
     if upper in HARMLESS:
         return False
-    return upper in STARTUP_NAMES or upper.startswith(STARTUP_PREFIXES)
+    return upper in STARTUP_NAMES or upper.startswith(STARTUP_PREFIXES) or upper.endswith(STARTUP_SUFFIXES)
 
 
 def env_entries(spec: dict) -> Iterator[tuple[str, str, Any]]:

@@ -6,7 +6,13 @@ a key of a map (`container.env.BATCH_SIZE`, `labels.team`). It covers everything
 beneath it, except the SENSITIVE fields: the code a replica runs, the identity and
 network it runs with, where it writes and who can open a shell in it. Those are
 granted only by naming them (or something inside them), never by a parent path,
-so `workers` lets a member resize the workers but not change their command."""
+so `workers` lets a member resize the workers but not change their command.
+
+Environment variable names are an allow-list: a grant of a container (or of its
+`env` map) lets a member change the values of the names the template sets there
+itself; a name the template does not set is one a member may add only if
+`overridable` lists it by name (`container.env.BATCH_SIZE`). Names that change how
+programs start (env_policy) are never the members', listed or not."""
 from __future__ import annotations
 
 import json
@@ -70,6 +76,8 @@ def parse(text: str) -> tuple[Path | None, str]:
 
 
 def check_declared(paths: list[str]) -> list[Problem]:
+    from service.jobspec import env_policy
+
     problems = []
     for i, text in enumerate(paths):
         path, why = parse(text)
@@ -77,7 +85,37 @@ def check_declared(paths: list[str]) -> list[Problem]:
             problems.append(Problem(f"overridable[{i}]", f"unknown field path {text!r}: {why}",
                                     "use a dotted path to a spec field, e.g. workers.replica_count "
                                     "or container.env.BATCH_SIZE"))
+        elif _is_env_name(path) and (env_policy.is_reserved(path[-1]) or env_policy.is_startup(path[-1])):
+            problems.append(Problem(f"overridable[{i}]", f"{path[-1]} is set by the service, or changes how a "
+                                    "program, loader or library starts: members may never set it",
+                                    "remove it from overridable (the template may set it itself)"))
     return problems
+
+
+def _is_env_name(path: Path) -> bool:
+    """container.env.NAME or <role>.container.env.NAME."""
+    return (len(path) == 3 and path[:2] == ("container", "env")) or \
+        (len(path) == 4 and path[0] in ROLES and path[1:3] == ("container", "env"))
+
+
+def env_outside(template_spec: dict, allowed: Iterable[Path], changed: Iterable[Path]) -> list[Path]:
+    """Environment names a member's changes add that a grant of the whole container or env map
+    covers but the template does not set there, nor list by name: the allow-list's refusals."""
+    from service.jobspec import env_policy
+
+    allowed = set(allowed)
+    out = []
+    for path in changed:
+        if not _is_env_name(path) or path in allowed or not permits(allowed, path):
+            continue
+        if env_policy.is_reserved(path[-1]):
+            continue  # refused for everyone, admins too, with its own reason (env_policy.reserved_problems)
+        place: Any = template_spec
+        for key in path[:-1]:
+            place = place.get(key) if isinstance(place, dict) else None
+        if not (isinstance(place, dict) and path[-1] in place):
+            out.append(path)
+    return out
 
 
 def declared(spec: dict) -> list[Path]:

@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from service.text import MultilineText
+
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_TRAINER_COMMAND = ["python", "-m", "trainer.task"]
@@ -158,4 +160,4 @@ class Parameter(Strict):
     minimum: float | None = None
     maximum: float | None = None
     choices: list[int | float | str] | None = Field(None, max_length=100)
-    description: Annotated[str, StringConstraints(max_length=1024)] = ""
+    description: Annotated[str, StringConstraints(max_length=1024), MultilineText] = ""

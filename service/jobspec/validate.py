@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from service.text import control_problem
 from service.errors import Problem
 from service.jobspec.machines import check_machine
 from service.jobspec.reserved import RESERVED_LABEL_PREFIXES
@@ -144,4 +145,7 @@ def check_display_name(name: str) -> list[Problem]:
     if len(name) > MAX_DISPLAY_NAME:
         return [Problem("display_name", f"{len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}",
                         f"shorten it to {MAX_DISPLAY_NAME} characters")]
+    problem = control_problem(name)
+    if problem:  # escapes and bidi overrides would act on every terminal and page that shows it
+        return [Problem("display_name", problem, "use printable characters only")]
     return []

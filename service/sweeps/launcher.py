@@ -30,7 +30,7 @@ from service.lifecycle.states import TERMINAL, JobState
 from service.models import ControllerLease, Job, JobEpoch, Sweep, SweepTrial, utcnow
 from service.sweeps import early_stop
 from service.sweeps.schemas import SweepState
-from service.sweeps.service import LAUNCHER, actor_of, cancel_trials, job_key, trial_body
+from service.sweeps.service import LAUNCHER, actor_of, cancel_trials, job_key, pause, token_live, trial_body
 from service.templates.cache import TemplateCache
 
 log = logging.getLogger("trainjobs.sweeps")
@@ -112,7 +112,16 @@ class SweepLauncher(LoopService):
             # A trial started just before the cancel committed is stopped here.
             self._wake_after_commit |= cancel_trials(session, self.engine, sweep_id, actor="sweep", fence=self.fence)
         elif started < sweep.trial_count and unfinished < sweep.max_parallel:
-            return self._start(session, sweep, started + 1)
+            if token_live(session, sweep):
+                return self._start(session, sweep, started + 1)
+            # Revoked without the hook (e.g. in the database by hand): trials run as that token only
+            # while it is live.
+            pause(sweep, f"paused: token {sweep.actor.get('token_name')!r} ({sweep.actor['token_id']}), which "
+                         "created it and launches its trials, is revoked; a member may resume it (its trials "
+                         "then run as them) or cancel it")
+            log.warning("sweep %s paused: its creator's token is revoked", sweep.id)
+            session.commit()
+            return False
         if unfinished == 0 and (started >= sweep.trial_count or sweep.state == SweepState.CANCELLING.value):
             self._end(session, sweep)
         sweep.checked_at = utcnow()

@@ -56,6 +56,15 @@ def get_sweep(sweep_id: uuid.UUID, session: SessionDep, actor: Viewer):
     return service.sweep_out(session, service.get_sweep(session, actor.team_id, sweep_id))
 
 
+@router.post("/{sweep_id}/resume", response_model=SweepOut, operation_id="sweeps_resume",
+             summary="Resume a PAUSED sweep (its creator's token was revoked): its further trials run as the caller",
+             responses=problem_responses(401, 403, 404, 409, 422, 503))
+def resume_sweep(sweep_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
+    sweep = service.resume_sweep(session, sweep_id, actor)
+    request.app.state.wake_controller(service.LAUNCHER)
+    return service.sweep_out(session, sweep)
+
+
 @router.post("/{sweep_id}/cancel", status_code=202, response_model=SweepOut, operation_id="sweeps_cancel",
              summary="Cancel a sweep: no more trials start, unfinished ones are cancelled",
              responses=problem_responses(401, 403, 404, 409, 422, 503))

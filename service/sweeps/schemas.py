@@ -11,6 +11,7 @@ from service.jobs.schemas import LabelKey, LabelValue, TemplateRef
 from service.lifecycle.states import JobState
 from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
+from service.text import PlainText
 
 ParamName = Annotated[str, StringConstraints(max_length=64)]
 Scalar = int | float | str | bool
@@ -20,13 +21,14 @@ MetricName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_./-
 
 class SweepState(str, enum.Enum):
     RUNNING = "RUNNING"
+    PAUSED = "PAUSED"          # its creator's token was revoked: no trial starts until resumed
     CANCELLING = "CANCELLING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
 
-SWEEP_ACTIVE = frozenset({SweepState.RUNNING, SweepState.CANCELLING})
+SWEEP_ACTIVE = frozenset({SweepState.RUNNING, SweepState.PAUSED, SweepState.CANCELLING})
 
 
 class ParameterSpace(RequestBody):
@@ -81,7 +83,7 @@ class SweepCreate(RequestBody):
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64,
                                                description="Labels of every trial's job")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = None
-    display_name: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+    display_name: Annotated[str, StringConstraints(min_length=1, max_length=100), PlainText] | None = Field(
         None, description="Default: <template>-sweep-<short id>. Trial jobs are named <display_name>-<n>.")
     max_parallel: int = Field(1, ge=1, description="Unfinished trials at most at once")
     objective: Objective
@@ -109,6 +111,8 @@ class SweepSummary(BaseModel):
     backend: str
     algorithm: str
     state: SweepState
+    state_reason: str | None = Field(None, description="Why the sweep is PAUSED (its creator's token was "
+                                     "revoked; POST /v1/sweeps/{id}/resume starts its trials again as the caller)")
     objective: Objective
     max_parallel: int
     trial_count: int

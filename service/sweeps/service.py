@@ -12,6 +12,7 @@ from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from service import jobspec
+from service.auth import service as auth
 from service.auth.service import Actor
 from service.errors import Conflict, DomainError, Invalid, NotFound, Problem
 from service.jobs import service as jobs
@@ -20,7 +21,7 @@ from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import TERMINAL, JobState
-from service.models import Job, JobEpoch, Sweep, SweepTrial, utcnow
+from service.models import ApiToken, Job, JobEpoch, Sweep, SweepTrial, utcnow
 from service.pagination import decode_time_cursor, encode_cursor
 from service.sweeps import space
 from service.sweeps.schemas import (SWEEP_ACTIVE, Objective, SweepCreate, SweepOut, SweepState, SweepSummary,
@@ -53,8 +54,56 @@ def actor_of(sweep: Sweep) -> Actor:
 
 
 def job_key(sweep_id: uuid.UUID, number: int) -> str:
-    """The trial job's Idempotency-Key: the job is found by it if the link was never written."""
-    return f"trainjobs-sweep-{sweep_id}-trial-{number}"
+    """The trial job's Idempotency-Key: the job is found by it if the link was never written.
+    It has spaces, which no caller's key may have (the header and the UI's form take printable
+    ASCII without spaces): a teammate who sent the trial's key first would otherwise make the
+    trial fail (another body: 409) or have his own job adopted as the trial."""
+    return f"trainjobs sweep {sweep_id} trial {number}"
+
+
+def token_live(session: Session, sweep: Sweep) -> bool:
+    """The sweep creator's token is still unrevoked. A plain read is enough: the caller holds the
+    sweep's row lock, and a revocation's hook (pause_sweeps_of) updates that row, so it commits
+    only after a trial being started has; a revocation committed before is seen here. (Locking the
+    token row too would deadlock with a revocation, which locks the token first.)"""
+    return session.scalar(select(ApiToken.id).where(ApiToken.id == uuid.UUID(sweep.actor["token_id"]),
+                                                    ApiToken.revoked_at.is_(None))) is not None
+
+
+def pause(sweep: Sweep, reason: str) -> None:
+    sweep.state, sweep.state_reason, sweep.updated_at = SweepState.PAUSED.value, reason[:500], utcnow()
+
+
+def pause_sweeps_of(session: Session, token: ApiToken) -> int:
+    """The revocation hook (auth.service.revoke): the token's running sweeps are PAUSED in the
+    revocation's transaction, with the reason shown on each. Returns how many."""
+    reason = (f"paused: token {token.name!r} ({token.id}), which created it and launches its trials, was "
+              f"revoked at {token.revoked_at:%Y-%m-%d %H:%M:%S} UTC; a member may resume it (its trials then run "
+              "as them) or cancel it")
+    return session.execute(update(Sweep).where(Sweep.team_id == token.team_id,
+                                               Sweep.state == SweepState.RUNNING.value,
+                                               Sweep.actor["token_id"].as_string() == str(token.id))
+                           .values(state=SweepState.PAUSED.value, state_reason=reason[:500], updated_at=utcnow())
+                           ).rowcount
+
+
+auth.ON_REVOKE.append(pause_sweeps_of)
+
+
+def resume_sweep(session: Session, sweep_id: uuid.UUID, actor: Actor) -> Sweep:
+    """A PAUSED sweep RUNNING again, its further trials launched as `actor` (whose token is live)."""
+    sweep = get_sweep(session, actor.team_id, sweep_id, for_update=True)
+    if sweep.state == SweepState.RUNNING.value:
+        return sweep
+    if sweep.state != SweepState.PAUSED.value:
+        raise Conflict(f"sweep {sweep_id} is {sweep.state}, not PAUSED; only a paused sweep can be resumed",
+                       current_state=sweep.state)
+    sweep.state, sweep.state_reason, sweep.updated_at = SweepState.RUNNING.value, None, utcnow()
+    sweep.actor = {"token_id": str(actor.token_id), "token_name": actor.token_name, "team": actor.team,
+                   "role": actor.role}
+    notify_controller(session, LAUNCHER)
+    session.commit()
+    return sweep
 
 
 def trial_body(sweep: Sweep, number: int) -> JobCreate:
@@ -168,7 +217,8 @@ def cancel_sweep(session: Session, engine: Engine, sweep_id: uuid.UUID, actor: A
     sweep = get_sweep(session, actor.team_id, sweep_id)
     if sweep.state == SweepState.CANCELLING.value:
         return sweep
-    moved = session.execute(update(Sweep).where(Sweep.id == sweep_id, Sweep.state == SweepState.RUNNING.value)
+    moved = session.execute(update(Sweep).where(Sweep.id == sweep_id,
+                                                Sweep.state.in_([SweepState.RUNNING.value, SweepState.PAUSED.value]))
                             .values(state=SweepState.CANCELLING.value, updated_at=utcnow())).rowcount
     if not moved:
         session.rollback()
@@ -240,7 +290,7 @@ def _summary_fields(sweep: Sweep, trials: list[TrialOut]) -> dict:
     best = trials[0] if trials and trials[0].objective_value is not None else None
     return dict(id=sweep.id, display_name=sweep.display_name,
                 template=TemplateRef(name=sweep.template_name, version=sweep.template_version),
-                backend=sweep.backend, algorithm=sweep.algorithm, state=sweep.state,
+                backend=sweep.backend, algorithm=sweep.algorithm, state=sweep.state, state_reason=sweep.state_reason,
                 objective=Objective(metric=sweep.objective_metric, goal=sweep.objective_goal),
                 max_parallel=sweep.max_parallel, trial_count=sweep.trial_count, counts=counts, best=best,
                 created_by=sweep.created_by, created_at=sweep.created_at, updated_at=sweep.updated_at,

@@ -5,6 +5,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, BaseModel, Field, StringConstraints
 
+from service.text import MultilineText
 from service.jobspec.spec import JobSpec, Parameter
 from service.schema_base import RequestBody
 
@@ -28,7 +29,7 @@ _EXAMPLE = {
 class TemplateBody(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [_EXAMPLE]})
 
-    description: Annotated[str, StringConstraints(max_length=4096)] = ""
+    description: Annotated[str, StringConstraints(max_length=4096), MultilineText] = ""
     spec: JobSpec
     parameters: list[Parameter] = Field(default_factory=list, max_length=100)
 

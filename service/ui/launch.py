@@ -14,9 +14,13 @@ from pydantic import ValidationError
 
 from service.errors import Problem
 from service.jobs.schemas import JobCreate
-from service.jobspec import pydantic_problems
+from service.jobspec import MAX_OVERRIDE_DEPTH, pydantic_problems
+from service.jobspec import _depth as jobspec_depth
 
 LABEL_LINE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\S*)\s*$")
+# What the API's Idempotency-Key header takes (jobs.router.create_job). The form's hidden key must
+# fit it too: keys outside it (with spaces) are the service's own, e.g. sweep trials' (sweeps.service).
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
 @dataclass
@@ -153,12 +157,20 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) ->
             break
         labels[m.group(1)] = m.group(2)
 
+    if lf.idempotency_key and not IDEMPOTENCY_KEY.fullmatch(lf.idempotency_key):
+        lf.other_errors.append("This form's key (idempotency_key) is not one this page made: reload the page")
+
     overrides = None
     if lf.overrides.strip():
         try:
             overrides = json.loads(lf.overrides)
         except ValueError as e:
             lf.errors["overrides"] = f"not valid JSON: {e}"
+        except RecursionError:  # json's decoder recurses per level: a few thousand [ exhaust it
+            lf.errors["overrides"] = f"nested too deeply; overrides may be at most {MAX_OVERRIDE_DEPTH} levels deep"
+        else:
+            if jobspec_depth(overrides) > MAX_OVERRIDE_DEPTH:
+                lf.errors["overrides"] = f"nested deeper than {MAX_OVERRIDE_DEPTH} levels"
     if lf.has_errors:
         return lf, None
     body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend}

@@ -9,9 +9,11 @@ from pathlib import Path
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from service.lifecycle.states import TERMINAL, JobState
 from service.ui import markup
+from service.text import visible
 from service.ui.render_format import age, duration_between, iso, number, pretty, when
 
 HERE = Path(__file__).resolve().parent
@@ -37,9 +39,18 @@ def asset(name: str) -> str:
     return f"/ui/static/{name}?v={_VERSIONS.get(name, '0')}"
 
 
+def _shown(value):
+    """Every {{ value }} of a page: text from callers and replicas (names, log lines, reasons) with
+    its control and bidirectional characters as escapes (`\\x1b`, `\\u202e`; line breaks and tabs
+    kept), so that none reorders, hides or forges what the page shows. Markup is the page's own."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value, keep_lines=True)
+    return value
+
+
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.globals.update(asset=asset, state_icons=markup.STATE_ICONS, terminal=TERMINAL_NAMES,
                        states=[s.value for s in JobState], state_badge=markup.state_badge,
                        progress_bar=markup.progress_bar, time_ago=markup.time_ago, run_time=markup.run_time,

@@ -100,7 +100,10 @@ def csrf_token(key: str, nonce: str) -> str:
 
 
 def csrf_ok(key: str, nonce: str | None, sent: object) -> bool:
-    return bool(nonce) and isinstance(sent, str) and hmac.compare_digest(csrf_token(key, nonce), sent)
+    # Bytes: compare_digest refuses str with non-ASCII characters (a TypeError, once a 500 for any
+    # form posted with such a token).
+    return bool(nonce) and isinstance(sent, str) and hmac.compare_digest(
+        csrf_token(key, nonce).encode(), sent.encode("utf-8", "surrogatepass"))
 
 
 def actor_of(session: Session, token_id: uuid.UUID) -> Actor | None:

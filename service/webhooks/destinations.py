@@ -77,8 +77,15 @@ def is_public(ip: IP) -> bool:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return is_public(ip.ipv4_mapped)
+        if int(ip) >> 64 == 0:
+            # The rest of ::/64: ::, ::1, the deprecated IPv4-compatible ::a.b.c.d (::/96) and
+            # IPv4-translated ::ffff:0:a.b.c.d (RFC 2765). Python calls the last two "global" (no
+            # registry lists them); a stack that still honours them reaches the IPv4 address inside,
+            # e.g. http://[::127.0.0.1]/ or http://[::ffff:0:7f00:1]/. None is a public receiver.
+            return False
         if ip in NAT64:  # reaches the IPv4 address it embeds
             return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    # Not global in Python's table, so refused here: 6to4 (2002::/16), Teredo (2001::/32).
     return ip.is_global and not ip.is_multicast
 
 

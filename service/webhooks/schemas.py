@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from service.text import PlainText
 from service.schema_base import RequestBody
 from service.webhooks.events import DEFAULT_EVENT_TYPES, EVENT_TYPES
 
@@ -28,7 +29,7 @@ class WebhookCreate(RequestBody):
                                          description=f"Default: the four final states. {EVENTS_HELP}")
     format: Format = Field("standard", description="standard: the JSON event, signed per Standard Webhooks; "
                                                    "slack: {\"text\": ...} for a Slack incoming webhook")
-    description: Annotated[str, StringConstraints(max_length=200)] = ""
+    description: Annotated[str, StringConstraints(max_length=200), PlainText] = ""
 
     @field_validator("event_types")
     @classmethod

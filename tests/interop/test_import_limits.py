@@ -25,8 +25,14 @@ def laughs(levels: int, fanout: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_alias_bomb_is_refused_by_alias_count(client):
+def test_alias_bomb_is_refused_while_composed(client):
+    # Refused at the fourth level (9**4 values), before its 51st alias.
     body = assert_problem(post(client, laughs(9, 9)), 422, "source")
+    assert "TRAINJOBS_IMPORT_MAX_YAML_NODES" in body["errors"][0]["fix"]
+
+
+def test_aliases_are_counted(client):
+    body = assert_problem(post(client, BASE + "l0: &l0 x\nl: [" + ", ".join(["*l0"] * 51) + "]\n"), 422, "source")
     assert "TRAINJOBS_IMPORT_MAX_YAML_ALIASES" in body["errors"][0]["fix"]
 
 

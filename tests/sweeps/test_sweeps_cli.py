@@ -85,3 +85,29 @@ async def test_async_client_sweeps(server, token, sweepable):  # noqa: F811
         assert planned.seed == 5 and len(planned.trials) == 3
         assert all(0 <= t.parameters["acc"] <= 1 for t in planned.trials)
         assert [s async for s in c.sweeps.list()] == []
+
+
+
+def test_a_paused_sweep_says_why_and_resumes(cli, tj, tmp_path, db_url, server, token):  # noqa: F811
+    import httpx
+
+    from tests.conftest import make_token
+    member = make_token(db_url, "alpha", "member", "carol")
+    path = tmp_path / "sweep.yaml"
+    gate = tmp_path / "gate"   # its trials wait for this file: the sweep is surely still RUNNING when revoked
+    t = template(chief_extra=["--wait-file", str(gate)])
+    tj.templates.create("gated", t["spec"], t["parameters"])
+    path.write_text(SWEEP_YAML.replace("max_parallel: 2", "max_parallel: 1").replace("sweepable", "gated"))
+    made = cli("sweeps", "create", str(path), "-o", "json", TRAINJOBS_TOKEN=member)
+    assert made.returncode == 0, made.stderr
+    sweep_id = json.loads(made.stdout)["id"]
+    admin = {"Authorization": f"Bearer {token}"}
+    [carol] = [t for t in httpx.get(f"{server}/v1/tokens", headers=admin).json() if t["name"] == "carol"]
+    assert httpx.post(f"{server}/v1/tokens/{carol['id']}/revoke", headers=admin).status_code == 200
+    shown = cli("sweeps", "get", sweep_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "PAUSED" in shown.stdout and "carol" in shown.stdout and "revoked" in shown.stdout, shown.stdout
+    resumed = cli("sweeps", "resume", sweep_id, "-o", "json")
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["state"] == "RUNNING", resumed.stderr
+    gate.write_text("")
+    assert cli("sweeps", "wait", sweep_id, "--timeout", "120").returncode == 0

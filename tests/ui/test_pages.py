@@ -213,6 +213,11 @@ def test_launch_again_fills_the_form_with_the_jobs_values(app, api, finished, to
     ({"overrides": "{not json"}, "overrides-error", "not valid JSON"),
     ({"overrides": '{"workers": {"replica_count": 0}}'}, "overrides-error", "spec.workers.replica_count"),
     ({"overrides": "[1]"}, "overrides-error", "must be a JSON object"),
+    # Deeper than json's decoder can recurse: was a 500 (RecursionError).
+    ({"overrides": "[" * 50_000 + "]" * 50_000}, "overrides-error", "nested too deeply"),
+    ({"overrides": '{"a": ' * 40 + "1" + "}" * 40}, "overrides-error", "nested deeper than 16 levels"),
+    # Keys with spaces are the service's own (sweep trials'): a form cannot send one.
+    ({"idempotency_key": "trainjobs sweep 1 trial 1"}, "form-errors", "not one this page made"),
     ({"labels": "no equals sign"}, "labels-error", "line 1: write key=value"),
     ({"labels": "Bad=ok"}, "labels-error", "Bad: label keys are 1-64 lowercase letters"),
     ({"backend": "vertex"}, "backend-error", "not enabled on this service"),

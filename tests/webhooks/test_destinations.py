@@ -21,7 +21,23 @@ from tests.webhooks.conftest import LOOPBACK, subscribe
 REFUSED = ["http://127.0.0.1:9/x", "http://127.8.9.10/", "http://10.1.2.3/", "http://172.16.0.1/",
            "http://192.168.1.1/", "http://169.254.169.254/latest/meta-data/", "http://100.64.0.1/",
            "http://0.0.0.0/", "http://224.0.0.1/", "http://[::1]/", "http://[fe80::1]/", "http://[fd00::1]/",
-           "http://[::ffff:127.0.0.1]/", "http://[64:ff9b::a00:1]/", "http://localhost:8080/"]
+           "http://[::ffff:127.0.0.1]/", "http://[64:ff9b::a00:1]/", "http://localhost:8080/",
+           # Deprecated IPv6 forms with an IPv4 address inside: IPv4-compatible (::/96), IPv4-translated
+           # (::ffff:0:0:0/96, RFC 2765), and 6to4 of a private address.
+           "http://[::127.0.0.1]/", "http://[::ffff:0:7f00:1]/", "http://[::a9fe:a9fe]/", "http://[::8.8.8.8]/",
+           "http://[2002:7f00:1::1]/", "http://[2002:a9fe:a9fe::]/", "http://[::]/"]
+
+
+@pytest.mark.parametrize("address, public", [
+    ("::ffff:8.8.8.8", True), ("64:ff9b::808:808", True), ("2606:4700:4700::1111", True), ("8.8.8.8", True),
+    ("::ffff:0:808:808", False), ("::808:808", False), ("2002:808:808::1", False), ("64:ff9b::a00:1", False),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", False),
+])
+def test_embedded_ipv4_addresses_are_judged_by_what_they_embed(address, public):
+    import ipaddress
+
+    from service.webhooks.destinations import is_public
+    assert is_public(ipaddress.ip_address(address)) is public
 
 
 @pytest.fixture

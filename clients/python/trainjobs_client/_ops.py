@@ -292,6 +292,12 @@ def sweep_page(states: list[str], cursor: str | None, limit: int) -> Op[tuple[li
     return _sweep_summaries.validate_python(data["items"]), data.get("next_cursor")
 
 
+def resume_sweep(sweep: SweepRef) -> Op[Sweep]:
+    # Resuming a RUNNING sweep changes nothing, so a retry is safe.
+    r = yield Call("POST", f"/v1/sweeps/{sweep_id(sweep)}/resume")
+    return Sweep.model_validate_json(r.content)
+
+
 def cancel_sweep(sweep: SweepRef) -> Op[Sweep]:
     # Cancelling twice is fine (202 again while CANCELLING), so a retry is safe.
     r = yield Call("POST", f"/v1/sweeps/{sweep_id(sweep)}/cancel")

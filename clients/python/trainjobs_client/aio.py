@@ -289,6 +289,9 @@ class AsyncSweeps:
     async def cancel(self, sweep: SweepRef) -> Sweep:
         return await self._c._run(_ops.cancel_sweep(sweep))
 
+    async def resume(self, sweep: SweepRef) -> Sweep:
+        return await self._c._run(_ops.resume_sweep(sweep))
+
     async def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
                    max_interval: float = 5.0) -> Sweep:
         return await _wait(self.get, sweep, timeout, interval, max_interval)

@@ -311,6 +311,10 @@ class Sweeps:
     def cancel(self, sweep: SweepRef) -> Sweep:
         return self._c._run(_ops.cancel_sweep(sweep))
 
+    def resume(self, sweep: SweepRef) -> Sweep:
+        """A PAUSED sweep (its creator's token was revoked) RUNNING again; further trials run as you."""
+        return self._c._run(_ops.resume_sweep(sweep))
+
     def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
              max_interval: float = 5.0) -> Sweep:
         """Poll until every trial has ended; returns the sweep then. Raises WaitTimeout."""

@@ -277,7 +277,8 @@ class SweepSummary(Model):
     template: TemplateRef
     backend: str
     algorithm: str
-    state: str      # RUNNING, CANCELLING, SUCCEEDED, FAILED, CANCELLED
+    state: str      # RUNNING, PAUSED, CANCELLING, SUCCEEDED, FAILED, CANCELLED
+    state_reason: str | None = None   # why it is PAUSED (its creator's token was revoked)
     objective: SweepObjective
     max_parallel: int
     trial_count: int

@@ -52,5 +52,15 @@ window.TJ = (function () {
   });
   tick();
   setInterval(tick, 1000);
-  return { duration, tick, announce, stateBadge };
+  // Control and bidirectional characters as escapes (\x1b, \u202e), as the server renders them
+  // (service/text.py visible): what a replica printed is shown, never reorders or hides text.
+  const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g;
+  function visible(text) {
+    return String(text).replace(CONTROL, (c) => {
+      const n = c.charCodeAt(0);
+      return n < 0x100 ? "\\x" + n.toString(16).padStart(2, "0") : "\\u" + n.toString(16).padStart(4, "0");
+    });
+  }
+
+  return { duration, tick, announce, stateBadge, visible };
 })();

@@ -76,9 +76,9 @@
     line.className = "ln";
     line.dataset.replica = l.replica;
     const ts = document.createElement("span"); ts.className = "ts"; ts.textContent = l.timestamp;
-    const rep = document.createElement("span"); rep.className = "rep"; rep.textContent = l.replica;
+    const rep = document.createElement("span"); rep.className = "rep"; rep.textContent = TJ.visible(l.replica);
     const msg = document.createElement("span"); msg.className = "msg" + (l.stream === "stderr" ? " err" : "");
-    msg.textContent = l.message;
+    msg.textContent = TJ.visible(l.message);
     line.append(ts, " ", rep, " ", msg, "\n");
     line.hidden = !matches(line, filter.value.trim().toLowerCase());
     pre.append(line);

@@ -41,7 +41,7 @@
       row.dataset.state = change.state;
       const cell = row.querySelector(".state-cell");
       cell.replaceChildren(TJ.stateBadge(change.state, icons));
-      TJ.announce(change.display_name + " is now " + change.state);
+      TJ.announce(TJ.visible(change.display_name) + " is now " + change.state);
     }
     progress(row.querySelector(".progress-cell"), change.epoch, change.epochs);
     const d = row.querySelector(".duration");
