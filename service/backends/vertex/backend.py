@@ -5,8 +5,7 @@ At most one CustomJob per job. Creating one is not idempotent at Google, so our 
 id travels in the `trainjobs_job_id` label and every create after an earlier attempt
 is preceded by a lookup of that label (a job never attempted cannot have a CustomJob
 yet, so it is created at once). The lifecycle records (and commits) every launch
-attempt before
-submit() is called, whichever controller makes it; after an attempt whose outcome is
+attempt before submit() is called, whichever controller makes it; after an attempt whose outcome is
 unknown (timeout, 5xx, crash, a deposed controller) submit() only looks the label up,
 and creates again only once that attempt can no longer land: the grace
 (`vertex_submit_grace_seconds`) exceeds the longest a lookup plus a create may take,
@@ -320,7 +319,7 @@ class VertexBackend(Backend):
             else:
                 obs = self._settle_missing(job)
             if obs is not None:
-                out.append(obs)  # TMPX
+                out.extend(mapping.with_missed_start(job, obs))
         return out
 
     def _find_ended(self, jobs: list[JobHandle], found: dict) -> None:

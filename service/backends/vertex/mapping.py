@@ -118,3 +118,18 @@ def observe(job: JobHandle, cj: v1.CustomJob, console_url: str, *, adopted_reaso
     return Observation(job_id=job.id, state=state, reason=reason, error=error, backend_ref=cj.name,
                        console_url=console_url, started_at=_aware(cj.start_time),
                        ended_at=_aware(cj.end_time) if state in TERMINAL else None)
+
+
+def with_missed_start(job: JobHandle, obs: Observation) -> list[Observation]:
+    """A job that started and ended between two polls (Vertex reports its startTime) never
+    showed RUNNING to us: RUNNING first, at that startTime, then how it ended. Two
+    observations, applied in order, so the events read QUEUED/PENDING -> RUNNING -> end and
+    `job.running` goes out once, as for a job seen running."""
+    if (obs.state not in TERMINAL or obs.started_at is None
+            or job.state not in (JobState.QUEUED, JobState.PENDING)):
+        return [obs]
+    ran = Observation(job_id=obs.job_id, state=JobState.RUNNING, backend_ref=obs.backend_ref,
+                      console_url=obs.console_url, started_at=obs.started_at,
+                      reason=f"Vertex AI: JOB_STATE_RUNNING since {rfc3339(obs.started_at)} "
+                             f"(its startTime; it ended before a poll saw it running)")
+    return [ran, obs]
