@@ -49,8 +49,8 @@ def test_failures_read_as_what_they_are(make_harness, fake_vertex, monkeypatch, 
             assert "not a failure of the job's code" not in reason
 
 
-def test_a_preempted_spot_job_is_retried_from_its_checkpoints(make_harness, fake_vertex, monkeypatch):
-    with make_harness(vertex_base_output_directory="gs://bucket/jobs") as h:
+def test_a_preempted_spot_job_is_retried_from_its_checkpoints(make_harness, fake_vertex, fake_logging, monkeypatch):
+    with make_harness(vertex_base_output_directory="gs://bucket/jobs", vertex_progress_interval_seconds=0) as h:
         clock = h.use_clock(monkeypatch)
         _spot_template(h.client, "spot-resume", {"max_attempts": 2, "backoff": {"initial_seconds": 0}})
         first = h.submit(template="spot-resume")
@@ -81,6 +81,17 @@ def test_a_preempted_spot_job_is_retried_from_its_checkpoints(make_harness, fake
         assert cj1["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] == prefix
         for replica in second["cluster"]:
             assert replica["env"]["AIP_CHECKPOINT_DIR"] == f"{prefix}/checkpoints/"
+        # The trainer restored epoch 2's checkpoint: its train_start line says it goes on at 3.
+        fake_vertex.set_state(second_id, "JOB_STATE_RUNNING")
+        clock.advance(15)
+        h.reconcile()
+        numeric = cj2["name"].rsplit("/", 1)[1]
+        fake_logging.add(numeric, "workerpool0-0", {"event": "train_start", "epochs": 5, "initial_epoch": 3,
+                                                    "task": "chief:0"})
+        clock.advance(15)
+        h.reconcile()
+        resumed = h.job(second_id)
+        assert resumed["state"] == "RUNNING" and resumed["progress"]["resumed_at_epoch"] == 3
 
 
 def test_a_preemption_is_not_retried_when_signals_are_off(make_harness, fake_vertex, monkeypatch):
