@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from service.demo import demo_template
+from service.webhooks import events as webhook_events
+from service.webhooks.outbox import Outbox
 from tests.fakes.harness import fake_logging, fake_vertex, make_harness  # noqa: F401 - fixtures
 
 PREEMPTED = "The replica workerpool1-0 was preempted: its Spot VM was reclaimed by Compute Engine."
@@ -30,6 +32,14 @@ def _spot_template(client, name: str, retry: dict | None) -> None:
     (3, "The replica workerpool0-0 exited with a non-zero status of 1.", None, None),
 ])
 def test_failures_read_as_what_they_are(make_harness, fake_vertex, monkeypatch, code, message, cause, note):
+    sent: list[tuple[str, str]] = []   # (webhook event type, the reason its payload carries)
+    original = Outbox.on_change
+
+    def recording(self, session, change):
+        sent.extend((t, change.reason) for t in webhook_events.types_for(change.from_state, change.to_state))
+        return original(self, session, change)
+
+    monkeypatch.setattr(Outbox, "on_change", recording)
     with make_harness() as h:
         clock = h.use_clock(monkeypatch)
         job = h.submit()
@@ -43,6 +53,7 @@ def test_failures_read_as_what_they_are(make_harness, fake_vertex, monkeypatch, 
         assert failed["state"] == "FAILED"
         assert failed["error"].get("cause") == cause and failed["error"]["message"] == message
         reason = h.events(job["id"])[-1]["reason"]
+        assert [r for t, r in sent if t == "job.failed"] == [reason]
         if note:
             assert note in reason and "not a failure of the job's code" in reason
         else:
