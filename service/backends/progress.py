@@ -45,6 +45,11 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
         out.setdefault("phase", "training")
         if "epochs" in event:
             out.setdefault("epochs", event["epochs"])
+        # BackupAndRestore restored a checkpoint (a retry attempt, a restarted replica):
+        # the view says which epoch training went on from.
+        initial = event.get("initial_epoch")
+        if isinstance(initial, int) and not isinstance(initial, bool) and initial > 1:
+            out["resumed_at_epoch"] = initial
     elif kind == "epoch_end":
         out.update({k: event[k] for k in _KEEP_EPOCH if k in event})
         out["phase"] = "training"

@@ -16,7 +16,15 @@ VERTEX_DEFAULT_TIMEOUT_SECONDS = 7 * 24 * 3600
 MICRO = Decimal("0.000001")
 _US_PER_HOUR = Decimal(3_600_000_000)
 ROLES = ("chief", "workers", "parameter servers or reduction server", "evaluator")
-PRICING = {"STANDARD": "on_demand", "SPOT": "spot", "FLEX_START": "flex_start"}
+# Which prices each Scheduling.Strategy is estimated at (docs/vertex.md, "Scheduling strategies").
+PRICING = {"STANDARD": "on_demand", "SPOT": "spot", "FLEX_START": "flex_start",
+           "ON_DEMAND": "on_demand", "LOW_COST": "on_demand"}
+# What an estimate must add for a strategy whose price is not simply its column.
+STRATEGY_NOTES = {
+    "ON_DEMAND": " ON_DEMAND is the deprecated name of STANDARD: on-demand prices.",
+    "LOW_COST": " LOW_COST (deprecated by Google) lets Vertex AI use Spot VMs for some of the job; which, "
+                "is not known in advance, so it is priced at on-demand prices: the most it can cost.",
+}
 NOTE = ("An estimate from the list prices in the price table, not a bill: discounts, taxes, "
         "network, storage outside the boot disks and time before the replicas start are not in it.")
 
@@ -100,7 +108,7 @@ def estimate(custom_job: dict, table: PriceTable, region: str, *, backend: str) 
         f"Vertex AI in {region}: the {backend} backend runs this job on {where}; this is what it "
         "would cost on Vertex AI")
     out = CostEstimate(
-        note=NOTE, estimate_of=on, currency=table.currency, prices_date=table.date,
+        note=NOTE + STRATEGY_NOTES.get(strategy, ""), estimate_of=on, currency=table.currency, prices_date=table.date,
         prices_source=table.source, region=region, strategy=strategy, pricing=pricing, pools=pools,
         replicas=sum(p.replica_count for p in pools), accelerators=accelerators, complete=not missing,
         missing=missing, per_hour=money(per_hour), timeout_seconds=seconds,

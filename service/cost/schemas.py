@@ -39,8 +39,10 @@ class CostEstimate(BaseModel):
     prices_date: str = Field(description="Date of the price table")
     prices_source: str
     region: str
-    strategy: str = Field(description="The job's scheduling strategy: STANDARD, SPOT or FLEX_START")
-    pricing: str = Field(description="Which prices apply: on_demand, spot or flex_start")
+    strategy: str = Field(description="The job's scheduling strategy: STANDARD, SPOT, FLEX_START, "
+                                        "ON_DEMAND or LOW_COST")
+    pricing: str = Field(description="Which prices apply: on_demand (STANDARD, ON_DEMAND, "
+                                       "LOW_COST), spot (SPOT) or flex_start (FLEX_START)")
     pools: list[PoolCost]
     replicas: int = Field(description="Replicas in all pools")
     accelerators: dict[str, int] = Field(description="Accelerators in all pools, by type")

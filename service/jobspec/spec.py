@@ -73,7 +73,13 @@ class Scheduling(Strict):
     timeout_seconds: int | None = Field(None, ge=1, le=7 * 24 * 3600,
                                         description="Vertex's default is 7 days.")
     restart_job_on_worker_restart: bool = False
-    strategy: Literal["STANDARD", "SPOT", "FLEX_START"] = "STANDARD"
+    # Every value of Scheduling.Strategy in the locked client (google-cloud-aiplatform 2.7.0)
+    # but STRATEGY_UNSPECIFIED (Vertex reads it as STANDARD; we always send one). docs/vertex.md.
+    strategy: Literal["STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST"] = Field(
+        "STANDARD", description="STANDARD: on-demand VMs. SPOT: Spot VMs (cheaper, may be preempted). "
+                                "FLEX_START: queued for capacity by Dynamic Workload Scheduler (up to "
+                                "max_wait_duration_seconds). ON_DEMAND and LOW_COST: deprecated by Google "
+                                "(ON_DEMAND is STANDARD's old name; LOW_COST may use Spot VMs).")
     disable_retries: bool = False
     max_wait_duration_seconds: int | None = Field(None, ge=1, le=7 * 24 * 3600)
     stall_timeout_seconds: int | None = Field(

@@ -94,7 +94,8 @@ def test_a_listing_outage_costs_a_pass_one_call_not_the_retry_deadline(make_harn
 def test_a_spent_request_budget_skips_following_without_a_call(make_harness, fake_vertex, monkeypatch):
     with make_harness(vertex_crud_per_minute=6, vertex_crud_burst=2) as h:
         clock = h.use_clock(monkeypatch)
-        job = h.submit()                           # a lookup, then the create
+        job = h.submit()                           # the create alone (a new job needs no lookup)
+        assert h.backend.budget.crud.try_take() == 0   # someone else's call spends the first token
         fake_vertex.set_state(job["id"], "JOB_STATE_RUNNING")
         h.reconcile()                              # the second token: the listing
         assert h.job(job["id"])["state"] == "RUNNING"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -102,6 +103,15 @@ class Harness:
         clock = self.fake.clock
         monkeypatch.setattr(engine_module, "utcnow", clock.utcnow)
         monkeypatch.setattr(loop_module, "utcnow", clock.utcnow)
+        # A retry's backoff (`not_before`) is stamped on this clock: admission reads it too.
+        import service.lifecycle.admission as admission_module
+
+        class _Datetime(datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return clock.utcnow() if tz is not None else clock.utcnow().replace(tzinfo=None)
+
+        monkeypatch.setattr(admission_module, "datetime", _Datetime)
         backend = self.backend
         backend._now = clock.utcnow
         backend._mono = clock.monotonic

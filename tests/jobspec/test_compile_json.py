@@ -43,7 +43,7 @@ spec_dicts = st.fixed_dictionaries(
         "base_output_directory": st.none() | text,
         "scheduling": st.fixed_dictionaries({}, optional={
             "timeout_seconds": seconds, "restart_job_on_worker_restart": st.booleans(),
-            "strategy": st.sampled_from(["STANDARD", "SPOT", "FLEX_START"]), "disable_retries": st.booleans(),
+            "strategy": st.sampled_from(["STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST"]), "disable_retries": st.booleans(),
             "max_wait_duration_seconds": seconds, "stall_timeout_seconds": seconds}),
         "service_account": st.none() | text,
         "network": st.none() | st.from_regex(r"^projects/[0-9]{1,5}/global/networks/[a-z-]{1,8}$", fullmatch=True),

@@ -2,9 +2,10 @@
 clients (aiplatform_v1.JobServiceClient over REST, google-cloud-logging).
 
 At most one CustomJob per job. Creating one is not idempotent at Google, so our job
-id travels in the `trainjobs_job_id` label and every create is preceded by a lookup
-of that label. The lifecycle records (and commits) every launch attempt before
-submit() is called, whichever controller makes it; after an attempt whose outcome is
+id travels in the `trainjobs_job_id` label and every create after an earlier attempt
+is preceded by a lookup of that label (a job never attempted cannot have a CustomJob
+yet, so it is created at once). The lifecycle records (and commits) every launch
+attempt before submit() is called, whichever controller makes it; after an attempt whose outcome is
 unknown (timeout, 5xx, crash, a deposed controller) submit() only looks the label up,
 and creates again only once that attempt can no longer land: the grace
 (`vertex_submit_grace_seconds`) exceeds the longest a lookup plus a create may take,
@@ -185,6 +186,12 @@ class VertexBackend(Backend):
             wait = self.budget.create.wait_time()
             if wait > 0:
                 return SubmitResult(reason=self._budget_reason(self.budget.create, "create"), nothing_launched=True)
+        if self._never_attempted(job):
+            # No earlier attempt was ever recorded (the lifecycle commits one before every
+            # submit, and forgets it only when it launched nothing): no CustomJob can carry
+            # this job's label yet, so the lookup could only say "none". Skipping it lets new
+            # jobs launch while customJobs.list is refused (429/503) and creates still answer.
+            return self._create(job)
         try:
             existing = self._find_by_label(job)
         except BudgetSpent:
@@ -199,6 +206,10 @@ class VertexBackend(Backend):
             return self._adopted(job, existing[0])
         if settling:
             return SubmitResult(reason=self._settling_reason())
+        return self._create(job)
+
+    def _create(self, job: JobHandle) -> SubmitResult:
+        jid = str(job.id)
         try:
             created = self.calls.create(v1.CustomJob.from_json(self.effective(job.id, job.compiled).custom_job_json))
         except BudgetSpent:
@@ -229,6 +240,14 @@ class VertexBackend(Backend):
             f"{bucket.per_minute:g} a minute, {bucket.capacity:g} at once"
         setting = "TRAINJOBS_VERTEX_CREATE_PER_MINUTE" if what == "create" else "TRAINJOBS_VERTEX_CRUD_PER_MINUTE"
         return f"waiting for the Vertex AI {what} budget ({why}; {setting})"
+
+    @staticmethod
+    def _never_attempted(job: JobHandle) -> bool:
+        """The handle is read before this attempt was recorded: None means no attempt before.
+        A job compiled under the old label key may predate the recorded attempts: it is
+        always looked up."""
+        return (job.launch_attempted_at is None and not job.backend_ref
+                and not mapping.is_legacy(job.compiled.custom_job_dict))
 
     def _attempt_may_land(self, job: JobHandle) -> bool:
         prev = job.launch_attempted_at
@@ -300,7 +319,7 @@ class VertexBackend(Backend):
             else:
                 obs = self._settle_missing(job)
             if obs is not None:
-                out.append(obs)
+                out.extend(mapping.with_missed_start(job, obs))
         return out
 
     def _find_ended(self, jobs: list[JobHandle], found: dict) -> None:

@@ -9,6 +9,7 @@ from google.rpc import code_pb2
 
 from service.lifecycle.protocol import JobHandle, Observation
 from service.jobspec.reserved import JOB_ID_LABEL, LEGACY_JOB_ID_LABEL
+from service.jobspec.spec import INFRASTRUCTURE_CODES
 from service.lifecycle.states import TERMINAL, JobState
 
 VS = v1.JobState
@@ -80,15 +81,46 @@ def our_state(cj: v1.CustomJob) -> JobState | None:
     return STATES.get(cj.state)
 
 
+# google.rpc codes Vertex AI reports for its own infrastructure, not the job's code
+# (service/jobspec/spec.py INFRASTRUCTURE_CODES: the retry policy's on_infrastructure_error).
+INFRASTRUCTURE = {code: name for name, code in INFRASTRUCTURE_CODES.items()}
+
+
+def cause_of(code: int, message: str) -> str | None:
+    """Why a CustomJob failed, as far as Google's error says: "preemption" (a Spot VM was
+    reclaimed: the message names a preemption), "infrastructure" (INTERNAL, UNAVAILABLE,
+    RESOURCE_EXHAUSTED), or None (the job's own code or configuration)."""
+    if "preempt" in message.lower():
+        return "preemption"
+    if code in INFRASTRUCTURE:
+        return "infrastructure"
+    return None
+
+
 def error_of(cj: v1.CustomJob) -> dict | None:
-    """Google's code and message for a job that did not succeed."""
+    """Google's code and message for a job that did not succeed, and what caused it."""
     if not cj.error.code and not cj.error.message:
         return None
     try:
         status = code_pb2.Code.Name(cj.error.code)
     except ValueError:
         status = None
-    return {"code": cj.error.code, "status": status, "message": cj.error.message, "source": "vertex"}
+    out = {"code": cj.error.code, "status": status, "message": cj.error.message, "source": "vertex"}
+    cause = cause_of(cj.error.code, cj.error.message)
+    if cause is not None:
+        out["cause"] = cause
+    if cause == "preemption":
+        out["lost"] = True   # a replica gone without an exit status: the retry policy's on_signal
+    return out
+
+
+def _cause_note(error: dict | None) -> str:
+    cause = (error or {}).get("cause")
+    if cause == "preemption":
+        return " (Spot VM preempted: Google reclaimed the capacity, not a failure of the job's code)"
+    if cause == "infrastructure":
+        return f" (Vertex AI infrastructure error {error.get('status')}, not a failure of the job's code)"
+    return ""
 
 
 def _aware(ts) -> datetime | None:
@@ -110,7 +142,7 @@ def observe(job: JobHandle, cj: v1.CustomJob, console_url: str, *, adopted_reaso
     error = error_of(cj) if state in (JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED,
                                        JobState.PARTIALLY_SUCCEEDED) else None
     if state is not None:
-        reason = f"Vertex AI: {VS(cj.state).name}"
+        reason = f"Vertex AI: {VS(cj.state).name}" + _cause_note(error)
         if error and error["message"]:
             reason += f": {error['message']}"
     else:
@@ -118,3 +150,18 @@ def observe(job: JobHandle, cj: v1.CustomJob, console_url: str, *, adopted_reaso
     return Observation(job_id=job.id, state=state, reason=reason, error=error, backend_ref=cj.name,
                        console_url=console_url, started_at=_aware(cj.start_time),
                        ended_at=_aware(cj.end_time) if state in TERMINAL else None)
+
+
+def with_missed_start(job: JobHandle, obs: Observation) -> list[Observation]:
+    """A job that started and ended between two polls (Vertex reports its startTime) never
+    showed RUNNING to us: RUNNING first, at that startTime, then how it ended. Two
+    observations, applied in order, so the events read QUEUED/PENDING -> RUNNING -> end and
+    `job.running` goes out once, as for a job seen running."""
+    if (obs.state not in TERMINAL or obs.started_at is None
+            or job.state not in (JobState.QUEUED, JobState.PENDING)):
+        return [obs]
+    ran = Observation(job_id=obs.job_id, state=JobState.RUNNING, backend_ref=obs.backend_ref,
+                      console_url=obs.console_url, started_at=obs.started_at,
+                      reason=f"Vertex AI: JOB_STATE_RUNNING since {rfc3339(obs.started_at)} "
+                             f"(its startTime; it ended before a poll saw it running)")
+    return [ran, obs]
