@@ -54,7 +54,7 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
-                  cluster=service.cluster_view(compiled, view), cost=cost)
+                  cluster=service.cluster_view(compiled, view), cost=cost, resources=view.resources)
 
 
 def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

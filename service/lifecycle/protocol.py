@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from service.errors import Problem
 from service.jobspec import CompiledJob
@@ -104,6 +104,9 @@ class LaunchView:
 
     custom_job: dict
     env: dict[str, dict[str, str]]
+    # What else the job names (a TensorBoard, an experiment, a model upload): name -> a link
+    # (a console page, a local folder) or a note saying where it has no meaning.
+    resources: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

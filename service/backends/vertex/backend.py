@@ -35,7 +35,7 @@ from google.cloud import aiplatform_v1 as v1
 from google.cloud import logging as cloud_logging
 
 from service.backends.vertex import config as vconfig
-from service.backends.vertex import errors, logs, mapping, view
+from service.backends.vertex import errors, logs, mapping, resources, view
 from service.backends.vertex.budget import BudgetSpent, GoogleBudget
 from service.backends.vertex.jobs_api import JobsApi
 from service.backends.vertex.progress_reader import ProgressReader
@@ -158,16 +158,18 @@ class VertexBackend(Backend):
             return [Problem("base_output_directory",
                             f"Vertex AI writes model, checkpoints and TensorBoard logs to Cloud Storage, not {out!r}",
                             "use a gs://bucket/prefix URI (or leave it out to use the service's default)")]
-        return []
+        return resources.region_problems(compiled, self.config)
 
     def effective(self, job_id: uuid.UUID | str, compiled: CompiledJob) -> CompiledJob:
         """The job exactly as it goes to Vertex: the compiled one plus this service's defaults."""
         cfg = self.config
         return view.effective(compiled, job_id, base_output_directory=cfg.base_output_directory if cfg else None,
-                              service_account=cfg.service_account if cfg else None)
+                              service_account=cfg.service_account if cfg else None,
+                              project=cfg.project if cfg else None, location=cfg.location if cfg else None)
 
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
-        return view.launch_view(self.effective(job_id, compiled))
+        sent = self.effective(job_id, compiled)
+        return view.launch_view(sent, resources.view(sent, self.config))
 
     # submit ---------------------------------------------------------------------------------------
     def submit(self, job: JobHandle) -> SubmitResult:
