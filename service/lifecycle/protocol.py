@@ -175,6 +175,10 @@ class Backend:
     def end_pass(self) -> None:
         """The pass is over (whatever begin_pass cached is stale from now on)."""
 
+    def after_pass(self, session_factory) -> None:
+        """The controller's pass is over: the backend's own follow-up work that needs the
+        database (the vertex backend's model uploads). Default: nothing."""
+
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []

@@ -105,7 +105,8 @@ def test_members_change_them_only_where_overridable_says(make_harness, fake_vert
 def test_a_grant_of_model_upload_does_not_cover_its_serving_image(make_harness, db_url):
     with make_harness() as h:
         upload = {"serving_container_image_uri": "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"}
-        _post_template(h, _template("models-open", model_upload=upload, overridable=["model_upload"]))
+        _post_template(h, _template("models-open", model_upload=upload, overridable=["model_upload"],
+                                    base_output_directory="gs://b/runs"))
         member = bearer(make_token(db_url, "alpha", "member", name="member-2"))
         r = h.client.post("/v1/jobs?dry_run=true", json={"template": "models-open", "overrides": {
             "model_upload": {"serving_container_image_uri": "evil.example/serve:latest"}}}, headers=member)
