@@ -3,8 +3,8 @@
 Revision ID: 0009_model_uploads
 Revises: 0008_sweep_pause
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 import service.models
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from service.demo import demo_template
-from tests.fakes.harness import LOCATION, PROJECT, fake_logging, fake_vertex, make_harness  # noqa: F401
+from tests.fakes.harness import (  # noqa: F401
+    LOCATION,
+    PROJECT,
+    fake_logging,
+    fake_vertex,
+    make_harness,
+)
 
 BASE = "gs://runs-bucket/trainjobs"
 SERVE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
@@ -74,6 +80,8 @@ def test_a_succeeded_job_uploads_its_model_once(uploading, fake_vertex):
     upload = view["resources"]["model_upload"]
     assert upload["state"] == "succeeded"
     assert upload["model"] == f"{PARENT}/models/trainjobs-{job['id']}"
+    assert upload["console_url"] == (f"https://console.cloud.google.com/vertex-ai/models/locations/{LOCATION}"
+                                     f"/models/trainjobs-{job['id']}?project={PROJECT}")
     [reason] = _events(h, job["id"])
     assert "model uploaded" in reason and upload["model"] in reason
     for _ in range(3):   # later passes upload nothing more

@@ -4,13 +4,17 @@ CustomJob (through the real client, to the strict fake), shown in the job view w
 links, and changed by a member only where the template's `overridable` says."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from service.demo import demo_template
 from tests.conftest import bearer, make_token
-from tests.fakes.harness import LOCATION, PROJECT, fake_logging, fake_vertex, make_harness  # noqa: F401
+from tests.fakes.harness import (  # noqa: F401
+    LOCATION,
+    PROJECT,
+    fake_logging,
+    fake_vertex,
+    make_harness,
+)
 
 TB = f"projects/{PROJECT}/locations/{LOCATION}/tensorboards/4242"
 

@@ -87,7 +87,7 @@ class FakeModels:
             raise GoogleError(400, "parent travels in the path, not the body")
         try:   # strict: unknown fields are a 400, as Google's JSON parser says
             request = v1.UploadModelRequest.from_json(json.dumps(body), ignore_unknown_fields=False)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise GoogleError(400, f"Invalid JSON payload received. {e}") from None
         model = json.loads(v1.Model.to_json(request.model, use_integers_for_enums=False,
                                             always_print_fields_with_no_presence=False))

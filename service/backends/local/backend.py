@@ -38,8 +38,8 @@ from service.backends.local import (
     processes,
     sandbox,
 )
-from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
 from service.backends.local import resources as local_resources
+from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
 from service.backends.local.rundir import RunDir
 from service.backends.local.runs import (  # noqa: F401 (kept here)
     ReplicaProc,

@@ -44,6 +44,10 @@ def view_of(row: ModelUpload | None) -> dict | None:
     out = {"state": row.state, "attempts": row.attempts, "updated_at": row.updated_at.isoformat()}
     if row.model:
         out["model"] = row.model
+        parts = row.model.split("/")   # projects/P/locations/L/models/ID
+        if len(parts) == 6:
+            out["console_url"] = (f"https://console.cloud.google.com/vertex-ai/models/locations/{parts[3]}"
+                                  f"/models/{parts[5]}?project={parts[1]}")
     if row.message:
         out["message"] = row.message
     return out

@@ -27,10 +27,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.backends.vertex import errors
 from service.backends.vertex.budget import BudgetSpent
+from service.backends.vertex.model_queue import ACTIVE, ACTOR, model_id, plan_of  # noqa: F401
 from service.jobspec import CompiledJob
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.states import JobState
-from service.backends.vertex.model_queue import ACTIVE, ACTOR, model_id, plan_of  # noqa: F401
 from service.models import Job, JobEvent, ModelUpload
 
 log = logging.getLogger("trainjobs.vertex.models")
@@ -59,7 +59,7 @@ class ModelUploader:
                 self._one(session_factory, r, now)
             except BudgetSpent:
                 return len(rows)   # the budget is spent: every other call would be refused too
-            except Exception:  # noqa: BLE001 - one job's trouble never stops the others
+            except Exception:  # one job's trouble never stops the others
                 log.exception("job %s: model upload step failed; next pass", r.job_id)
         return len(rows)
 
@@ -73,7 +73,7 @@ class ModelUploader:
                 found = self._lookup(jid)
             except BudgetSpent:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if errors.is_google_error(e) and not errors.is_transient(e):
                     return self._finish(session_factory, r.job_id, now, failed=True,
                                         message=f"looking the model up by its label: {_said(e)}")
@@ -99,7 +99,7 @@ class ModelUploader:
             raise
         except gexc.Conflict:   # 409 ALREADY_EXISTS: our Model ID is taken, by our own earlier upload
             name = f"{self.backend.cfg.parent}/models/{model_id(jid)}"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if errors.is_google_error(e) and not errors.is_transient(e):
                 return self._finish(session_factory, r.job_id, now, failed=True, message=_said(e))
             if not errors.is_google_error(e):

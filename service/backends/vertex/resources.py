@@ -30,7 +30,7 @@ def region_problems(compiled: CompiledJob, cfg) -> list[Problem]:
     return problems
 
 
-def links(custom_job: dict, compiled: CompiledJob, cfg, model: str | None = None) -> dict[str, str]:
+def links(custom_job: dict, compiled: CompiledJob, cfg) -> dict[str, str]:
     """Console pages for what the job uses: name -> URL."""
     if cfg is None:
         return {}
@@ -52,8 +52,6 @@ def links(custom_job: dict, compiled: CompiledJob, cfg, model: str | None = None
             run = spec["experimentRun"].rsplit("/", 1)[-1]
             out["experiment_run"] = (f"{CONSOLE}/experiments/locations/{cfg.location}/experiments/{exp}/runs/"
                                      f"{run}/charts{q}")
-    if model:
-        out["model"] = f"{CONSOLE}/models/locations/{cfg.location}/models/{model.rsplit('/', 1)[-1]}{q}"
     return out
 
 
