@@ -129,3 +129,12 @@ def test_the_template_itself_is_checked_when_stored(make_harness):
         assert "experiment_run" in r.text
         r = h.client.post("/v1/templates", json=_template("bad2", tensorboard="not/a/name"))
         assert r.status_code == 422 and "tensorboard" in r.text
+
+
+def test_a_full_experiment_name_keeps_its_metadata_store(make_harness, fake_vertex):
+    store = f"projects/{PROJECT}/locations/{LOCATION}/metadataStores/team-store/contexts"
+    with make_harness() as h:
+        job = h.submit(overrides={"experiment": f"{store}/exp1", "experiment_run": "{job_id}"})
+        sent = fake_vertex.get(job["id"])["jobSpec"]
+        assert sent["experiment"] == f"{store}/exp1"
+        assert sent["experimentRun"] == f"{store}/exp1-{job['id']}"
