@@ -21,6 +21,7 @@ from service import apidocs, problems
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
+from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
@@ -95,6 +96,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
     webhook_limits = WebhookLimits.from_settings(settings)
     lifecycle.listen(Outbox(webhook_limits).on_change)
+    # A vertex job with a model upload queues it in the transaction that records SUCCEEDED.
+    lifecycle.listen(model_queue.on_change)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

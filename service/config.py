@@ -329,6 +329,15 @@ class Settings(BaseSettings):
         300.0, gt=0, le=60000, description="customJobs get/list/cancel calls per minute (Vertex allows about "
                                            "600 per region, shared by the project)")
     vertex_crud_burst: int = Field(20, ge=1, le=10000, description="get/list/cancel calls back to back")
+    vertex_model_upload_max_attempts: int = Field(
+        5, ge=1, le=100, description="Uploads of one job's model tried (each after a lookup by its job-id label) "
+                                     "before the upload is recorded as failed; the job stays SUCCEEDED")
+    vertex_model_uploads_per_pass: int = Field(
+        5, ge=1, le=1000, description="Model uploads (or their lookups) the controller makes in one pass; "
+                                      "the rest wait for the next")
+    vertex_model_upload_retry_seconds: float = Field(
+        60.0, ge=0, le=86400, description="After a model upload's answer was lost or refused for now "
+                                          "(429, 5xx, a timeout), the next try waits this long")
     logging_reads_per_minute: float = Field(
         30.0, gt=0, le=6000, description="Cloud Logging entries.list calls per minute by this host's API "
                                          "processes together (Google allows 60 per project, shared with "

@@ -375,3 +375,21 @@ class SweepTrial(Base):
     error: Mapped[str | None] = mapped_column(Text)
     stopped_early: Mapped[str | None] = mapped_column(Text)    # why early stopping cancelled it
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelUpload(Base):
+    """A Vertex job's model upload after it SUCCEEDED (template `model_upload`; issue 26):
+    one row per job, made in the transaction that records SUCCEEDED, worked through by the
+    controller (service/backends/vertex/model_upload.py). `attempts` counts uploads tried:
+    after the first, the Model Registry is looked up by the job-id label before any other."""
+
+    __tablename__ = "model_uploads"
+    __table_args__ = (Index("ix_model_uploads_due", "state", "next_at"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))          # pending | uploading | succeeded | failed
+    model: Mapped[str | None] = mapped_column(String(512))  # projects/P/locations/L/models/ID, once known
+    message: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

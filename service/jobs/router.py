@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
+from sqlalchemy.orm import object_session
 
+from service.backends.vertex import model_queue
 from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
 from service.jobs import relaunch, service
@@ -37,6 +39,17 @@ def _summary_fields(job: Job) -> dict:
                 relaunch_of=job.relaunch_of)
 
 
+def _resources(job, resources: dict) -> dict:
+    """The backend's `resources`, with how the model upload went (a row of its own, once the
+    job SUCCEEDED: service/backends/vertex/model_queue.py)."""
+    if "model_upload" not in resources or not isinstance(job, Job):
+        return resources
+    outcome = model_queue.view(object_session(job), job.id)
+    if outcome is None:
+        return resources
+    return {**resources, "model_upload": {**resources["model_upload"], **outcome}}
+
+
 def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
             attempts: list | None = None) -> JobOut:
     """`attempts`: service.attempts_of(job); None for a job just created (its only attempt)."""
@@ -54,7 +67,7 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
-                  cluster=service.cluster_view(compiled, view), cost=cost)
+                  cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources))
 
 
 def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

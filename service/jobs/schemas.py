@@ -167,6 +167,10 @@ class JobOut(JobSummary):
                                                   "(local: 127.0.0.1 ports and run folders once launched).")
     cost: CostEstimate | None = Field(None, description="An estimate (not a bill) of what the job costs on Vertex "
                                                         "AI: per hour, to its timeout, and accrued since it started")
+    resources: dict[str, Any] = Field(
+        default_factory=dict, description="What else the job names (persistent_resource, tensorboard, experiment, "
+                                          "experiment_run, model_upload), each with a console link or, on a backend "
+                                          "where it has no meaning, a note saying so (docs/vertex.md)")
 
 
 class JobPreview(BaseModel):
@@ -180,6 +184,7 @@ class JobPreview(BaseModel):
     cluster: list[ReplicaOut]
     cost: CostEstimate | None = Field(None, description="An estimate (not a bill) of what the job would cost on "
                                                         "Vertex AI, per hour and to its timeout")
+    resources: dict[str, Any] = Field(default_factory=dict, description="As in the job view")
 
 
 class JobPage(BaseModel):

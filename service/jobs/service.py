@@ -122,7 +122,7 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
         view = backend.launch_view(job_id, compiled, None)
         return JobPreview(display_name=display_name, template=ref, backend=backend_name,
                           labels=view.custom_job.get("labels", {}), custom_job=view.custom_job,
-                          cluster=cluster_view(compiled, view), cost=cost), False, compiled
+                          cluster=cluster_view(compiled, view), cost=cost, resources=view.resources), False, compiled
     # Under the team's limits lock, in this transaction: the check and the insert commit together.
     # A team without limits (the template query said so) takes no lock: limits set by an
     # admin meanwhile hold from the next submit, as if set just after this one.

@@ -74,6 +74,8 @@ def _string_fields(spec: JobSpec) -> list[tuple[str, str]]:
             out.append((f"{name}.container.image_uri", o.image_uri))
     if spec.base_output_directory:
         out.append(("base_output_directory", spec.base_output_directory))
+    if spec.experiment_run:
+        out.append(("experiment_run", spec.experiment_run))
     return out
 
 
@@ -97,6 +99,8 @@ def _substituted(spec: JobSpec, values: Mapping[str, Any]) -> JobSpec:
             fix_container(data[name].get("container"))
     if data.get("base_output_directory"):
         data["base_output_directory"] = sub(data["base_output_directory"])
+    if data.get("experiment_run"):
+        data["experiment_run"] = sub(data["experiment_run"])
     return JobSpec.model_validate(data)
 
 

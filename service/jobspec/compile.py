@@ -67,6 +67,10 @@ class CompiledJob:
     # A retry attempt: the id of the job (its first attempt) whose output directory it uses,
     # so it finds that job's checkpoints and resumes. None: its own.
     output_of: str | None = None
+    # What the vertex backend adds once it knows the job's id, project and region: the
+    # experiment and run-name pattern (CustomJobSpec.experiment / experimentRun) and the model
+    # upload after success (spec.ModelUpload). None: none of them.
+    vertex: Mapping[str, Any] | None = None
 
     def custom_job(self) -> "CustomJob":
         from google.cloud.aiplatform_v1 import CustomJob
@@ -111,6 +115,8 @@ class CompiledJob:
             out["retry"] = dict(self.retry)
         if self.output_of is not None:
             out["output_of"] = self.output_of
+        if self.vertex:
+            out["vertex"] = dict(self.vertex)
         return out
 
     def to_json_text(self) -> str:
@@ -130,7 +136,8 @@ class CompiledJob:
         return cls(json.dumps(data["custom_job"], separators=(",", ":")),
                    tuple(Replica.from_dict(r) for r in data["replicas"]),
                    json.dumps(spec, separators=(",", ":")) if spec is not None else None,
-                   data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"))
+                   data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"),
+                   data.get("vertex"))
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
@@ -149,13 +156,18 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
         pools.pop()
 
     # CustomJobSpec with proto field names, in field-number order (as the client prints it).
-    job_spec: dict[str, Any] = {"worker_pool_specs": [p for p, _ in pools], "scheduling": _scheduling(spec)}
+    job_spec: dict[str, Any] = {}
+    if spec.persistent_resource_id:
+        job_spec["persistent_resource_id"] = spec.persistent_resource_id
+    job_spec.update({"worker_pool_specs": [p for p, _ in pools], "scheduling": _scheduling(spec)})
     if spec.service_account:
         job_spec["service_account"] = spec.service_account
     if spec.network:
         job_spec["network"] = spec.network
     if spec.base_output_directory:
         job_spec["base_output_directory"] = {"output_uri_prefix": spec.base_output_directory}
+    if spec.tensorboard:
+        job_spec["tensorboard"] = spec.tensorboard
     if spec.enable_web_access:
         job_spec["enable_web_access"] = True
 
@@ -164,7 +176,8 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
         custom_job["labels"] = dict(labels)
     compiled = CompiledJob(_dumps(custom_job), tuple(r for _, rs in pools for r in rs), _dumps(job_spec),
                            spec.scheduling.stall_timeout_seconds,
-                           spec.retry.model_dump(mode="json") if spec.retry is not None else None)
+                           spec.retry.model_dump(mode="json") if spec.retry is not None else None,
+                           vertex=_vertex_extras(spec))
     # Already in hand: spare the first readers a json.loads (cached_property's own slot).
     compiled.__dict__["custom_job_dict"] = custom_job
     compiled.__dict__["job_spec_dict"] = job_spec
@@ -186,7 +199,19 @@ _JSON_NAMES = {
     "command": "command", "args": "args", "env": "env", "name": "name", "value": "value",
     "timeout": "timeout", "restart_job_on_worker_restart": "restartJobOnWorkerRestart", "strategy": "strategy",
     "disable_retries": "disableRetries", "max_wait_duration": "maxWaitDuration",
+    "persistent_resource_id": "persistentResourceId", "tensorboard": "tensorboard",
 }
+
+
+def _vertex_extras(spec: JobSpec) -> dict | None:
+    out: dict[str, Any] = {}
+    if spec.experiment:
+        out["experiment"] = spec.experiment
+    if spec.experiment_run:
+        out["experiment_run"] = spec.experiment_run
+    if spec.model_upload is not None:
+        out["model_upload"] = spec.model_upload.model_dump(mode="json", exclude_none=True)
+    return out or None
 
 
 def _camel(value: Any) -> Any:

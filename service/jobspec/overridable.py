@@ -31,6 +31,7 @@ ROLES = ("chief", "workers", "parameter_servers", "evaluator")
 SENSITIVE: tuple[Path, ...] = (
     ("container",), *((role, "container") for role in ROLES), ("reduction_server", "image_uri"),
     ("service_account",), ("network",), ("base_output_directory",), ("enable_web_access",),
+    ("model_upload", "serving_container_image_uri"),  # the code that serves the model
 )
 NOT_A_PATH = {"overridable"}  # the template's own policy: no job changes it
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,255}$")

@@ -14,6 +14,16 @@ from service.text import MultilineText
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_TRAINER_COMMAND = ["python", "-m", "trainer.task"]
 
+# Google's resource name formats (the CustomJobSpec reference, docs/vertex.md). Segments are IDs:
+# no slash, no whitespace. A PersistentResource ID: lowercase letters, digits and hyphens, a
+# letter first, at most 63 characters. An experiment (a metadata Context) ID: lowercase letters,
+# digits and hyphens, at most 128 characters.
+_SEGMENT = r"[^/\s]{1,128}"
+PERSISTENT_RESOURCE_ID = r"^[a-z][a-z0-9-]{0,62}$"
+TENSORBOARD_NAME = rf"^projects/{_SEGMENT}/locations/{_SEGMENT}/tensorboards/{_SEGMENT}$"
+EXPERIMENT_ID = r"[a-z0-9][a-z0-9-]{0,127}"
+EXPERIMENT = rf"^(?:{EXPERIMENT_ID}|projects/{_SEGMENT}/locations/{_SEGMENT}/metadataStores/{_SEGMENT}/contexts/{EXPERIMENT_ID})$"
+
 ShortStr = Annotated[str, StringConstraints(max_length=4096)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
@@ -147,6 +157,21 @@ class JobSpec(Strict):
     labels: dict[Annotated[str, StringConstraints(max_length=64)],
                  Annotated[str, StringConstraints(max_length=64)]] = Field(default_factory=dict, max_length=64)
     enable_web_access: bool = False
+    # CustomJobSpec.persistentResourceId / tensorboard / experiment / experimentRun (docs/vertex.md).
+    persistent_resource_id: Annotated[str, StringConstraints(pattern=PERSISTENT_RESOURCE_ID)] | None = Field(
+        None, description="Run on the machines a PersistentResource keeps warm (its ID, in the job's project "
+                           "and region): no wait for fresh VMs. Vertex AI only.")
+    tensorboard: Annotated[str, StringConstraints(pattern=TENSORBOARD_NAME)] | None = Field(
+        None, description="projects/P/locations/L/tensorboards/ID: a Vertex AI TensorBoard instance in the job's "
+                          "region; Vertex uploads what the trainer writes under AIP_TENSORBOARD_LOG_DIR.")
+    experiment: Annotated[str, StringConstraints(pattern=EXPERIMENT)] | None = Field(
+        None, description="A Vertex AI Experiment: its name (in the job's project and region, default metadata "
+                          "store) or projects/P/locations/L/metadataStores/S/contexts/NAME. Vertex AI only.")
+    experiment_run: Annotated[str, StringConstraints(max_length=128)] | None = Field(
+        None, description="The experiment run's name; {job_id} is replaced by the job's id and ${param} by a "
+                          "parameter's value (a sweep's trials become runs of one experiment). Needs experiment.")
+    model_upload: ModelUpload | None = Field(
+        None, description="Upload the saved model to the Model Registry once the job SUCCEEDED. Vertex AI only.")
     retry: RetryPolicy | None = Field(None, description="Launch a failed job again (a new attempt); "
                                                         "none: a failure is final")
     overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
@@ -154,8 +179,23 @@ class JobSpec(Strict):
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
                     "scheduling.timeout_seconds, container.env.BATCH_SIZE. A path covers what lies beneath it, "
                     "except container, image, command, args, env, service_account, network, "
-                    "base_output_directory and enable_web_access, which must be named themselves. "
+                    "base_output_directory, enable_web_access and model_upload.serving_container_image_uri, which must be named themselves. "
                     "Admins may override anything; parameters are always open to members.")
+
+
+class ModelUpload(Strict):
+    """trainjobs, not the CustomJob: after the job SUCCEEDED, the vertex backend uploads the
+    model the trainer saved (AIP_MODEL_DIR: <base output directory>/model/) to the Vertex AI
+    Model Registry once (models.upload). A failed upload leaves the job SUCCEEDED."""
+
+    display_name: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = Field(
+        None, description="The Model's display name (Model.displayName, at most 128 characters); "
+                          "none: the job's display name")
+    serving_container_image_uri: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
+        description="The image that serves predictions (Model.containerSpec.imageUri), e.g. one of "
+                    "Google's prebuilt TensorFlow prediction images")
+    labels: dict[Annotated[str, StringConstraints(max_length=64)],
+                 Annotated[str, StringConstraints(max_length=64)]] = Field(default_factory=dict, max_length=60)
 
 
 class Parameter(Strict):

@@ -6,6 +6,7 @@ import unicodedata
 
 from service.text import control_problem
 from service.errors import Problem
+from service.jobspec import vertex_names
 from service.jobspec.machines import check_machine
 from service.jobspec.reserved import RESERVED_LABEL_PREFIXES
 from service.jobspec.spec import JobSpec
@@ -49,6 +50,9 @@ def check_spec(spec: JobSpec) -> list[Problem]:
     if spec.reduction_server:
         problems += check_machine("reduction_server", spec.reduction_server.machine_type, None, 0)
     problems += check_labels("labels", spec.labels)
+    problems += vertex_names.check_run(spec.experiment, spec.experiment_run)
+    if spec.model_upload is not None:
+        problems += check_labels("model_upload.labels", spec.model_upload.labels)
     return problems
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from service.errors import Problem
 from service.jobspec import CompiledJob
@@ -104,6 +104,9 @@ class LaunchView:
 
     custom_job: dict
     env: dict[str, dict[str, str]]
+    # What else the job names (a TensorBoard, an experiment, a model upload): name -> a link
+    # (a console page, a local folder) or a note saying where it has no meaning.
+    resources: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,10 @@ class Backend:
 
     def end_pass(self) -> None:
         """The pass is over (whatever begin_pass cached is stale from now on)."""
+
+    def after_pass(self, session_factory) -> None:
+        """The controller's pass is over: the backend's own follow-up work that needs the
+        database (the vertex backend's model uploads). Default: nothing."""
 
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""

@@ -121,6 +121,8 @@ class FakeJobService:
         self._pending = threading.Condition(self._lock)
         self._server = FakeServer(self._handle)
         self.url = self._server.url
+        from tests.fakes.vertex_models import FakeModels
+        self.models = FakeModels(self)   # the ModelService, on the same endpoint as Google serves it
 
     # lifecycle -------------------------------------------------------------
     def start(self) -> "FakeJobService":
@@ -292,6 +294,8 @@ class FakeJobService:
         with self._lock:
             if "$alt" in req.query:
                 self.alt_params.add(req.query["$alt"])
+        if self.models.handles(req.path):
+            return self.models.handle(req)
         if m := _OPERATION.match(req.path):
             if req.method != "GET":
                 raise GoogleError(405, "method not allowed")

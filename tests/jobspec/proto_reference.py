@@ -32,6 +32,10 @@ def custom_job(spec: JobSpec, *, display_name: str, labels: dict[str, str]) -> v
         job_spec.network = spec.network
     if spec.enable_web_access:
         job_spec.enable_web_access = True
+    if spec.persistent_resource_id:
+        job_spec.persistent_resource_id = spec.persistent_resource_id
+    if spec.tensorboard:
+        job_spec.tensorboard = spec.tensorboard
     return v1.CustomJob(display_name=display_name, job_spec=job_spec, labels=dict(labels))
 
 

@@ -48,6 +48,9 @@ spec_dicts = st.fixed_dictionaries(
         "service_account": st.none() | text,
         "network": st.none() | st.from_regex(r"^projects/[0-9]{1,5}/global/networks/[a-z-]{1,8}$", fullmatch=True),
         "enable_web_access": st.booleans(),
+        "persistent_resource_id": st.none() | st.from_regex(r"^[a-z][a-z0-9-]{0,10}$", fullmatch=True),
+        "tensorboard": st.none() | st.from_regex(r"^projects/[a-z0-9-]{1,8}/locations/[a-z0-9-]{1,8}/tensorboards/"
+                                                 r"[0-9]{1,6}$", fullmatch=True),
     })
 labels = st.dictionaries(st.from_regex(r"^[a-z][a-z0-9_-]{0,10}$", fullmatch=True),
                          st.from_regex(r"^[a-z0-9_-]{0,10}$", fullmatch=True), max_size=5)
@@ -100,7 +103,8 @@ def test_a_fully_populated_spec_matches_the_reference():
         "scheduling": {"timeout_seconds": 7200, "restart_job_on_worker_restart": True, "strategy": "SPOT",
                        "disable_retries": True, "max_wait_duration_seconds": 600},
         "service_account": "sa@p.iam.gserviceaccount.com", "network": "projects/1/global/networks/n",
-        "enable_web_access": True})
+        "enable_web_access": True, "persistent_resource_id": "warm-1",
+        "tensorboard": "projects/p/locations/us-central1/tensorboards/12"})
     compiled = compile_spec(spec, display_name="ünïcode job", labels={"team": "v", "empty": ""})
     reference = proto_reference.custom_job(spec, display_name="ünïcode job", labels={"team": "v", "empty": ""})
     assert compiled.custom_job_dict == proto_reference.custom_job_dict(reference)
@@ -109,3 +113,5 @@ def test_a_fully_populated_spec_matches_the_reference():
     assert pools[1]["replicaCount"] == "3" and "command" not in pools[1]["containerSpec"]
     assert {"name": "EMPTY"} in pools[0]["containerSpec"]["env"]
     assert compiled.custom_job_dict["jobSpec"]["scheduling"]["timeout"] == "7200s"
+    assert compiled.custom_job_dict["jobSpec"]["persistentResourceId"] == "warm-1"
+    assert compiled.custom_job_dict["jobSpec"]["tensorboard"].endswith("/tensorboards/12")

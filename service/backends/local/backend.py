@@ -38,6 +38,7 @@ from service.backends.local import (
     processes,
     sandbox,
 )
+from service.backends.local import resources as local_resources
 from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
 from service.backends.local.rundir import RunDir
 from service.backends.local.runs import (  # noqa: F401 (kept here)
@@ -273,7 +274,8 @@ class LocalBackend(Backend):
             output_dir = str(self._output_dir(rd, compiled))
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
-                           for r in compiled.replicas})
+                           for r in compiled.replicas},
+                          local_resources.view(compiled, str(output_dir)))
 
     def _run_dir(self, job: JobHandle) -> RunDir:
         if job.backend_ref:

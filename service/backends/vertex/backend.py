@@ -35,7 +35,7 @@ from google.cloud import aiplatform_v1 as v1
 from google.cloud import logging as cloud_logging
 
 from service.backends.vertex import config as vconfig
-from service.backends.vertex import errors, logs, mapping, view
+from service.backends.vertex import errors, logs, mapping, model_upload, resources, view
 from service.backends.vertex.budget import BudgetSpent, GoogleBudget
 from service.backends.vertex.jobs_api import JobsApi
 from service.backends.vertex.progress_reader import ProgressReader
@@ -87,6 +87,8 @@ class VertexBackend(Backend):
         self.config: vconfig.VertexConfig | None = None
         self.api: JobsApi | None = None
         self._jobs: v1.JobServiceClient | None = None
+        self._models: v1.ModelServiceClient | None = None
+        self.uploader = model_upload.ModelUploader(self)
         self._logging: cloud_logging.Client | None = None
         self._logging_session: logs.BudgetedSession | None = None
         self._lock = threading.Lock()
@@ -112,6 +114,9 @@ class VertexBackend(Backend):
                                          client_options=ClientOptions(api_endpoint=config.api_endpoint))
         self.api = JobsApi(self._jobs, parent=config.parent, request_timeout=config.request_timeout,
                            create_timeout=config.create_timeout, page_size=config.page_size, budget=self.budget)
+        # The Model Registry (models.upload after success) answers on the same regional endpoint.
+        self._models = v1.ModelServiceClient(transport="rest", credentials=jobs_creds,
+                                             client_options=ClientOptions(api_endpoint=config.api_endpoint))
         self._logging_session = logs.BudgetedSession(logging_creds, config.request_timeout, self.budget.logging)
         self._logging = cloud_logging.Client(
             project=config.project, credentials=logging_creds, _use_grpc=False, _http=self._logging_session,
@@ -129,6 +134,9 @@ class VertexBackend(Backend):
         if self._jobs is not None:
             self._jobs.transport.close()
             self._jobs = None
+        if self._models is not None:
+            self._models.transport.close()
+            self._models = None
         if self._logging is not None:
             self._logging.close()
             self._logging = None
@@ -138,6 +146,15 @@ class VertexBackend(Backend):
         if self._jobs is None:
             raise RuntimeError("vertex backend not started")
         return self._jobs
+
+    @property
+    def model_client(self) -> v1.ModelServiceClient:
+        if self._models is None:
+            raise RuntimeError("vertex backend not started")
+        return self._models
+
+    def after_pass(self, session_factory) -> None:
+        self.uploader.run(session_factory)
 
     @property
     def cfg(self) -> vconfig.VertexConfig:
@@ -158,16 +175,25 @@ class VertexBackend(Backend):
             return [Problem("base_output_directory",
                             f"Vertex AI writes model, checkpoints and TensorBoard logs to Cloud Storage, not {out!r}",
                             "use a gs://bucket/prefix URI (or leave it out to use the service's default)")]
-        return []
+        problems = resources.region_problems(compiled, self.config)
+        if (compiled.vertex or {}).get("model_upload") and not out and not (self.config and
+                                                                              self.config.base_output_directory):
+            problems.append(Problem("model_upload", "the model to upload is what the trainer saves under "
+                                    "AIP_MODEL_DIR, and this job has no output directory",
+                                    "set base_output_directory (gs://...) in the template, or "
+                                    "TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY for the service"))
+        return problems
 
     def effective(self, job_id: uuid.UUID | str, compiled: CompiledJob) -> CompiledJob:
         """The job exactly as it goes to Vertex: the compiled one plus this service's defaults."""
         cfg = self.config
         return view.effective(compiled, job_id, base_output_directory=cfg.base_output_directory if cfg else None,
-                              service_account=cfg.service_account if cfg else None)
+                              service_account=cfg.service_account if cfg else None,
+                              project=cfg.project if cfg else None, location=cfg.location if cfg else None)
 
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
-        return view.launch_view(self.effective(job_id, compiled))
+        sent = self.effective(job_id, compiled)
+        return view.launch_view(sent, resources.view(sent, self.config))
 
     # submit ---------------------------------------------------------------------------------------
     def submit(self, job: JobHandle) -> SubmitResult:

@@ -14,13 +14,14 @@ import dataclasses
 import json
 import uuid
 
-from service.jobspec import CompiledJob
+from service.jobspec import CompiledJob, vertex_names
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.protocol import LaunchView
 
 
 def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_directory: str | None,
-              service_account: str | None) -> CompiledJob:
+              service_account: str | None, project: str | None = None,
+              location: str | None = None) -> CompiledJob:
     """The compiled job with the backend's defaults applied (a new object; the stored one is untouched)."""
     cj = copy.deepcopy(compiled.custom_job_dict)
     spec_tf = copy.deepcopy(compiled.job_spec_dict)   # TF_CONFIG["job"]: proto field names
@@ -34,13 +35,22 @@ def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_dir
     if service_account and not spec.get("serviceAccount"):
         spec["serviceAccount"] = service_account
         spec_tf["service_account"] = service_account
+    extras = compiled.vertex or {}
+    if extras.get("experiment") and project and location:
+        # Named by the template, resolved here: only the backend knows the project and region.
+        experiment = vertex_names.experiment_name(extras["experiment"], project, location)
+        spec["experiment"] = spec_tf["experiment"] = experiment
+        if extras.get("experiment_run"):
+            run = vertex_names.experiment_run_name(extras["experiment"], extras["experiment_run"], str(job_id),
+                                                   project, location)
+            spec["experimentRun"] = spec_tf["experiment_run"] = run
     return dataclasses.replace(compiled, custom_job_json=json.dumps(cj, separators=(",", ":")),
                                job_spec_json=json.dumps(spec_tf, separators=(",", ":")))
 
 
-def launch_view(compiled: CompiledJob) -> LaunchView:
+def launch_view(compiled: CompiledJob, resources: dict | None = None) -> LaunchView:
     """Vertex gives each replica TF_CONFIG, CLUSTER_SPEC and the AIP_* directories of the
     job it received; cluster addresses are Vertex's own host names (shown as task names).
     A CustomJob's TF_CONFIG has no `task.trial`: a sweep trial's id is in its env only."""
     return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r, trial_in_task=False)
-                                                 for r in compiled.replicas})
+                                                 for r in compiled.replicas}, resources or {})
