@@ -168,7 +168,10 @@ def test_parameter_servers_and_the_evaluator_are_not_judged_nor_jobs_without_a_t
         f = h.logs.filters[-1]
         assert f'resource.labels.job_id="{numeric(free)}"' in f            # its progress is still read
         assert f.count(f'resource.labels.job_id="{numeric(free)}"') == 1    # but not its every line
-        assert f.count(f'resource.labels.job_id="{numeric(judged)}"') == 2
+        assert f.count(f'resource.labels.job_id="{numeric(judged)}"') == 1     # each job named once
+        watched_group = f[f.index(f'resource.labels.job_id="{numeric(judged)}"'):]
+        assert watched_group.index('task_name:"workerpool1-"') < watched_group.index("timestamp>=")
+        assert f'resource.labels.job_id="{numeric(free)}"' not in watched_group
 
 
 @pytest.mark.parametrize("cancel_status", [503])

@@ -208,18 +208,25 @@ def _text(entry) -> str:
 
 
 def progress_filter(jobs: dict[str, object], since: datetime, watched: list[str] | tuple = ()) -> str:
-    """Progress lines of every job; with `watched` (jobs judged for stalls) also every line
-    of their chiefs and workers (task names workerpool0-*, workerpool1-*)."""
-    ids = " OR ".join(f"resource.labels.job_id={_quoted(n)}" for n in jobs)
-    tasks = " OR ".join(f"resource.labels.task_name={_quoted(t)}" for t in TASK_ROLES)
+    """Progress lines of every job; for the `watched` ones (judged for stalls) also every
+    line of their chiefs and workers (task names workerpool0-*, workerpool1-*). Each job id
+    is named once, so a chunk holds as many jobs as without stalls."""
     stamp = f'timestamp>="{rfc3339(max(since, _EPOCH))}"'
-    progress = f'({ids}) AND ({tasks}) AND (jsonPayload.event:* OR textPayload:"\\"event\\"")'
-    if not watched:
-        return f'resource.type="ml_job" AND {progress} AND {stamp}'
+    event = '(jsonPayload.event:* OR textPayload:"\\"event\\"")'
+    tasks = " OR ".join(f"resource.labels.task_name={_quoted(t)}" for t in TASK_ROLES)
+    plain = [n for n in jobs if n not in set(watched)]
+    groups = []
+    if plain:
+        ids = " OR ".join(f"resource.labels.job_id={_quoted(n)}" for n in plain)
+        groups.append(f"({ids}) AND ({tasks}) AND {event}")
+    if watched:
+        ids = " OR ".join(f"resource.labels.job_id={_quoted(n)}" for n in watched)
+        pools = " OR ".join(f"resource.labels.task_name:{_quoted(p)}" for p in JUDGED_POOLS)
+        groups.append(f'({ids}) AND ({pools} OR (resource.labels.task_name="workerpool3-0" AND {event}))')
+    if len(groups) == 1:
+        return f'resource.type="ml_job" AND {groups[0]} AND {stamp}'
     # Cloud Logging's OR binds tighter than AND: every group is in parentheses.
-    live_ids = " OR ".join(f"resource.labels.job_id={_quoted(n)}" for n in watched)
-    pools = " OR ".join(f"resource.labels.task_name:{_quoted(p)}" for p in JUDGED_POOLS)
-    return f'resource.type="ml_job" AND (({progress}) OR (({live_ids}) AND ({pools}))) AND {stamp}'
+    return f'resource.type="ml_job" AND (({groups[0]}) OR ({groups[1]})) AND {stamp}'
 
 
 def _chunks(jobs: dict[str, _Job]):
@@ -227,7 +234,7 @@ def _chunks(jobs: dict[str, _Job]):
     chunk: dict[str, _Job] = {}
     size = 0
     for job_id, job in sorted(jobs.items(), key=lambda kv: kv[1].cursor):
-        cost = (len(job.numeric) + 40) * (2 if job.watch else 1)   # a watched job is named twice
+        cost = len(job.numeric) + 40
         if chunk and size + cost > MAX_FILTER_CHARS - 400:
             yield chunk
             chunk, size = {}, 0
