@@ -137,8 +137,11 @@ class BackendLoop:
                     return
                 by_id = {h.id: h for h in handles}
                 for obs in observations:
-                    if obs.silence is not None and obs.job_id in by_id:
-                        obs = self._judge_silence(by_id[obs.job_id], obs)
+                    if obs.silence is not None:
+                        if obs.job_id in by_id:
+                            obs = self._judge_silence(by_id[obs.job_id], obs)
+                        if obs.state is None and dataclasses.replace(obs, silence=None) == Observation(obs.job_id):
+                            continue   # a silence within the timeout is no news: no write, no read
                     self._apply(session, obs, stats)
             if len(rows) < self.batch_size:
                 return
