@@ -193,3 +193,26 @@ def test_a_cancel_that_does_not_go_out_keeps_the_job_running_until_it_does(make_
         done = h.job(job["id"])
         assert done["state"] == "FAILED" and done["error"]["replica"] == "workerpool0-0"
         assert h.fake.get(job["id"])["state"] == "JOB_STATE_CANCELLING"
+
+
+def test_a_read_cut_short_by_the_page_cap_covers_only_what_it_read(make_harness, monkeypatch):
+    """Lines beyond the page cap are not read yet: the time they cover is not silence."""
+    with make_harness(vertex_progress_interval_seconds=INTERVAL) as h:
+        clock = h.use_clock(monkeypatch)
+        job = start(h, template(h))
+        base = clock.now_ns()
+        for k in range(1, 30):                       # every replica, every 10 s, for 290 s
+            for task in ALL:
+                h.logs.add(numeric(job), task, f"step {k}", timestamp_ns=base + k * 10_000_000_000)
+        h.logs.max_page_size = 5                    # 5 pages of 5: a read gets 25 of the 87 lines
+        clock.advance(300)
+        reads = h.logs.calls["list"]
+        h.reconcile()
+        assert h.logs.calls["list"] - reads == 5    # cut short by the cap
+        assert h.job(job["id"])["state"] == "RUNNING"
+        covered = h.backend.progress._jobs[job["id"]].covered_to
+        assert (covered.timestamp() * 1e9 - base) / 1e9 < 100     # up to what was read, not "now"
+        for _ in range(3):                                          # the next reads catch up
+            clock.advance(INTERVAL)
+            h.reconcile()
+        assert h.job(job["id"])["state"] == "RUNNING"
