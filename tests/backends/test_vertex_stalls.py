@@ -216,3 +216,17 @@ def test_a_read_cut_short_by_the_page_cap_covers_only_what_it_read(make_harness,
             clock.advance(INTERVAL)
             h.reconcile()
         assert h.job(job["id"])["state"] == "RUNNING"
+
+
+def test_a_cancel_refused_for_good_still_fails_the_job_and_its_lines_are_no_longer_read(make_harness, monkeypatch):
+    with make_harness(vertex_progress_interval_seconds=INTERVAL) as h:
+        clock = h.use_clock(monkeypatch)
+        job = start(h, template(h))
+        h.fake.fail("cancel", 403, "Permission 'aiplatform.customJobs.cancel' denied", times=1)
+        run(h, clock, STALL + INTERVAL + 10, 10, job, ["workerpool0-0", "workerpool1-0"])
+        done = h.job(job["id"])
+        assert done["state"] == "FAILED" and done["error"]["replica"] == "workerpool1-1"
+        assert h.fake.calls["cancel"] == 1
+        followed = h.backend.progress._jobs.get(job["id"])    # no longer judged: read a last few times
+        assert followed is None or (not followed.watch and followed.final_reads is not None)
+        assert h.backend.progress.silence(job["id"]) is None

@@ -365,10 +365,14 @@ class VertexBackend(Backend):
                 # Not CANCELLED yet: an earlier create attempt may still land. Poll settles it:
                 # CANCELLED once none can, or a cancel sent to what landed.
                 return None
-        for name in names:
-            self._cancel(job, name)
+        try:
+            for name in names:
+                self._cancel(job, name)
+        except PermanentBackendError:
+            self.progress.ended(str(job.id))   # refused for good: the job ends all the same
+            raise
         # Stopped: no replica of it is judged any more (a stalled job ends FAILED and leaves
-        # the poll; its last lines are still read a few times).
+        # the poll; its last lines are still read a few times, then it is forgotten).
         self.progress.ended(str(job.id))
         return None
 
