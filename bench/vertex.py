@@ -8,6 +8,9 @@ libraries), with jobs submitted through POST /v1/jobs of the real app (SQLite):
    when 5% ended, and a naive loop of one get_custom_job per job, for comparison;
 2. calls per minute at the default settings (poll every 10 s, progress every 60 s) with
    N running jobs, over simulated minutes (the fakes' clock; passes every 0.5 s);
+2b. the same with every job judged for stalls (stall_timeout_seconds), chiefs and workers
+   logging every 30 s and one worker never: entries.list per minute (the progress query,
+   no extra one) and when the silent worker's job fails (`--only stall_minutes`);
 3. a burst of creates: every job POSTed at once, the create budget (30 a minute, 5 at
    once) spreading them out, every waiting job QUEUED with its reason;
 4. log followers: F followers of J jobs reading every 0.1 s while lines keep coming,
