@@ -8,6 +8,9 @@ libraries), with jobs submitted through POST /v1/jobs of the real app (SQLite):
    when 5% ended, and a naive loop of one get_custom_job per job, for comparison;
 2. calls per minute at the default settings (poll every 10 s, progress every 60 s) with
    N running jobs, over simulated minutes (the fakes' clock; passes every 0.5 s);
+2b. the same with every job judged for stalls (stall_timeout_seconds), chiefs and workers
+   logging every 30 s and one worker never: entries.list per minute (the progress query,
+   no extra one) and when the silent worker's job fails (`--only stall_minutes`);
 3. a burst of creates: every job POSTed at once, the create budget (30 a minute, 5 at
    once) spreading them out, every waiting job QUEUED with its reason;
 4. log followers: F followers of J jobs reading every 0.1 s while lines keep coming,
@@ -75,10 +78,10 @@ def simulated(client, fake: FakeJobService, logs: FakeCloudLogging):
     return clock, backend
 
 
-def post_jobs(client, n: int) -> list[str]:
+def post_jobs(client, n: int, template: str = "mwms-demo") -> list[str]:
     ids = []
     for _ in range(n):
-        r = client.post("/v1/jobs", json={"template": "mwms-demo"})
+        r = client.post("/v1/jobs", json={"template": template})
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
     return ids
@@ -168,6 +171,67 @@ def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
     print(f"| | {fake.calls['list'] / minutes:.1f} | {fake.calls['get'] / minutes:.1f} | "
           f"{logs.calls['list'] / minutes:.1f} | CRUD 300 / ~600, entries.list 30 / 60 |")
     print(f"\njobs showing progress from Cloud Logging: {with_progress}")
+
+
+def stall_minutes(args, tmp, fake, logs, minutes: int = 4, stall: int = 120) -> None:
+    """As 2, every job with scheduling.stall_timeout_seconds (its chief's and worker's every
+    line read with the progress query), each chief and worker logging a line every 30 s; one
+    job's worker never logs: entries.list per minute, and when that job fails."""
+    with service(tmp, fake, logs, vertex_create_per_minute=6000, vertex_create_burst=1000) as client:
+        body = demo_template().model_dump(mode="json", exclude_none=True)
+        body["name"] = "mwms-stall"
+        body["spec"]["scheduling"] = {"timeout_seconds": 3600, "stall_timeout_seconds": stall}
+        assert client.post("/v1/templates", json=body).status_code == 201
+        clock, backend = simulated(client, fake, logs)
+        controller = client.app.state.controller
+        ids = post_jobs(client, args.jobs, "mwms-stall")
+        launch_all(controller, fake, args.jobs)
+        for name in list(fake.jobs):
+            fake.set_state(name, "JOB_STATE_RUNNING")
+        numerics = [name.rsplit("/", 1)[1] for name in fake.jobs]
+        silent = numerics[0]
+
+        def lines() -> None:
+            for n in numerics:
+                logs.add(n, "workerpool0-0", "Epoch 1/5 - loss: 0.5", timestamp_ns=clock.now_ns())
+                if n != silent:
+                    logs.add(n, "workerpool1-0", "Epoch 1/5 - loss: 0.5", timestamp_ns=clock.now_ns())
+
+        controller.run_once()
+        fake.reset_calls()
+        logs.calls.clear()
+        t0 = time.perf_counter()
+        failed_after = None
+        # The fakes' clock is real time plus what the bench adds: a pass over 1,000 jobs takes
+        # real time too, so lines go out by the clock (every 30 s of it), not by pass count,
+        # and the run lasts `minutes` of that clock.
+        start_ns = clock.now_ns()
+        next_lines = start_ns
+        passes = 0
+        while clock.now_ns() - start_ns < minutes * 60e9:
+            clock.advance(0.5)
+            passes += 1
+            if clock.now_ns() >= next_lines:
+                lines()
+                next_lines += 30e9
+            controller.run_once()
+            if failed_after is None and passes % 4 == 0:
+                with client.app.state.session_factory() as s:
+                    from service.models import Job
+                    if s.get(Job, __import__("uuid").UUID(ids[0])).state == "FAILED":
+                        failed_after = round((clock.now_ns() - start_ns) / 1e9, 1)
+        minutes = (clock.now_ns() - start_ns) / 60e9
+        wall = time.perf_counter() - t0
+        with client.app.state.session_factory() as s:
+            from service.models import Job
+            others = s.query(Job).filter(Job.state == "FAILED").count() - (failed_after is not None)
+    print(f"\n2b. As 2, every job with stall_timeout_seconds ({stall} s; one worker never logs), "
+          f"each chief and worker logging a line every 30 s ({passes} passes, {wall:.1f} s of wall time)\n")
+    print("| calls per minute | Vertex list | Cloud Logging entries.list | entries read per minute | quota |")
+    print("|---|---|---|---|---|")
+    print(f"| | {fake.calls['list'] / minutes:.1f} | {logs.calls['list'] / minutes:.1f} | "
+          f"{len(logs.entries) / minutes:.0f} written | entries.list 30 / 60 |")
+    print(f"\nthe silent worker's job FAILED after: {failed_after} s of RUNNING (timeout {stall} s + read interval 60 s); other jobs FAILED: {others}")
 
 
 def create_burst(args, tmp, fake, logs, burst_jobs: int = 100) -> None:
@@ -263,9 +327,13 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=5, help="steady passes to time (median and max reported)")
     ap.add_argument("--page-size", type=int, default=500)
     ap.add_argument("--batch-size", type=int, default=500)
+    ap.add_argument("--only", help="run one part: pass_costs, steady_minutes, stall_minutes, create_burst, followers")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for part in (pass_costs, steady_minutes, create_burst, followers):
+        parts = (pass_costs, steady_minutes, stall_minutes, create_burst, followers)
+        if args.only:
+            parts = [p for p in parts if p.__name__ == args.only]
+        for part in parts:
             with FakeJobService() as fake, FakeCloudLogging() as logs:
                 part(args, tmp, fake, logs)
     print()

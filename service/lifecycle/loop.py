@@ -19,7 +19,7 @@ from sqlalchemy import tuple_
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.lifecycle import admission
+from service.lifecycle import admission, stalls
 from service.lifecycle.engine import Deposed, Engine, utcnow
 from service.lifecycle.handles import handle_of_row, read_handles
 from service.lifecycle.protocol import (Backend, Observation, PermanentBackendError, TransientBackendError)
@@ -140,10 +140,36 @@ class BackendLoop:
                     log.exception("backend %s: poll failed; will retry next pass", self.name)
                     stats.errors += 1
                     return
+                by_id = {h.id: h for h in handles}
                 for obs in observations:
+                    if obs.silence is not None:
+                        if obs.job_id in by_id:
+                            obs = self._judge_silence(by_id[obs.job_id], obs)
+                        if obs.state is None and dataclasses.replace(obs, silence=None) == Observation(obs.job_id):
+                            continue   # a silence within the timeout is no news: no write, no read
                     self._apply(session, obs, stats)
             if len(rows) < self.batch_size:
                 return
+
+    def _judge_silence(self, handle, obs: Observation) -> Observation:
+        """A stall (lifecycle/stalls.py) stops the job first, then fails it. A cancel that
+        did not go out leaves the job RUNNING: the next pass judges (and stops) it again."""
+        failed = stalls.judge(handle, obs)
+        if failed is None:
+            return obs
+        try:
+            self.backend.cancel(handle)
+        except TransientBackendError as e:
+            log.warning("job %s stalled, but stopping it is deferred: %s", obs.job_id, e)
+            return dataclasses.replace(obs, silence=None)
+        except PermanentBackendError as e:
+            # Failed all the same: its replicas end by the backend's own timeout.
+            log.error("job %s stalled; %s refused to stop it: %s", obs.job_id, self.name, e.message)
+        except Exception:
+            log.exception("job %s stalled; stopping it failed", obs.job_id)
+            return dataclasses.replace(obs, silence=None)
+        log.warning("job %s: %s", obs.job_id, failed.reason)
+        return failed
 
     def run_admission(self) -> TickStats:
         """The part of a pass a new job needs: launch what may be launched. What a submit

@@ -83,6 +83,11 @@ class Observation:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     progress: dict | None = None
+    # The longest a training replica (chief, worker) of a RUNNING job was observed silent:
+    # {"replica": task name, "seconds": s}, counted only over time the backend actually
+    # read (e.g. successful Cloud Logging reads). The controller judges it against the
+    # job's stall_timeout_seconds (lifecycle/stalls.py); the backend decides nothing.
+    silence: dict | None = None
 
 
 @dataclass(frozen=True)

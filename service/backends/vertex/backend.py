@@ -101,7 +101,7 @@ class VertexBackend(Backend):
         self._snapshot: _Snapshot | None = None     # this pass's listing of our running CustomJobs
         self._list_due = True                       # this pass lists (vertex_poll_interval_seconds)
         self._listed_at: float | None = None        # monotonic time of the last listing attempt
-        self.progress = ProgressReader(settings.vertex_progress_interval_seconds)
+        self.progress = ProgressReader(settings.vertex_progress_interval_seconds, wall=lambda: self._now())
         # (job id, replica) -> {cursor where a read came to the end of the log: when it was read}
         self._tails: dict[tuple, dict[str, float]] = {}
         self._tails_lock = threading.Lock()          # log reads come from many request threads
@@ -316,7 +316,7 @@ class VertexBackend(Backend):
         progress = self._read_progress(jobs, out)
         if progress:
             out = _with_progress(out, progress)
-        return out
+        return _with_silences(out, jobs, self.progress)
 
     def _observe(self, jobs: Sequence[JobHandle]) -> list[Observation]:
         running = self._running_since(min(j.created_at for j in jobs))
@@ -391,8 +391,15 @@ class VertexBackend(Backend):
                 # Not CANCELLED yet: an earlier create attempt may still land. Poll settles it:
                 # CANCELLED once none can, or a cancel sent to what landed.
                 return None
-        for name in names:
-            self._cancel(job, name)
+        try:
+            for name in names:
+                self._cancel(job, name)
+        except PermanentBackendError:
+            self.progress.ended(str(job.id))   # refused for good: the job ends all the same
+            raise
+        # Stopped: no replica of it is judged any more (a stalled job ends FAILED and leaves
+        # the poll; its last lines are still read a few times, then it is forgotten).
+        self.progress.ended(str(job.id))
         return None
 
     def _settle_missing(self, job: JobHandle) -> Observation | None:
@@ -421,7 +428,15 @@ class VertexBackend(Backend):
     def _follow_progress(self, job: JobHandle, cj: v1.CustomJob) -> None:
         state = mapping.our_state(cj)
         if state == JobState.RUNNING or (state in TERMINAL and cj.start_time):
-            self.progress.follow(str(job.id), cj.name.rsplit("/", 1)[-1], job.created_at)
+            # A job with a stall timeout has its chief and workers judged (lifecycle/stalls.py),
+            # a replica never heard of counted from Vertex's startTime.
+            jid, numeric = str(job.id), cj.name.rsplit("/", 1)[-1]
+            if state == JobState.RUNNING and not self.progress.running_known(jid):
+                # Once per job (the compiled job is parsed only here).
+                self.progress.follow(jid, numeric, job.created_at, watch=_judged_tasks(job),
+                                     running_since=cj.start_time or self._now())
+            else:
+                self.progress.follow(jid, numeric, job.created_at)
         if state in TERMINAL:
             self.progress.ended(str(job.id))
 
@@ -632,6 +647,29 @@ def _with_progress(out: list[Observation], progress: dict[str, dict]) -> list[Ob
         merged.append(dataclasses.replace(obs, progress=p) if p is not None else obs)
     merged += [Observation(job_id=uuid.UUID(jid), progress=p) for jid, p in progress.items()]
     return merged
+
+
+def _judged_tasks(job: JobHandle) -> tuple[str, ...]:
+    """The chief's and workers' task names, when the job has a stall timeout (else none:
+    their every line is not worth reading)."""
+    if not job.compiled.stall_timeout_seconds:
+        return ()
+    return tuple(r.task_name for r in job.compiled.replicas if r.tf_role in ("chief", "worker"))
+
+
+def _with_silences(out: list[Observation], jobs: Sequence[JobHandle], reader: ProgressReader) -> list[Observation]:
+    """The observed silence of each RUNNING job judged for stalls (a fact: the controller
+    compares it with the job's stall timeout), on its observation of this poll or its own."""
+    silences = {}
+    for job in jobs:
+        if job.state == JobState.RUNNING:
+            silent = reader.silence(str(job.id))
+            if silent is not None:
+                silences[job.id] = silent
+    if not silences:
+        return out
+    merged = [dataclasses.replace(o, silence=silences.pop(o.job_id)) if o.job_id in silences else o for o in out]
+    return merged + [Observation(job_id=jid, silence=s) for jid, s in silences.items()]
 
 
 def _name_key(name: str) -> tuple[int, str]:

@@ -119,6 +119,7 @@ class BudgetedSession(AuthorizedSession):
     def request(self, method, url, data=None, headers=None, max_allowed_time=None, timeout=None, **kwargs):
         terms = getattr(self._terms, "current", None) or Terms()
         if terms.max_calls is not None and terms.calls >= terms.max_calls:
+            terms.capped = True   # more pages were waiting: the read stopped short
             raise _PageCap()
         if terms.share is not None:   # a follower's read: within its share first
             wait = terms.share.wait_time()
@@ -146,6 +147,7 @@ class Terms:
     max_calls: int | None = None      # pages at most
     share: Bucket | None = None       # a sub-budget the call must also fit (log followers')
     calls: int = 0
+    capped: bool = False              # max_calls stopped a read that had more pages
 
 
 class _PageCap(Exception):
