@@ -24,6 +24,7 @@ def test_a_page_answers_503_with_retry_after_only_when_the_budget_is_spent(make_
                                                                            monkeypatch):
     with make_harness(logging_reads_per_minute=6, logging_reads_burst=2, logs_budget_wait_seconds=0) as h:
         clock = h.use_clock(monkeypatch)
+        clock.freeze()   # the Retry-After below is exact only if no real time passes meanwhile
         job = h.submit()
         fake_logging.add(numeric(job), "workerpool0-0", "hello")
         url = f"/v1/jobs/{job['id']}/logs"
@@ -42,6 +43,7 @@ def test_a_page_answers_503_with_retry_after_only_when_the_budget_is_spent(make_
 def test_a_429_from_cloud_logging_pauses_every_read(make_harness, fake_logging, monkeypatch):
     with make_harness(logs_budget_wait_seconds=0) as h:
         clock = h.use_clock(monkeypatch)
+        clock.freeze()   # the Retry-After below is exact only if no real time passes meanwhile
         job = h.submit()
         fake_logging.add(numeric(job), "workerpool0-0", "hello")
         fake_logging.fail(429, "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute'")

@@ -12,15 +12,25 @@ class FakeClock:
     def __init__(self) -> None:
         self._offset_ns = 0
         self._cond = threading.Condition()
+        self._frozen: tuple[int, int] | None = None   # (time_ns, monotonic_ns) when frozen
+
+    def freeze(self) -> None:
+        """From now on only `advance` moves the clock: a test that reads exact waits (a
+        Retry-After) must not depend on how long a loaded machine takes between two calls."""
+        with self._cond:
+            self._frozen = (time.time_ns(), time.monotonic_ns())
+
+    def _real_ns(self) -> tuple[int, int]:
+        return self._frozen if self._frozen is not None else (time.time_ns(), time.monotonic_ns())
 
     def now_ns(self) -> int:
-        return time.time_ns() + self._offset_ns
+        return self._real_ns()[0] + self._offset_ns
 
     def utcnow(self) -> datetime:
-        return datetime.now(timezone.utc) + timedelta(microseconds=self._offset_ns // 1000)
+        return datetime.fromtimestamp(self.now_ns() / 1e9, timezone.utc)
 
     def monotonic(self) -> float:
-        return time.monotonic() + self._offset_ns / 1e9
+        return (self._real_ns()[1] + self._offset_ns) / 1e9
 
     @property
     def offset_seconds(self) -> float:
