@@ -24,6 +24,24 @@ def upgrade(url: str, revision: str = "head") -> None:
 
     with migration_lock(url):
         command.upgrade(alembic_config(url), revision)
+        _sqlite_wal(url)
+
+
+def _sqlite_wal(url: str) -> None:
+    """Leave a SQLite file in WAL mode (kept in the file) while no one else uses it. Alembic's
+    engine leaves it in rollback-journal mode, and switching to WAL later needs the file to
+    itself: a process whose first connection came while another already wrote failed with
+    "database is locked" (seen in the tests, and possible when `serve --workers N` starts)."""
+    if not url.startswith("sqlite"):
+        return
+    from service.db import make_engine
+
+    engine = make_engine(url)   # its connect hook sets journal_mode=WAL
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
 
 
 def downgrade(url: str, revision: str) -> None:

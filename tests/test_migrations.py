@@ -24,3 +24,13 @@ def test_downgrade_to_base_and_upgrade_again(db_url):
     assert {"jobs", "job_events", "job_labels", "templates", "template_versions"} <= set(
         inspect(engine).get_table_names())
     engine.dispose()
+
+
+def test_a_migrated_sqlite_file_is_already_in_wal_mode(tmp_path):
+    """So no process has to switch it later, which needs the file to itself."""
+    import sqlite3
+
+    path = tmp_path / "fresh.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
