@@ -34,12 +34,12 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import migrate  # noqa: E402
-from service.demo import demo_template  # noqa: E402
 from service import jobspec  # noqa: E402
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.db import make_engine, make_session_factory  # noqa: E402
-from service.pagination import encode_cursor  # noqa: E402
+from service.core.pagination import encode_cursor  # noqa: E402
+from service.demo import demo_template  # noqa: E402
+from service.persistence import migrate  # noqa: E402
+from service.persistence.session import make_engine, make_session_factory  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 DB = "trainjobs_bench"

@@ -29,9 +29,9 @@ from httpx_sse import connect_sse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import migrate  # noqa: E402
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.db import make_engine, make_session_factory  # noqa: E402
+from service.persistence import migrate  # noqa: E402
+from service.persistence.session import make_engine, make_session_factory  # noqa: E402
 
 PROGRAM = textwrap.dedent('''
     import os, sys, time

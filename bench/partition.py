@@ -25,7 +25,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import migrate  # noqa: E402
+from service.persistence import migrate  # noqa: E402
 from tests.faults import netns, partition  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -66,6 +66,7 @@ def replica_once(run: Path, i: int, join: int | None) -> float:
 def demo(runs: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from local import Bench, wait  # noqa: E402  (bench/local.py: a real service process)
+
     from service.demo import demo_template  # noqa: E402
 
     for mode in ("namespaces", "none"):

@@ -31,7 +31,7 @@ from service import jobspec
 from service.backends.slurm import SlurmBackend, SlurmConfig
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from service.models import utcnow
+from service.persistence.models import utcnow
 from tests.backends.slurm.cluster import SlurmCluster
 
 PROGRAM = ROOT / "tests" / "backends" / "slurm" / "programs" / "task.py"

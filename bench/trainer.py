@@ -49,10 +49,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import trainer  # noqa: E402,F401  (tf-keras before TensorFlow)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import trainer  # noqa: E402,F401  (tf-keras before TensorFlow)
 from trainer import data  # noqa: E402
 from trainer.config import parse_args  # noqa: E402
 from trainer.model import build_model, compile_model  # noqa: E402

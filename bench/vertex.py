@@ -35,10 +35,10 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 import service.lifecycle.engine as engine_module  # noqa: E402
 import service.lifecycle.loop as loop_module  # noqa: E402
-from service import migrate  # noqa: E402
 from service.app import create_app  # noqa: E402
-from service.config import Settings  # noqa: E402
+from service.core.config import Settings  # noqa: E402
 from service.demo import demo_template  # noqa: E402
+from service.persistence import migrate  # noqa: E402
 from tests.conftest import bearer, make_token  # noqa: E402
 from tests.fakes.cloud_logging import FakeCloudLogging  # noqa: E402
 from tests.fakes.vertex_jobs import FakeJobService  # noqa: E402
@@ -162,7 +162,7 @@ def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
             controller.run_once()
         wall = time.perf_counter() - t0
         with client.app.state.session_factory() as s:
-            from service.models import Job
+            from service.persistence.models import Job
             with_progress = s.query(Job).filter(Job.progress.is_not(None)).count()
     print(f"\n2. Following {args.jobs} running jobs for {minutes} simulated minutes at the default settings "
           f"({passes} passes, {wall:.1f} s of wall time)\n")
@@ -217,13 +217,13 @@ def stall_minutes(args, tmp, fake, logs, minutes: int = 4, stall: int = 120) -> 
             controller.run_once()
             if failed_after is None and passes % 4 == 0:
                 with client.app.state.session_factory() as s:
-                    from service.models import Job
+                    from service.persistence.models import Job
                     if s.get(Job, __import__("uuid").UUID(ids[0])).state == "FAILED":
                         failed_after = round((clock.now_ns() - start_ns) / 1e9, 1)
         minutes = (clock.now_ns() - start_ns) / 60e9
         wall = time.perf_counter() - t0
         with client.app.state.session_factory() as s:
-            from service.models import Job
+            from service.persistence.models import Job
             others = s.query(Job).filter(Job.state == "FAILED").count() - (failed_after is not None)
     print(f"\n2b. As 2, every job with stall_timeout_seconds ({stall} s; one worker never logs), "
           f"each chief and worker logging a line every 30 s ({passes} passes, {wall:.1f} s of wall time)\n")
@@ -278,9 +278,10 @@ def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: i
             fake.set_state(name, "JOB_STATE_RUNNING")
         controller.run_once()
         handles = {}
-        from service.lifecycle.handles import handle_of_job
-        from service.models import Job
         import uuid
+
+        from service.lifecycle.handles import handle_of_job
+        from service.persistence.models import Job
         with client.app.state.session_factory() as s:
             for i in ids:
                 handles[i] = handle_of_job(s.get(Job, uuid.UUID(i)))

@@ -11,8 +11,8 @@ import argparse
 import dataclasses
 import os
 import statistics
-import sys
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,14 +25,14 @@ sys.path.insert(0, str(ROOT))
 from fastapi.testclient import TestClient  # noqa: E402
 from sqlalchemy import func, insert, select  # noqa: E402
 
-from service import migrate  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.config import Settings  # noqa: E402
-from service.db import make_engine, make_session_factory  # noqa: E402
+from service.core.config import Settings  # noqa: E402
 from service.lifecycle.engine import Engine  # noqa: E402
 from service.lifecycle.states import JobState  # noqa: E402
-from service.models import WebhookDelivery  # noqa: E402
+from service.persistence import migrate  # noqa: E402
+from service.persistence.models import WebhookDelivery  # noqa: E402
+from service.persistence.session import make_engine, make_session_factory  # noqa: E402
 from service.webhooks.dispatcher import Dispatcher  # noqa: E402
 from service.webhooks.limits import WebhookLimits  # noqa: E402
 from service.webhooks.outbox import Outbox, pending_row  # noqa: E402

@@ -1,11 +1,11 @@
-"""Alembic environment. The URL comes from the caller (service.migrate) or TRAINJOBS_DATABASE_URL."""
+"""Alembic environment. The URL comes from the caller (service.persistence.migrate) or TRAINJOBS_DATABASE_URL."""
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
 
-from service.config import get_settings
-from service.models import Base
+from service.core.config import get_settings
+from service.persistence.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
 
-from service import apidocs, problems
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
@@ -25,31 +24,34 @@ from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
+from service.core.config import Settings, get_settings
 from service.cost import prices
 from service.cost.estimate import Pricer
-from service.config import Settings, get_settings
-from service.db import make_engine, make_session_factory
-from service.lifecycle.controller import Controller
-from service.lifecycle.engine import Engine
-from service.lifecycle.retries import RetryLimits
-from service.lifecycle.leader import leadership_for, sqlite_path
-from service.lifecycle.protocol import Backend
+from service.interop.router import router as interop_router
 from service.jobs import epochs
 from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
-from service.interop.router import router as interop_router
+from service.lifecycle.controller import Controller
+from service.lifecycle.engine import Engine
+from service.lifecycle.leader import leadership_for
+from service.lifecycle.protocol import Backend
+from service.lifecycle.retries import RetryLimits
 from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
-from service.http_protocol import STOPPING
-from service.limits import BodySizeLimitMiddleware
-from service.overload import AdmissionMiddleware
-from service.models import Job
-from service.observability import Metrics, RequestContextMiddleware, metrics_access
+from service.persistence.locks import sqlite_path
+from service.persistence.models import Job
+from service.persistence.session import make_engine, make_session_factory
+from service.sweeps.launcher import SweepLauncher
+from service.sweeps.router import router as sweeps_router
 from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
-from service.sweeps.launcher import SweepLauncher
-from service.sweeps.router import router as sweeps_router
+from service.web import docs as apidocs
+from service.web import problems
+from service.web.body_limits import BodySizeLimitMiddleware
+from service.web.observability import Metrics, RequestContextMiddleware, metrics_access
+from service.web.overload import AdmissionMiddleware
+from service.web.protocol import STOPPING
 from service.webhooks.dispatcher import Dispatcher
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import Outbox
@@ -85,7 +87,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     settings = settings or get_settings()
     if settings.workers > 1 and settings.log_format == "json":
         # A spawned worker of `serve --workers N` starts with no logging set up.
-        from service.observability import configure_logging
+        from service.web.observability import configure_logging
         configure_logging(settings.log_level)
     # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
     pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
@@ -101,15 +103,15 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        from service import supervision
+        from service.web import supervision
         supervision.die_with_supervisor()
-        # Sized from the request limit (service/overload.py): a running request never waits
+        # Sized from the request limit (service/web/overload.py): a running request never waits
         # for a connection or a thread that another request holds.
         engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
                              pool_timeout=settings.db_pool_timeout_seconds)
         app.state.health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
-        # The lean routes' threads (service/lean_route.py): one per request slot.
+        # The lean routes' threads (service/web/lean_route.py): one per request slot.
         app.state.lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
         if engine.dialect.name == "sqlite":
             from service.backends.local.isolation import secure_database_file
@@ -148,7 +150,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
         app.state.controller = controller
         app.state.log_hub = Hub(app.state.session_factory, FanoutSettings.of(settings))
-        # Set when the server begins to stop (service/http_protocol.py): streams end at once
+        # Set when the server begins to stop (service/web/protocol.py): streams end at once
         # with a `reconnect` event, so open followers and tabs never hold the exit.
         app.state.stopping = stopping = asyncio.Event()
         stopping_task = asyncio.get_running_loop().create_task(_end_streams(app, stopping))

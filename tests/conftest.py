@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
-from service import migrate
-from service.db import make_engine, make_session_factory
-from service.models import Base
+from service.persistence import migrate
+from service.persistence.models import Base
+from service.persistence.session import make_engine, make_session_factory
 
 # Replicas of local jobs read gates and write marks in the tests' folders (tmp_path below,
 # under /tmp/trainjobs-tests). As root each job runs in a sandbox whose /tmp is private and

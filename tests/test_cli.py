@@ -7,7 +7,7 @@ import sys
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.config import Settings
+from service.core.config import Settings
 from tests.conftest import bearer
 
 

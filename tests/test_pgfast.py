@@ -1,4 +1,4 @@
-"""service/pgfast.py runs the submit path's statements on psycopg beneath SQLAlchemy: its
+"""service/persistence/pgfast.py runs the submit path's statements on psycopg beneath SQLAlchemy: its
 errors must be the ones Core raises, and a lost connection must leave the pool."""
 import uuid
 
@@ -6,8 +6,8 @@ import psycopg
 import pytest
 from sqlalchemy import bindparam, column, exc, select, table, text
 
-from service import pgfast
-from service.db import make_engine
+from service.persistence import pgfast
+from service.persistence.session import make_engine
 from tests.conftest import truncate_all
 
 pytestmark = pytest.mark.postgres

@@ -6,7 +6,7 @@ Create Date: 2026-11-21 19:38:13.035162
 """
 from alembic import op
 import sqlalchemy as sa
-import service.models
+import service.persistence.models
 
 
 revision = '0001'
@@ -20,7 +20,7 @@ def upgrade() -> None:
     op.create_table('teams',
     sa.Column('id', sa.Uuid(), nullable=False),
     sa.Column('name', sa.String(length=63), nullable=False),
-    sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_teams')),
     sa.UniqueConstraint('name', name=op.f('uq_teams_name'))
     )
@@ -31,9 +31,9 @@ def upgrade() -> None:
     sa.Column('role', sa.String(length=16), nullable=False),
     sa.Column('token_hash', sa.String(length=64), nullable=False),
     sa.Column('prefix', sa.String(length=16), nullable=False),
-    sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
     sa.Column('created_by', sa.String(length=200), nullable=False),
-    sa.Column('revoked_at', service.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('revoked_at', service.persistence.models.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['team_id'], ['teams.id'], name=op.f('fk_api_tokens_team_id_teams'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_api_tokens')),
     sa.UniqueConstraint('token_hash', name=op.f('uq_api_tokens_token_hash'))
@@ -46,9 +46,9 @@ def upgrade() -> None:
     sa.Column('team_id', sa.Uuid(), nullable=False),
     sa.Column('name', sa.String(length=63), nullable=False),
     sa.Column('latest_version', sa.Integer(), nullable=False),
-    sa.Column('archived_at', service.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', service.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('archived_at', service.persistence.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['team_id'], ['teams.id'], name=op.f('fk_templates_team_id_teams')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_templates')),
     sa.UniqueConstraint('team_id', 'name', name='uq_templates_team_name')
@@ -73,10 +73,10 @@ def upgrade() -> None:
     sa.Column('error', sa.JSON(), nullable=True),
     sa.Column('progress', sa.JSON(), nullable=True),
     sa.Column('created_by', sa.String(length=200), nullable=False),
-    sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', service.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('started_at', service.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('ended_at', service.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('started_at', service.persistence.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('ended_at', service.persistence.models.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['team_id'], ['teams.id'], name=op.f('fk_jobs_team_id_teams')),
     sa.ForeignKeyConstraint(['template_id'], ['templates.id'], name=op.f('fk_jobs_template_id_templates')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_jobs')),
@@ -95,7 +95,7 @@ def upgrade() -> None:
     sa.Column('description', sa.Text(), nullable=False),
     sa.Column('spec', sa.JSON(), nullable=False),
     sa.Column('parameters', sa.JSON(), nullable=False),
-    sa.Column('created_at', service.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
     sa.Column('created_by', sa.String(length=200), nullable=False),
     sa.ForeignKeyConstraint(['template_id'], ['templates.id'], name=op.f('fk_template_versions_template_id_templates'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_template_versions')),
@@ -108,7 +108,7 @@ def upgrade() -> None:
     sa.Column('to_state', sa.String(length=32), nullable=False),
     sa.Column('reason', sa.Text(), nullable=False),
     sa.Column('actor', sa.String(length=200), nullable=False),
-    sa.Column('at', service.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', service.persistence.models.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], name=op.f('fk_job_events_job_id_jobs'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_job_events'))
     )

@@ -8,7 +8,7 @@ Revises: 0007_budgets
 """
 from alembic import op
 import sqlalchemy as sa
-import service.models
+import service.persistence.models
 
 revision = '0007_retries'
 down_revision = '0007_budgets'
@@ -20,7 +20,7 @@ def upgrade() -> None:
     with op.batch_alter_table('jobs') as batch:
         batch.add_column(sa.Column('attempt', sa.Integer(), server_default='1', nullable=False))
         batch.add_column(sa.Column('retry_of', sa.Uuid(), nullable=True))
-        batch.add_column(sa.Column('not_before', service.models.UTCDateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column('not_before', service.persistence.models.UTCDateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column('relaunch_of', sa.Uuid(), nullable=True))
         batch.create_foreign_key(batch.f('fk_jobs_retry_of_jobs'), 'jobs', ['retry_of'], ['id'])
         batch.create_foreign_key(batch.f('fk_jobs_relaunch_of_jobs'), 'jobs', ['relaunch_of'], ['id'])

@@ -11,8 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from service.auth.service import Actor, hash_token, resolve, unknown_token
-from service.db import SessionDep, get_session
-from service.errors import Forbidden, Unauthorized
+from service.core.errors import Forbidden, Unauthorized
+from service.persistence.session import SessionDep, get_session
 
 # auto_error=False: a missing header becomes our own problem+json 401.
 bearer = HTTPBearer(auto_error=False, description="A trainjobs token: `trainjobs tokens create`, "
@@ -66,7 +66,7 @@ class MemberSession:
 async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None,
                                                              Security(bearer)]) -> AsyncIterator[MemberSession]:
     """SessionDep and Member in one, for the submit path: the same unit of work
-    (service.db.get_session, driven here) and the same checks in the same order — 401/403
+    (service.persistence.session.get_session, driven here) and the same checks in the same order — 401/403
     before any body is looked at — in one trip through the thread pool instead of three.
     Each trip costs about as much as a database round trip; a sync dependency takes one,
     a sync generator two. The endpoint commits in its own thread; then ending the unit of

@@ -7,9 +7,9 @@ from fastapi import APIRouter, Response
 from service.auth import service
 from service.auth.deps import Admin, Viewer
 from service.auth.schemas import TokenCreate, TokenCreated, TokenOut
-from service.db import SessionDep
-from service.models import ApiToken
-from service.problems import problem_responses
+from service.persistence.models import ApiToken
+from service.persistence.session import SessionDep
+from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.schema_base import RequestBody
+from service.core.schema_base import RequestBody
 
 
 class TokenCreate(RequestBody):

@@ -14,8 +14,8 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.errors import Invalid, NotFound, Problem, Unauthorized
-from service.models import ApiToken, Team, utcnow
+from service.core.errors import Invalid, NotFound, Problem, Unauthorized
+from service.persistence.models import ApiToken, Team, utcnow
 
 ROLES = ("viewer", "member", "admin")
 TOKEN_PREFIX = "tj_"

@@ -1,8 +1,8 @@
 """Backend registry: the enabled backends, built from settings."""
 from __future__ import annotations
 
+from service.core.config import Settings
 from service.lifecycle.protocol import Backend
-from service.config import Settings
 
 KNOWN = ("local", "vertex", "slurm")
 

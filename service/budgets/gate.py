@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from service.budgets import rules
 from service.budgets.service import demand_of_row
 from service.budgets.usage import lock_limits, team_use
-from service.models import Team, utcnow
+from service.persistence.models import Team, utcnow
 
 
 class BudgetGate:

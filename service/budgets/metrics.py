@@ -8,7 +8,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import select
 
 from service.budgets import service
-from service.models import Team, TeamLimits
+from service.persistence.models import Team, TeamLimits
 
 
 def limits_by_team(session_factory, currency: str) -> list[tuple[str, str, float, float | None]]:

@@ -7,8 +7,8 @@ from fastapi import APIRouter, Path, Request
 from service.auth.deps import Admin, Viewer
 from service.budgets import service
 from service.budgets.schemas import LimitsIn, LimitsOut, UsageOut
-from service.db import SessionDep
-from service.problems import problem_responses
+from service.persistence.session import SessionDep
+from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/teams", tags=["teams"])
 TeamName = Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,62}$", description="Your token's team")]

@@ -15,10 +15,15 @@ from sqlalchemy.orm import Session
 
 from service.budgets import rules
 from service.budgets.schemas import LimitsIn, LimitsOut, LimitUse, UsageOut
-from service.budgets.usage import job_spend_to_timeout, lock_limits, month_start, team_use
+from service.budgets.usage import (
+    job_spend_to_timeout,
+    lock_limits,
+    month_start,
+    team_use,
+)
+from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.cost.estimate import MICRO, CostEstimate, micros
-from service.errors import Conflict, Invalid, NotFound, Problem
-from service.models import Job, JobCost, TeamLimits, utcnow
+from service.persistence.models import Job, JobCost, TeamLimits, utcnow
 
 USAGE_NOTE = ("Estimates, not a bill: spend is the accrued cost (this month) of the team's jobs that ended plus "
               "the estimate to timeout of its active jobs, at the rates each job was priced at when submitted.")

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.cost.estimate import hours_between, micros
 from service.lifecycle.states import ACTIVE, JobState
-from service.models import Job, JobCost, TeamLimits
+from service.persistence.models import Job, JobCost, TeamLimits
 
 _ACTIVE = [s.value for s in ACTIVE]
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.auth.service import get_or_create_team
-from service.models import Template, TemplateVersion
+from service.persistence.models import Template, TemplateVersion
 from service.templates import service as templates
 from service.templates.schemas import TemplateBody, TemplateCreate
 

@@ -15,9 +15,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.errors import Problem
-from service.interop.legacy_machines import (RETIRED_ACCELERATORS, SCALE_TIERS, TPU_ACCELERATORS, TPU_TIERS,
-                                             legacy_machine)
+from service.core.errors import Problem
+from service.interop.legacy_machines import (
+    RETIRED_ACCELERATORS,
+    SCALE_TIERS,
+    TPU_ACCELERATORS,
+    TPU_TIERS,
+    legacy_machine,
+)
 from service.interop.pools import Pool
 
 WRAPPER_KEYS = {"trainingInput", "jobId", "labels", "etag", "createTime", "startTime", "endTime", "state",

@@ -12,9 +12,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from service.errors import Problem
-from service.interop.gcloud_flags import parse_dict, parse_pool, split_list
+from service.core.errors import Problem
 from service.interop import vertex_config
+from service.interop.gcloud_flags import parse_dict, parse_pool, split_list
 from service.interop.pools import Pool
 
 _PREFIXES = (["gcloud", "ai", "custom-jobs", "create"], ["gcloud", "beta", "ai", "custom-jobs", "create"],

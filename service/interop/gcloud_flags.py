@@ -11,7 +11,7 @@ requirements, extra-packages, extra-dirs. `--args` and `--command` apply to ever
 pool with a container image. An empty value is an empty (skipped) pool."""
 from __future__ import annotations
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.interop.pools import Pool
 
 CONTAINER_KEYS = ("machine-type", "replica-count", "accelerator-type", "accelerator-count", "container-image-uri")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.errors import Problem
+from service.core.errors import Problem
 
 
 @dataclass(frozen=True)

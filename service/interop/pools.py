@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.errors import Problem
+from service.core.errors import Problem
 
 MAX_POOLS = 4
 # Google's Reduction Server image, in each of its registries (Vertex "Reduction Server").

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, SequenceNode
 
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,15 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service import jobspec
-from service.config import Settings
-from service.errors import Invalid, Problem
-from service.interop import aiplatform_config, gcloud_command, gcloud_flags, pools as pools_mod, vertex_config
+from service.core.config import Settings
+from service.core.errors import Invalid, Problem
+from service.interop import (
+    aiplatform_config,
+    gcloud_command,
+    gcloud_flags,
+    vertex_config,
+)
+from service.interop import pools as pools_mod
 from service.interop.export import render
 from service.interop.safe_yaml import YamlLimits, load
 from service.interop.schemas import TemplateImport

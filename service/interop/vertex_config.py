@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.interop.pools import Pool
 from service.jobspec.cluster import EXPECTED_GPUS_ENV
 

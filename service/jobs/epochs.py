@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from service.models import JobEpoch, utcnow
-from service.text import find_unstorable
+from service.core.text import find_unstorable
+from service.persistence.models import JobEpoch, utcnow
 
 MAX_EPOCH = 2**31 - 1      # the column is a 32-bit integer on every database
 MAX_METRIC_NAME = 128
@@ -32,7 +32,7 @@ class EpochLimits:
 
 
 def _limits() -> EpochLimits:
-    from service.config import get_settings
+    from service.core.config import get_settings
     return EpochLimits.from_settings(get_settings())
 
 

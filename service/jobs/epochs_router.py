@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from service.auth.deps import Viewer
-from service.db import SessionDep
 from service.jobs import epochs
 from service.jobs import service as jobs
-from service.problems import problem_responses
+from service.persistence.session import SessionDep
+from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

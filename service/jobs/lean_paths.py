@@ -1,4 +1,4 @@
-"""The lean paths of the busiest job routes (service/lean_route.py explains the scheme).
+"""The lean paths of the busiest job routes (service/web/lean_route.py explains the scheme).
 
 POST /v1/jobs: a plain submit — JSON body, a cached member token, no query string, a
 well-formed Idempotency-Key or none — validated once from its bytes, the token from the
@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
-from service.lean_route import bearer_secret, in_session, in_thread
+from service.web.lean_route import bearer_secret, in_session, in_thread
 
 # The Idempotency-Key header's declared constraints (router.create_job): the same, or the full path.
 _KEY = re.compile(r"[\x21-\x7e]{1,255}")

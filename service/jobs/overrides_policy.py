@@ -11,7 +11,7 @@ from typing import Any
 
 from service import jobspec
 from service.auth.service import Actor
-from service.errors import Forbidden, Invalid, Problem
+from service.core.errors import Forbidden, Invalid, Problem
 from service.jobspec import overridable
 
 SUBMITTED = "submitted"

@@ -14,13 +14,13 @@ from pydantic import ValidationError
 
 from service import jobspec
 from service.auth.service import Actor
-from service.errors import Invalid
+from service.core.errors import Invalid
 from service.cost.estimate import Pricer
-from service.templates import service as templates
 from service.jobs import service
 from service.jobs.schemas import JobCreate, JobRelaunch
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend
+from service.templates import service as templates
 from service.templates.cache import TemplateCache
 
 

@@ -8,21 +8,30 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
 from sqlalchemy.orm import object_session
 
-from service.backends.vertex import model_queue
-from service.db import SessionDep
 from service.auth.deps import Member, Submitter, Viewer
+from service.backends.vertex import model_queue
+from service.core.pagination import decode_time_cursor, storable_time
+from service.cost.estimate import Pricer, accrued
 from service.jobs import relaunch, service
 from service.jobs.lean_paths import lean_submit, lean_view
-from service.lean_route import lean_route
-from service.jobs.schemas import (AttemptRef, JobCreate, JobEventOut, JobOut, JobPage, JobPreview, JobRelaunch,
-                                  JobSummary, TemplateRef)
-from service.lifecycle.states import JobState
+from service.jobs.schemas import (
+    AttemptRef,
+    JobCreate,
+    JobEventOut,
+    JobOut,
+    JobPage,
+    JobPreview,
+    JobRelaunch,
+    JobSummary,
+    TemplateRef,
+)
 from service.jobspec import CompiledJob
-from service.cost.estimate import Pricer, accrued
-from service.models import Job, utcnow
-from service.pagination import decode_time_cursor, storable_time
-from service.problems import problem_responses
+from service.lifecycle.states import JobState
+from service.persistence.models import Job, utcnow
+from service.persistence.session import SessionDep
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
+from service.web.lean_route import lean_route
+from service.web.problems import problem_responses
 
 # Google's label rules (international lowercase letters too) are checked by the service.
 LabelFilter = Annotated[str, StringConstraints(min_length=1, max_length=129)]

@@ -4,14 +4,21 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WrapValidator,
-                      field_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    WrapValidator,
+    field_validator,
+)
 
+from service.core.schema_base import RequestBody
+from service.core.text import PlainText
 from service.cost.schemas import CostEstimate
 from service.lifecycle.states import JobState
-from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
-from service.text import PlainText
 
 LabelKey = Annotated[str, StringConstraints(max_length=64)]      # checked in full by jobspec (Google's rules)
 LabelValue = Annotated[str, StringConstraints(max_length=64)]

@@ -19,19 +19,19 @@ from sqlalchemy.orm import Session, defer
 from service import jobspec
 from service.auth.service import Actor
 from service.budgets import service as budgets
+from service.core.errors import Conflict, Invalid, NotFound, Problem
+from service.core.pagination import decode_cursor, encode_cursor
 from service.cost.estimate import Pricer
-from service.errors import Conflict, Invalid, NotFound, Problem
 from service.jobs import overrides_policy, store
 from service.jobs.schemas import JobCreate, JobPreview, ReplicaOut, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.jobspec.validate import label_key_ok, label_value_ok
-from service.lifecycle.controller import ADMIT_SUFFIX, notify_controller
 from service.lifecycle import retries
+from service.lifecycle.controller import ADMIT_SUFFIX, notify_controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend, LaunchView
 from service.lifecycle.states import TERMINAL, JobState
-from service.models import Job, JobEvent, JobLabel, utcnow
-from service.pagination import decode_cursor, encode_cursor
+from service.persistence.models import Job, JobEvent, JobLabel, utcnow
 from service.templates import service as templates
 from service.templates.cache import TemplateCache
 

@@ -14,9 +14,9 @@ from functools import lru_cache
 from sqlalchemy import JSON, Text, bindparam, insert, text
 from sqlalchemy.orm import Session
 
-from service import pgfast
 from service.lifecycle.leader import WAKE_CHANNEL
-from service.models import Job, JobCost, JobEvent, JobLabel
+from service.persistence import pgfast
+from service.persistence.models import Job, JobCost, JobEvent, JobLabel
 
 _JOBS = Job.__table__
 _EVENT_COLUMNS = ("job_id", "from_state", "to_state", "reason", "actor", "at")

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 from service.jobspec import env_policy, overridable
 from service.jobspec import parameters as params_mod
 from service.jobspec.compile import CompiledJob, Replica, compile_spec

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec import parameters as params
 
 RESERVED_NAMES = frozenset({"TF_CONFIG", "CLUSTER_SPEC"})

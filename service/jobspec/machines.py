@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from service.errors import Problem
+from service.core.errors import Problem
 
 N1_SHARED = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4")
 _N1 = re.compile(r"^n1-(standard|highmem|highcpu)-(\d+)$")

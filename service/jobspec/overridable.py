@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec.spec import JobSpec
 
 Path = tuple[str, ...]

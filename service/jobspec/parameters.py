@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec.spec import Parameter
 
 # `$${x}` is the escape for a literal `${x}` (as in shell-style templates).

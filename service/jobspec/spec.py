@@ -8,8 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from service.text import MultilineText
-
+from service.core.text import MultilineText
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_TRAINER_COMMAND = ["python", "-m", "trainer.task"]
@@ -29,7 +28,7 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", 
 
 
 class Strict(BaseModel):
-    # Nested in the request bodies (service.schema_base.RequestBody checks their text once).
+    # Nested in the request bodies (service.core.schema_base.RequestBody checks their text once).
     # No NaN or Infinity: PostgreSQL's json refuses them and no bound compares with NaN.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 
-from service.text import control_problem
-from service.errors import Problem
+from service.core.errors import Problem
+from service.core.text import control_problem
 from service.jobspec import vertex_names
 from service.jobspec.machines import check_machine
 from service.jobspec.reserved import RESERVED_LABEL_PREFIXES

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from service.errors import Problem
+from service.core.errors import Problem
 
 JOB_ID_PLACEHOLDER = "{job_id}"
 DEFAULT_METADATA_STORE = "default"

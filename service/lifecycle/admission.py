@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from service.lifecycle.handles import read_handles
 from service.lifecycle.protocol import Capabilities
 from service.lifecycle.states import ACTIVE, JobState
-from service.models import Job
+from service.persistence.models import Job
 
 _ACTIVE = [s.value for s in ACTIVE]
 UNLAUNCHED = and_(Job.state == JobState.QUEUED.value, Job.backend_ref.is_(None))

@@ -20,11 +20,11 @@ from typing import Callable, Protocol
 from sqlalchemy import exists, insert, select, update
 from sqlalchemy.orm import Session
 
-from service.errors import Conflict, NotFound
+from service.core.errors import Conflict, NotFound
 from service.lifecycle import retries, sanitize
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
-from service.models import ControllerLease, Job, JobEvent
+from service.persistence.models import ControllerLease, Job, JobEvent
 
 log = logging.getLogger("trainjobs.lifecycle")
 S = JobState

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 from service import jobspec
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from service.models import Job
+from service.persistence.models import Job
 
 HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at)
 

@@ -17,83 +17,27 @@ lease terminates that session (pg_terminate_backend) and takes the lock. The
 controller itself gives up a session that cannot answer within half the lease
 (tcp_user_timeout), so it has stepped down before anyone may break its lease.
 
-The same two kinds of lock serialise migrations (`migration_lock`), so replicas
-that start together do not race Alembic."""
+The same two kinds of lock serialise migrations (service/persistence/locks.py), so
+replicas that start together do not race Alembic."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import socket
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-from sqlalchemy.engine import make_url
+from service.persistence.locks import advisory_key, is_sqlite, libpq_url, lock_file
 
 log = logging.getLogger("trainjobs.leader")
 
 CONTROLLER_KEY = "trainjobs/controller"
-MIGRATE_KEY = "trainjobs/migrate"
 WAKE_CHANNEL = "trainjobs_wake"
-
-
-def advisory_key(name: str) -> int:
-    """A stable signed 64-bit key for pg_advisory_lock."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def is_sqlite(url: str) -> bool:
-    return make_url(url).get_backend_name() == "sqlite"
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The database file's absolute path; None for an in-memory database."""
-    db = make_url(url).database
-    if not db or db == ":memory:" or db.startswith("file::memory:"):
-        return None
-    return Path(db).expanduser().resolve()
-
-
-def libpq_url(url: str) -> str:
-    """A SQLAlchemy PostgreSQL URL as psycopg's own connect() takes it."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _lock_file(url: str, suffix: str) -> Path:
-    path = sqlite_path(url)
-    if path is None:  # an in-memory database lives and dies with this process
-        return Path(f"/tmp/trainjobs-memory-{os.getpid()}{suffix}")
-    return path.with_name(path.name + suffix)
-
-
-@contextlib.contextmanager
-def migration_lock(url: str) -> Iterator[None]:
-    """Hold the database's migration lock (blocking) for the duration."""
-    if is_sqlite(url):
-        path = _lock_file(url, ".migrate.lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-        return
-    import psycopg
-
-    with psycopg.connect(libpq_url(url), autocommit=True, connect_timeout=10) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (advisory_key(MIGRATE_KEY),))
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(MIGRATE_KEY),))
 
 
 class Leadership:
@@ -223,7 +167,7 @@ class PostgresLeadership(Leadership):
 
 class SqliteLeadership(Leadership):
     def __init__(self, url: str, engine) -> None:
-        self.path = _lock_file(url, ".controller.lock")
+        self.path = lock_file(url, ".controller.lock")
         self.engine = engine
         self.fd: int | None = None
 
@@ -243,7 +187,7 @@ class SqliteLeadership(Leadership):
 
         from sqlalchemy import select, update
 
-        from service.models import ControllerLease
+        from service.persistence.models import ControllerLease
         try:
             with self.engine.begin() as conn:
                 conn.execute(update(ControllerLease).where(ControllerLease.name == "controller").values(

@@ -22,9 +22,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.lifecycle import admission, stalls
 from service.lifecycle.engine import Deposed, Engine, utcnow
 from service.lifecycle.handles import handle_of_row, read_handles
-from service.lifecycle.protocol import (Backend, Observation, PermanentBackendError, TransientBackendError)
+from service.lifecycle.protocol import (
+    Backend,
+    Observation,
+    PermanentBackendError,
+    TransientBackendError,
+)
 from service.lifecycle.states import JobState
-from service.models import Job
+from service.persistence.models import Job
 
 log = logging.getLogger("trainjobs.lifecycle.loop")
 S = JobState

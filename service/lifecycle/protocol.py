@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.states import JobState
 

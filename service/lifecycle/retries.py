@@ -22,11 +22,11 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.jobspec.spec import INFRASTRUCTURE_CODES
 from service.lifecycle.states import JobState
-from service.models import Job, JobCost, JobLabel
+from service.persistence.models import Job, JobCost, JobLabel
 
 _INFRA = {code: name for name, code in INFRASTRUCTURE_CODES.items()}
 # Vertex AI's words for a replica that ended (its error.message); shared/VERTEX.md.

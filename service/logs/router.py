@@ -8,11 +8,11 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from service.auth.deps import Viewer
-from service.db import SessionDep
 from service.logs import service
 from service.logs.schemas import LogLineOut, LogPageOut
-from service.overload import wants_stream
-from service.problems import problem_responses
+from service.persistence.session import SessionDep
+from service.web.overload import wants_stream
+from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
@@ -44,7 +44,7 @@ async def job_logs(
     # The request's session would otherwise stay checked out for the whole stream.
     await anyio.to_thread.run_sync(session.close)
     backend = service.backend_of(state.backends, view)
-    stream = wants_stream(follow, accept)  # the admission layer's rule too (service/overload.py)
+    stream = wants_stream(follow, accept)  # the admission layer's rule too (service/web/overload.py)
     cursor = (last_event_id or since) if stream else since
     # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
     page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)

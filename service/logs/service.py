@@ -11,11 +11,17 @@ from typing import Mapping
 
 from sqlalchemy.orm import Session
 
-from service.lifecycle.protocol import (Backend, JobHandle, LogLine, LogPage, PermanentBackendError,
-                                   TransientBackendError)
-from service.errors import BackendRefused, Conflict, Unavailable
+from service.core.errors import BackendRefused, Conflict, Unavailable
 from service.jobs import service as jobs
 from service.lifecycle.handles import handle_of_job
+from service.lifecycle.protocol import (
+    Backend,
+    JobHandle,
+    LogLine,
+    LogPage,
+    PermanentBackendError,
+    TransientBackendError,
+)
 from service.lifecycle.states import TERMINAL
 
 log = logging.getLogger("trainjobs.logs")

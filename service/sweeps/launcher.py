@@ -20,17 +20,32 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service import jobspec
 from service.budgets.service import LimitExceeded
+from service.core.errors import Conflict, DomainError
 from service.cost.estimate import Pricer
-from service.errors import Conflict, DomainError
 from service.jobs import service as jobs
 from service.lifecycle.engine import LEASE, Deposed, Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.services import LoopService
 from service.lifecycle.states import TERMINAL, JobState
-from service.models import ControllerLease, Job, JobEpoch, Sweep, SweepTrial, utcnow
+from service.persistence.models import (
+    ControllerLease,
+    Job,
+    JobEpoch,
+    Sweep,
+    SweepTrial,
+    utcnow,
+)
 from service.sweeps import early_stop
 from service.sweeps.schemas import SweepState
-from service.sweeps.service import LAUNCHER, actor_of, cancel_trials, job_key, pause, token_live, trial_body
+from service.sweeps.service import (
+    LAUNCHER,
+    actor_of,
+    cancel_trials,
+    job_key,
+    pause,
+    token_live,
+    trial_body,
+)
 from service.templates.cache import TemplateCache
 
 log = logging.getLogger("trainjobs.sweeps")

@@ -6,11 +6,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from service.auth.deps import Member, Viewer
-from service.db import SessionDep
-from service.pagination import decode_time_cursor
-from service.problems import problem_responses
+from service.core.pagination import decode_time_cursor
+from service.persistence.session import SessionDep
 from service.sweeps import service
 from service.sweeps.schemas import SweepCreate, SweepOut, SweepPage, SweepState
+from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from service.core.schema_base import RequestBody
+from service.core.text import PlainText
 from service.jobs.schemas import LabelKey, LabelValue, TemplateRef
 from service.lifecycle.states import JobState
-from service.schema_base import RequestBody
 from service.templates.schemas import MAX_VERSION, TemplateName
-from service.text import PlainText
 
 ParamName = Annotated[str, StringConstraints(max_length=64)]
 Scalar = int | float | str | bool

@@ -14,21 +14,35 @@ from sqlalchemy.orm import Session
 from service import jobspec
 from service.auth import service as auth
 from service.auth.service import Actor
-from service.errors import Conflict, DomainError, Invalid, NotFound, Problem
+from service.core.errors import Conflict, DomainError, Invalid, NotFound, Problem
+from service.core.pagination import decode_time_cursor, encode_cursor
+from service.cost.estimate import Pricer
 from service.jobs import service as jobs
 from service.jobs.schemas import JobCreate, TemplateRef
 from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import TERMINAL, JobState
-from service.models import ApiToken, Job, JobEpoch, Sweep, SweepTrial, utcnow
-from service.pagination import decode_time_cursor, encode_cursor
+from service.persistence.models import (
+    ApiToken,
+    Job,
+    JobEpoch,
+    Sweep,
+    SweepTrial,
+    utcnow,
+)
 from service.sweeps import space
-from service.sweeps.schemas import (SWEEP_ACTIVE, Objective, SweepCreate, SweepOut, SweepState, SweepSummary,
-                                    TrialOut)
+from service.sweeps.schemas import (
+    SWEEP_ACTIVE,
+    Objective,
+    SweepCreate,
+    SweepOut,
+    SweepState,
+    SweepSummary,
+    TrialOut,
+)
 from service.templates import service as templates
 from service.templates.cache import TemplateCache
-from service.cost.estimate import Pricer
 
 LAUNCHER = "sweeps"      # the controller's loop service: notify_controller wakes it by this name
 WAITING = "WAITING"

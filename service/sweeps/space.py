@@ -15,7 +15,7 @@ import math
 import random
 from typing import Any
 
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 from service.jobspec import parameters as params_mod
 from service.jobspec.spec import Parameter
 from service.sweeps.schemas import ParameterSpace, SweepCreate

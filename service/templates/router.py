@@ -4,13 +4,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from service.db import SessionDep
 from service.auth.deps import Admin, Viewer
-from service.models import TemplateVersion
-from service.problems import problem_responses
+from service.persistence.models import TemplateVersion
+from service.persistence.session import SessionDep
 from service.templates import service
-from service.templates.schemas import (MAX_VERSION, TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate, TemplateOut,
-                                       TemplatePage, TemplateSummary, VersionSummary)
+from service.templates.schemas import (
+    MAX_VERSION,
+    TEMPLATE_NAME_PATTERN,
+    TemplateBody,
+    TemplateCreate,
+    TemplateOut,
+    TemplatePage,
+    TemplateSummary,
+    VersionSummary,
+)
+from service.web.problems import problem_responses
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
 

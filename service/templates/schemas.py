@@ -3,11 +3,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import ConfigDict, BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.text import MultilineText
+from service.core.schema_base import RequestBody
+from service.core.text import MultilineText
 from service.jobspec.spec import JobSpec, Parameter
-from service.schema_base import RequestBody
 
 TEMPLATE_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
 TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]

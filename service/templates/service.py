@@ -9,13 +9,25 @@ from sqlalchemy import bindparam, exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
-from service import jobspec, pgfast
+from service import jobspec
 from service.auth.service import unknown_token
-from service.errors import Conflict, Invalid, NotFound, Problem
-from service.models import ApiToken, TeamLimits, Template, TemplateVersion, WebhookSubscription, utcnow
-from service.pagination import decode_cursor, encode_cursor
+from service.core.errors import Conflict, Invalid, NotFound, Problem
+from service.core.pagination import decode_cursor, encode_cursor
+from service.persistence import pgfast
+from service.persistence.models import (
+    ApiToken,
+    TeamLimits,
+    Template,
+    TemplateVersion,
+    WebhookSubscription,
+    utcnow,
+)
 from service.templates.cache import TemplateCache
-from service.templates.schemas import TEMPLATE_NAME_PATTERN, TemplateBody, TemplateCreate
+from service.templates.schemas import (
+    TEMPLATE_NAME_PATTERN,
+    TemplateBody,
+    TemplateCreate,
+)
 
 
 def _dump(body: TemplateBody) -> tuple[dict, list[dict]]:

@@ -7,7 +7,13 @@ from fastapi.staticfiles import StaticFiles
 
 def mount(app: FastAPI) -> None:
     """Add the UI's routes and static files to the app."""
-    from service.ui import routes_auth, routes_fallback, routes_jobs, routes_live, routes_templates
+    from service.ui import (
+        routes_auth,
+        routes_fallback,
+        routes_jobs,
+        routes_live,
+        routes_templates,
+    )
     from service.ui.render import STATIC
 
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")

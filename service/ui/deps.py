@@ -9,8 +9,8 @@ from fastapi import Depends, Request
 from starlette.datastructures import FormData
 
 from service.auth.service import Actor
-from service.db import SessionDep
-from service.errors import Forbidden
+from service.core.errors import Forbidden
+from service.persistence.session import SessionDep
 from service.ui import sessions
 
 _WHAT = {"member": "launch and cancel jobs", "admin": "manage templates and tokens"}

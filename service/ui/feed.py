@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from sqlalchemy import select
 
-from service.models import Job
+from service.persistence.models import Job
 from service.ui.render_format import iso
 
 log = logging.getLogger("trainjobs.ui.feed")

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobs.schemas import JobCreate
 from service.jobspec import MAX_OVERRIDE_DEPTH, pydantic_problems
 from service.jobspec import _depth as jobspec_depth

@@ -11,21 +11,15 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from service.core.text import visible
 from service.lifecycle.states import TERMINAL, JobState
 from service.ui import markup
-from service.text import visible
 from service.ui.render_format import age, duration_between, iso, number, pretty, when
+from service.web.security_headers import SECURITY_HEADERS
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
-
-# Scripts and styles come from /ui/static only (no inline code): a hostile string that
-# slipped into a page still could not run.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
-SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 
 TERMINAL_NAMES = frozenset(s.value for s in TERMINAL)
 

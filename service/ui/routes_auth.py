@@ -9,11 +9,12 @@ from fastapi.responses import RedirectResponse
 from starlette.datastructures import FormData
 
 from service.auth.service import resolve
-from service.db import SessionDep
+from service.persistence.session import SessionDep
 from service.ui import sessions
 from service.ui.deps import Form, read_form
-from service.ui.render import SECURITY_HEADERS, render
+from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from service.db import SessionDep
-from service.errors import NotFound
+from service.core.errors import NotFound
+from service.persistence.session import SessionDep
 from service.ui.deps import SignInRequired, ui_user
 from service.ui.routing import HtmlRoute
 

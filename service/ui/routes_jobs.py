@@ -9,22 +9,23 @@ from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.db import SessionDep
-from service.errors import DomainError
+from service.core.errors import DomainError
 from service.jobs import epochs as epoch_history
 from service.jobs import service as jobs
+from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job
 from service.lifecycle.states import TERMINAL, JobState
-from service.jobspec import CompiledJob
 from service.logs import service as logs
-from service.models import Job
+from service.persistence.models import Job
+from service.persistence.session import SessionDep
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import charts, views
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.feed import COLUMNS, change, change_of
-from service.ui.render import SECURITY_HEADERS, render, render_fragment
+from service.ui.render import render, render_fragment
 from service.ui.routing import HtmlRoute
+from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 LABEL_PATTERN = r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$"  # as GET /v1/jobs?label=

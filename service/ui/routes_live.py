@@ -18,8 +18,8 @@ import anyio
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.db import SessionDep
 from service.logs import service as logs
+from service.persistence.session import SessionDep
 from service.ui.deps import User
 from service.ui.feed import JobFeed
 from service.ui.routing import HtmlRoute

@@ -12,18 +12,19 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
-from service.db import SessionDep
-from service.errors import Conflict, Forbidden, Invalid
+from service.core.errors import Conflict, Forbidden, Invalid
 from service.jobs import service as jobs
 from service.jobs.schemas import JobPreview
 from service.jobspec import CompiledJob
-from service.models import TemplateVersion
+from service.persistence.models import TemplateVersion
+from service.persistence.session import SessionDep
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import launch, views
 from service.ui.deps import Form, Member, UiUser, User
-from service.ui.render import SECURITY_HEADERS, render
+from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 Name = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN)]

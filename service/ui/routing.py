@@ -11,9 +11,10 @@ from fastapi.responses import PlainTextResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from service.errors import DomainError
+from service.core.errors import DomainError
 from service.ui.deps import SignInRequired
-from service.ui.render import SECURITY_HEADERS, render
+from service.ui.render import render
+from service.web.security_headers import SECURITY_HEADERS
 
 log = logging.getLogger("trainjobs.ui")
 

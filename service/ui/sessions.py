@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.auth.service import Actor
-from service.models import ApiToken, ServiceSecret, Team
+from service.persistence.models import ApiToken, ServiceSecret, Team
 
 SESSION_COOKIE = "trainjobs_session"
 LOGIN_COOKIE = "trainjobs_signin"      # before sign-in: binds the sign-in form's CSRF token

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from service.jobspec import CompiledJob
-from service.models import Job
+from service.persistence.models import Job
 
 ROLE_NAMES = {"chief": "chief", "worker": "worker", "ps": "parameter server", "evaluator": "evaluator",
               None: "reduction server"}

@@ -24,7 +24,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.lifecycle.engine import LEASE, Deposed, Engine
 from service.lifecycle.services import LoopService
-from service.models import (ControllerLease, WebhookAttempt, WebhookDelivery, WebhookSubscription, utcnow)
+from service.persistence.models import (
+    ControllerLease,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSubscription,
+    utcnow,
+)
 from service.webhooks import events, sender, signing
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import DISPATCHER

@@ -12,7 +12,13 @@ from sqlalchemy.orm import Session
 
 from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Change
-from service.models import Job, Team, WebhookDelivery, WebhookSubscription, utcnow
+from service.persistence.models import (
+    Job,
+    Team,
+    WebhookDelivery,
+    WebhookSubscription,
+    utcnow,
+)
 from service.webhooks import events
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.signing import new_message_id

@@ -8,15 +8,26 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 
 from service.auth.deps import Admin
-from service.db import SessionDep
-from service.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
-from service.pagination import decode_time_cursor
-from service.problems import problem_responses
+from service.core.pagination import decode_time_cursor
+from service.persistence.models import (
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSubscription,
+)
+from service.persistence.session import SessionDep
+from service.web.problems import problem_responses
 from service.webhooks import service
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import DISPATCHER
-from service.webhooks.schemas import (AttemptOut, DeliveryDetail, DeliveryOut, DeliveryPage, WebhookCreate,
-                                      WebhookCreated, WebhookOut)
+from service.webhooks.schemas import (
+    AttemptOut,
+    DeliveryDetail,
+    DeliveryOut,
+    DeliveryPage,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookOut,
+)
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 

@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from service.text import PlainText
-from service.schema_base import RequestBody
+from service.core.schema_base import RequestBody
+from service.core.text import PlainText
 from service.webhooks.events import DEFAULT_EVENT_TYPES, EVENT_TYPES
 
 EventType = Literal["job.state_changed", "job.created", "job.running", "job.succeeded", "job.failed",

@@ -7,10 +7,16 @@ import uuid
 from sqlalchemy import func, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
-from service.errors import Conflict, Invalid, NotFound, Problem
+from service.core.errors import Conflict, Invalid, NotFound, Problem
+from service.core.pagination import decode_time_cursor, encode_cursor
 from service.lifecycle.controller import notify_controller
-from service.models import Team, WebhookAttempt, WebhookDelivery, WebhookSubscription, utcnow
-from service.pagination import decode_time_cursor, encode_cursor
+from service.persistence.models import (
+    Team,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookSubscription,
+    utcnow,
+)
 from service.webhooks import destinations, events
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import DISPATCHER, pending_row

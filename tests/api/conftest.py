@@ -2,7 +2,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.config import Settings
+from service.core.config import Settings
 from service.demo import demo_template
 from tests.conftest import bearer, make_token
 
@@ -57,7 +57,7 @@ def live_server(settings, tokens):
 
     import uvicorn
 
-    from service.http_protocol import uvicorn_options
+    from service.web.protocol import uvicorn_options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from service.pagination import encode_cursor
+from service.core.pagination import encode_cursor
 from tests.api.conftest import DEMO, assert_problem
 from tests.conftest import bearer
 

@@ -11,10 +11,14 @@ import uuid
 import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import (content_type_conformance, not_a_server_error, response_schema_conformance,
-                                 status_code_conformance)
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
-from service.pagination import encode_cursor
+from service.core.pagination import encode_cursor
 from tests.conftest import bearer
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -11,7 +11,7 @@ import socket
 import httpx
 import pytest
 
-from service.overload import parses_true, stream_kind
+from service.web.overload import parses_true, stream_kind
 from tests.api.conftest import DEMO
 from tests.servekit import TOKEN, Serve, wait_until
 

@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from sqlalchemy import func, select
 
-from service.db import make_engine, make_session_factory
-from service.models import Job
+from service.persistence.models import Job
+from service.persistence.session import make_engine, make_session_factory
 from tests.api.conftest import DEMO, assert_problem
 from tests.conftest import bearer, make_token
 

@@ -3,7 +3,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from service.pagination import encode_cursor
+from service.core.pagination import encode_cursor
 from tests.api.conftest import DEMO, assert_problem
 
 

@@ -1,4 +1,4 @@
-"""POST /v1/jobs and GET /v1/jobs/{id} have two paths (service/lean_route.py,
+"""POST /v1/jobs and GET /v1/jobs/{id} have two paths (service/web/lean_route.py,
 service/jobs/lean_paths.py): the lean one for plain requests, the declared FastAPI one for
 everything else. They must give the same answers; the lean one must hand every doubtful
 request to the declared one."""

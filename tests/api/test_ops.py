@@ -5,7 +5,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from service.app import create_app
-from service.observability import JsonFormatter, request_id_var
+from service.web.observability import JsonFormatter, request_id_var
 from tests.api.conftest import DEMO, assert_problem
 from tests.conftest import bearer
 

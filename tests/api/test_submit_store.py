@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
 from service.app import create_app
-from service.config import Settings
-from service.db import make_engine, make_session_factory
+from service.core.config import Settings
 from service.jobspec import CompiledJob
 from service.lifecycle.controller import ADMIT_SUFFIX
 from service.lifecycle.leader import WAKE_CHANNEL
-from service.models import Job, JobEvent, JobLabel
+from service.persistence.models import Job, JobEvent, JobLabel
+from service.persistence.session import make_engine, make_session_factory
 from tests.api.conftest import DEMO, assert_problem
 from tests.conftest import bearer, make_token, truncate_all
 

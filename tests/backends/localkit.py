@@ -20,7 +20,7 @@ from typing import Callable
 import psutil
 
 from service.backends.local.processes import MARKER
-from service.config import Settings
+from service.core.config import Settings
 
 PROGRAM = Path(__file__).parent / "programs" / "replica.py"
 TIMEOUT = 60.0
@@ -61,7 +61,7 @@ def handle(job_id, state, chief_args: list[str]):
     """A JobHandle for driving a LocalBackend directly (no database)."""
     from service import jobspec
     from service.lifecycle.protocol import JobHandle
-    from service.models import utcnow
+    from service.persistence.models import utcnow
 
     _, compiled = jobspec.build(spec(chief_args), [], {}, None, display_name="t", labels={})
     return JobHandle(id=job_id, state=state, backend_ref=None, compiled=compiled, created_at=utcnow())

@@ -8,13 +8,23 @@ import uuid
 
 import httpx
 
-from service.lifecycle.protocol import JobHandle
 from service.backends.local import LocalBackend
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
+from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from tests.backends.localkit import (kill_all, run_path, Api, ServiceProcess, assert_no_processes, handle, job_processes,
-                                     settings_for, spec, wait_for)
+from tests.backends.localkit import (
+    Api,
+    ServiceProcess,
+    assert_no_processes,
+    handle,
+    job_processes,
+    kill_all,
+    run_path,
+    settings_for,
+    spec,
+    wait_for,
+)
 from tests.conftest import bearer
 
 GATED = {"name": "gate", "type": "string"}

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from service.backends.local.backend import LocalBackend
-from service.config import Settings
+from service.core.config import Settings
 from tests.backends.localkit import settings_for
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox exists only for a root service")

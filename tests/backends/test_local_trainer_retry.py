@@ -15,7 +15,13 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.demo import demo_template
-from tests.backends.localkit import Api, assert_no_processes, kill_all, settings_for, wait_for
+from tests.backends.localkit import (
+    Api,
+    assert_no_processes,
+    kill_all,
+    settings_for,
+    wait_for,
+)
 from tests.conftest import bearer, make_token
 
 pytestmark = pytest.mark.slow

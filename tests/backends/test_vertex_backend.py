@@ -11,8 +11,15 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.backends.vertex import VertexConfigError
-from tests.fakes.harness import (LOCATION, PROJECT, fake_logging, fake_vertex, harness,  # noqa: F401 - fixtures
-                                 make_harness, vertex_settings)
+from tests.fakes.harness import (  # noqa: F401 - fixtures
+    LOCATION,
+    PROJECT,
+    fake_logging,
+    fake_vertex,
+    harness,
+    make_harness,
+    vertex_settings,
+)
 
 CONSOLE = re.compile(rf"^https://console\.cloud\.google\.com/vertex-ai/locations/{LOCATION}/training/"
                      rf"(\d+)/cpu\?project={PROJECT}$")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from tests.fakes.harness import (fake_logging, fake_vertex, harness,  # noqa: F401 - fixtures
-                                 make_harness)
+from tests.fakes.harness import fake_logging, fake_vertex, harness, make_harness  # noqa: F401 - fixtures
 
 
 def numeric_id(job: dict) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import anyio_backend, server, tj, viewer_token  # noqa: F401
 from tests.backends.conftest import token, work_dir  # noqa: F401
+from tests.client.conftest import anyio_backend, server, tj, viewer_token  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 

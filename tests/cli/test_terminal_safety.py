@@ -13,11 +13,10 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import update
 
-from service.commands import render
-from service.db import make_engine, make_session_factory
-from service.models import Job
+from service.cli.client import render
+from service.persistence.models import Job
+from service.persistence.session import make_engine, make_session_factory
 from tests.cli.conftest import template_file
-
 
 # OSC 52 (set the clipboard), a cursor move up with erase (hides the line above), a bidi override.
 HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07up\x1b[1A\x1b[2Kx\u202eevil\x9b"
@@ -70,7 +69,7 @@ def test_tables_escape_on_a_real_terminal():
 def test_template_yaml_escapes_them_and_reads_back_the_same():
     import yaml
 
-    from service.commands.templates import as_yaml
+    from service.cli.client.templates import as_yaml
     body = {"description": "stored before the check: a\u202eb", "spec": {"container": {"args": [HOSTILE, "é"]}}}
     text = as_yaml("t", body)
     assert not RAW.search(text)

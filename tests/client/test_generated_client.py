@@ -37,7 +37,13 @@ def test_generated_client_creates_waits_and_reads_logs(server, token, tj, tmp_pa
     try:
         from trainjobs_generated.api.jobs import jobs_create, jobs_get
         from trainjobs_generated.api.logs import jobs_logs
-        from trainjobs_generated.models import JobCreate, JobOut, JobState, LogPageOut, ProblemDetails
+        from trainjobs_generated.models import (
+            JobCreate,
+            JobOut,
+            JobState,
+            LogPageOut,
+            ProblemDetails,
+        )
 
         # One model per status: the create answer is a job, a dry-run preview or a problem.
         returned = inspect.signature(jobs_create.sync).return_annotation

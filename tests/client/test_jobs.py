@@ -5,11 +5,21 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from trainjobs_client import (
+    Client,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    Job,
+    JobPreview,
+    JobState,
+    NotFound,
+    Unauthorized,
+    WaitTimeout,
+)
 
 from tests.backends.localkit import assert_no_processes
 from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
-from trainjobs_client import (Client, Conflict, Forbidden, InvalidRequest, Job, JobPreview, JobState, NotFound,
-                              Unauthorized, WaitTimeout)
 
 
 def test_submit_wait_logs_events(tj, work_dir):

@@ -21,7 +21,6 @@ from service.lifecycle.states import JobState
 from tests.api.conftest import assert_problem
 
 
-
 def _dry(client, **body):
     r = client.post("/v1/jobs?dry_run=true", json={"template": "mwms-demo", **body})
     assert r.status_code == 200, r.text

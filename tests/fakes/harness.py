@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.config import Settings
+from service.core.config import Settings
 from service.demo import demo_template
-from service.models import Job
+from service.persistence.models import Job
 from tests.fakes.cloud_logging import FakeCloudLogging
 from tests.fakes.vertex_jobs import FakeJobService
 

@@ -170,7 +170,7 @@ def test_the_gcloud_export_runs_in_a_shell_as_written(client, demo, tmp_path):
     exactly the flags and config file meant, whatever the display name and arguments hold."""
     import subprocess
 
-    # (Names refuse line breaks now, service.text; the arguments below still carry one.)
+    # (Names refuse line breaks now, service.core.text; the arguments below still carry one.)
     hostile = "x; touch pwned-name $(touch pwned-subst) `touch pwned-tick` ' \" ; #"
     job = client.post("/v1/jobs", json={"template": "mwms-demo", "display_name": hostile,
                                         "overrides": {"container": {"args": ["--a=1,2", "it's", "$HOME", "\nx"]}}})

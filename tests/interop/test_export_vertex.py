@@ -6,7 +6,13 @@ import re
 
 import yaml
 
-from tests.fakes.harness import LOCATION, PROJECT, fake_logging, fake_vertex, make_harness  # noqa: F401
+from tests.fakes.harness import (  # noqa: F401
+    LOCATION,
+    PROJECT,
+    fake_logging,
+    fake_vertex,
+    make_harness,
+)
 
 
 def test_export_is_what_vertex_received(make_harness, fake_vertex):  # noqa: F811

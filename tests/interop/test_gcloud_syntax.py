@@ -2,7 +2,8 @@
 (and gcloud, whose tokenizer split_list copies) reads back unchanged."""
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from service.interop import export
 from service.interop.gcloud_command import tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.errors import Invalid
+from service.core.errors import Invalid
 from service.interop import gcloud_command
 from service.interop.safe_yaml import YamlLimits, load
 from tests.interop.conftest import assert_problem

@@ -11,12 +11,17 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from service.app import create_app
-from service.lifecycle.protocol import Observation
 from service.backends import progress as local_progress
-from service.jobs.epochs import EpochLimits, clean_metrics, list_epochs, record_epoch
-from service.jobs.epochs import on_change
+from service.jobs.epochs import (
+    EpochLimits,
+    clean_metrics,
+    list_epochs,
+    on_change,
+    record_epoch,
+)
 from service.lifecycle.engine import Engine
-from service.models import Job, JobEpoch
+from service.lifecycle.protocol import Observation
+from service.persistence.models import Job, JobEpoch
 from tests.api.conftest import DEMO, assert_problem, settings, tokens  # noqa: F401
 from tests.conftest import bearer, make_token
 
@@ -126,7 +131,7 @@ def test_each_job_keeps_only_its_latest_epochs(session_factory, job_id):
 
 
 def test_the_bound_comes_from_the_setting(session_factory, job_id, monkeypatch):
-    from service.config import get_settings
+    from service.core.config import get_settings
     monkeypatch.setenv("TRAINJOBS_JOB_EPOCHS_MAX_PER_JOB", "2")
     get_settings.cache_clear()
     try:

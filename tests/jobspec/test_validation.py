@@ -2,7 +2,7 @@
 import pytest
 
 from service import jobspec
-from service.errors import Invalid
+from service.core.errors import Invalid
 from tests.jobspec.helpers import PARAMS, build, spec
 
 

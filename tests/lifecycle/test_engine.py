@@ -7,11 +7,11 @@ import pytest
 from sqlalchemy import select, update
 
 from service.auth.service import get_or_create_team
-from service.errors import Conflict
+from service.core.errors import Conflict
 from service.lifecycle.engine import Deposed, Engine, decide
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import ALLOWED, TERMINAL, JobState, can_transition
-from service.models import ControllerLease, Job, JobEvent, Template, utcnow
+from service.persistence.models import ControllerLease, Job, JobEvent, Template, utcnow
 from tests.jobspec.helpers import build, spec
 
 S = JobState

@@ -13,7 +13,7 @@ from service.lifecycle import retries
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
-from service.models import ControllerLease, Job, JobLabel
+from service.persistence.models import ControllerLease, Job, JobLabel
 from tests.jobspec.helpers import build, spec
 from tests.lifecycle.test_engine import make_job, row
 

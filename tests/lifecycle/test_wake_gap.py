@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from service.config import Settings
+from service.core.config import Settings
 from service.lifecycle.controller import ADMIT_SUFFIX, Controller
 from service.lifecycle.loop import BackendLoop, gap_left
 

@@ -13,7 +13,13 @@ import pytest
 from httpx_sse import connect_sse
 
 from service.app import create_app
-from tests.backends.localkit import Api, assert_no_processes, settings_for, thread_server, wait_for
+from tests.backends.localkit import (
+    Api,
+    assert_no_processes,
+    settings_for,
+    thread_server,
+    wait_for,
+)
 from tests.conftest import bearer
 
 TALKER = ("import os, sys, time\n"
@@ -167,7 +173,7 @@ def test_many_followers_connecting_at_once_all_get_their_stream(db_url, work_dir
 def test_a_reader_gives_fan_outs_at_most_its_share_of_the_loop(monkeypatch):
     from pydantic import ValidationError
 
-    from service.config import Settings
+    from service.core.config import Settings
     from service.logs.fanout import next_read_after
     assert next_read_after(0.1, 0.001, 0.25) == 0.1                   # a few followers: the floor
     assert next_read_after(0.1, 0.060, 0.25) == pytest.approx(0.18)   # a thousand: 60 ms of fan-out, 180 ms after

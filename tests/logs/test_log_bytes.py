@@ -14,7 +14,13 @@ from httpx_sse import connect_sse
 
 from service.app import create_app
 from service.logs.service import cut_message
-from tests.backends.localkit import Api, assert_no_processes, settings_for, thread_server, wait_for
+from tests.backends.localkit import (
+    Api,
+    assert_no_processes,
+    settings_for,
+    thread_server,
+    wait_for,
+)
 from tests.conftest import bearer
 
 HOSTILE = ("import os, sys, time\n"

@@ -9,7 +9,13 @@ import pytest
 from httpx_sse import connect_sse
 
 from service.app import create_app
-from tests.backends.localkit import Api, assert_no_processes, settings_for, spec, thread_server
+from tests.backends.localkit import (
+    Api,
+    assert_no_processes,
+    settings_for,
+    spec,
+    thread_server,
+)
 from tests.conftest import bearer
 
 BEFORE, AFTER = 5, 5  # chief lines printed before and after its gate opens

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import update
 
-from service.models import ApiToken
+from service.persistence.models import ApiToken
 from service.sweeps.service import job_key
 from tests.api.conftest import assert_problem
 from tests.conftest import bearer, make_token

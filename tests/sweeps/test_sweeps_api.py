@@ -12,7 +12,7 @@ from sqlalchemy import update
 
 from service.app import create_app
 from service.lifecycle.engine import Deposed
-from service.models import SweepTrial
+from service.persistence.models import SweepTrial
 from service.sweeps.launcher import SweepLauncher
 from tests.api.conftest import assert_problem
 from tests.conftest import bearer
@@ -201,7 +201,7 @@ def test_a_trial_is_never_started_twice(client, tmpl):
     other = SweepLauncher(state.session_factory, state.lifecycle, state.backends, template_cache=state.template_cache,
                           pricer=state.pricer,
                           default_backend="local", interval=1, batch_size=10, fence=None)
-    from service.models import Sweep
+    from service.persistence.models import Sweep
     with state.session_factory() as session:
         other._start(session, session.get(Sweep, uuid.UUID(sweep["id"])), 1)
     assert len(client.get("/v1/jobs").json()["items"]) == 3
@@ -285,7 +285,7 @@ def test_a_trial_that_can_no_longer_be_created_fails_and_the_sweep_goes_on(clien
 
 
 def test_one_broken_sweep_does_not_hold_up_the_others(client, tmpl):
-    from service.models import Sweep
+    from service.persistence.models import Sweep
     broken = create(client, max_parallel=1)
     # A plan shorter than its trial count (as no request can make): starting trial 3 fails.
     with client.app.state.session_factory() as session:

@@ -5,7 +5,14 @@ MultiWorkerMirroredStrategy constructor and logs nothing meanwhile."""
 
 import pytest
 
-from tests.trainer.helpers import DEMO_ARGS, free_port, of, output_flags, trainer_env, vertex_tf_config
+from tests.trainer.helpers import (
+    DEMO_ARGS,
+    free_port,
+    of,
+    output_flags,
+    trainer_env,
+    vertex_tf_config,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -4,10 +4,9 @@ import collections
 
 import numpy as np
 import pytest
-
-import trainer  # noqa: F401  (tf-keras before TensorFlow)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (tf-keras before TensorFlow)
 from tests.trainer.helpers import write_jpeg_examples
 from trainer import data
 from trainer.config import parse_args

@@ -6,10 +6,9 @@ on what TensorFlow really sees on this machine, which is no GPU at all.
 """
 
 import pytest
-
-import trainer  # noqa: F401  (tf-keras before TensorFlow)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (tf-keras before TensorFlow)
 from tests.trainer.helpers import DEMO_ARGS, of, output_flags, run_trainer, trainer_env
 from trainer import hardware
 from trainer.errors import ConfigError

@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 import pytest
-
-import trainer  # noqa: F401  (tf-keras before TensorFlow)
 import tensorflow as tf
 
+import trainer  # noqa: F401  (tf-keras before TensorFlow)
 from trainer import model as models
 from trainer.cluster import parse_tf_config
 from trainer.distribute import choose_strategy

@@ -1,13 +1,19 @@
 """Real two-process MultiWorkerMirroredStrategy jobs on 127.0.0.1 (chief + worker)."""
 
-import pytest
-
-import trainer  # noqa: F401  (tf-keras before TensorFlow)
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from tests.trainer.helpers import (DEMO_ARGS, free_port, of, trainer_env, vertex_cluster_spec, vertex_tf_config,
-                                   write_jpeg_examples)
+import trainer  # noqa: F401  (tf-keras before TensorFlow)
+from tests.trainer.helpers import (
+    DEMO_ARGS,
+    free_port,
+    of,
+    trainer_env,
+    vertex_cluster_spec,
+    vertex_tf_config,
+    write_jpeg_examples,
+)
 from trainer.records import write_shards
 
 pytestmark = pytest.mark.slow

@@ -2,7 +2,14 @@
 
 import pytest
 
-from tests.trainer.helpers import DEMO_ARGS, free_port, of, output_flags, trainer_env, vertex_tf_config
+from tests.trainer.helpers import (
+    DEMO_ARGS,
+    free_port,
+    of,
+    output_flags,
+    trainer_env,
+    vertex_tf_config,
+)
 
 pytestmark = pytest.mark.slow
 

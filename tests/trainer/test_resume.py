@@ -9,8 +9,16 @@ import sys
 
 import pytest
 
-from tests.trainer.helpers import (DEMO_ARGS, REPO, events, free_port, of, output_flags, trainer_env,
-                                   vertex_tf_config)
+from tests.trainer.helpers import (
+    DEMO_ARGS,
+    REPO,
+    events,
+    free_port,
+    of,
+    output_flags,
+    trainer_env,
+    vertex_tf_config,
+)
 
 pytestmark = pytest.mark.slow
 

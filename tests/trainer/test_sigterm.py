@@ -9,7 +9,14 @@ import sys
 
 import pytest
 
-from tests.trainer.helpers import DEMO_ARGS, REPO, free_port, output_flags, trainer_env, vertex_tf_config
+from tests.trainer.helpers import (
+    DEMO_ARGS,
+    REPO,
+    free_port,
+    output_flags,
+    trainer_env,
+    vertex_tf_config,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -60,9 +60,9 @@ def test_unwritable_model_dir_fails_before_training(tmp_path):
 
 
 def test_tfrecords_with_other_feature_names_fail_early_naming_the_features(tmp_path):
-    import trainer  # noqa: F401
     import tensorflow as tf
 
+    import trainer  # noqa: F401
     from tests.trainer.helpers import write_jpeg_examples
     from trainer.records import example_bytes
 

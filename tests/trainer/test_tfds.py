@@ -13,12 +13,11 @@ import importlib.resources
 import os
 import sys
 
-import pytest
-
-import trainer  # noqa: F401  (tf-keras before TensorFlow)
 import numpy as np
+import pytest
 import tensorflow as tf
 
+import trainer  # noqa: F401  (tf-keras before TensorFlow)
 from tests.trainer.helpers import of, output_flags, run_trainer
 from trainer import data
 from trainer.config import parse_args

@@ -7,11 +7,10 @@ import asyncio
 import uuid
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select, update
 
-import pytest
-
-from service.models import Job, Team, utcnow
+from service.persistence.models import Job, Team, utcnow
 from service.ui.feed import JobFeed
 from tests.backends.localkit import settings_for
 from tests.ui.conftest import template_body

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from service.app import create_app
-from service.models import ServiceSecret
+from service.persistence.models import ServiceSecret
 from service.ui import sessions
 from tests.ui.conftest import csrf_of, new_client, sign_in
 

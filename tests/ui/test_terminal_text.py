@@ -9,8 +9,8 @@ import uuid
 
 from sqlalchemy import update
 
-from service.db import make_engine, make_session_factory
-from service.models import Job
+from service.persistence.models import Job
+from service.persistence.session import make_engine, make_session_factory
 from tests.ui.conftest import ROOT, new_client
 
 HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07up\x1b[1A\x1b[2Kx\u202eevil\x9b"
@@ -46,14 +46,14 @@ def test_the_pages_scripts_escape_live_text_the_same_way():
 
 
 def test_the_scripts_visible_matches_the_servers():
-    """TJ.visible (common.js), run by node where it is installed, escapes as service.text.visible does."""
+    """TJ.visible (common.js), run by node where it is installed, escapes as service.core.text.visible does."""
     import json
     import shutil
     import subprocess
 
     import pytest
 
-    from service.text import visible
+    from service.core.text import visible
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")

@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.config import Settings
+from service.core.config import Settings
 from tests.backends.localkit import kill_all, settings_for, spec, wait_for
 from tests.conftest import bearer, make_token
 from tests.webhooks.receiver import Receiver

@@ -8,7 +8,13 @@ import pytest
 from tests.api.conftest import assert_problem
 from tests.backends.localkit import wait_for
 from tests.conftest import bearer, make_token
-from tests.webhooks.conftest import QUICK, add_template, new_id, subscribe, wait_delivery
+from tests.webhooks.conftest import (
+    QUICK,
+    add_template,
+    new_id,
+    subscribe,
+    wait_delivery,
+)
 
 
 @pytest.fixture

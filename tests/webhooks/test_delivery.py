@@ -7,11 +7,18 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.exceptions import WebhookVerificationError
-import pytest
 
-from tests.webhooks.conftest import (FAILING, QUICK, add_template, subscribe, wait_delivery, wait_job)
+from tests.webhooks.conftest import (
+    FAILING,
+    QUICK,
+    add_template,
+    subscribe,
+    wait_delivery,
+    wait_job,
+)
 
 
 def test_a_finished_job_is_delivered_signed_and_verifiable(client, receiver):

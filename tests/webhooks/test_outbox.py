@@ -14,12 +14,19 @@ from service.app import create_app
 from service.lifecycle.engine import Deposed
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
-from service.models import Job, WebhookDelivery
+from service.persistence.models import Job, WebhookDelivery
 from service.webhooks.dispatcher import Dispatcher
 from tests.backends.localkit import wait_for
 from tests.conftest import bearer
 from tests.servekit import Serve, wait_until
-from tests.webhooks.conftest import LOOPBACK, QUICK, add_template, hook_settings, subscribe, wait_delivery
+from tests.webhooks.conftest import (
+    LOOPBACK,
+    QUICK,
+    add_template,
+    hook_settings,
+    subscribe,
+    wait_delivery,
+)
 
 
 def _deliveries(session) -> list[str]:

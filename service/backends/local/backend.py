@@ -51,7 +51,7 @@ from service.backends.local.runs import (  # noqa: F401 (kept here)
     make_ref,
     parse_ref,
 )
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 from service.jobspec import CompiledJob, Replica
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
 from service.lifecycle.protocol import (

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from service.core.errors import Invalid, Problem
 from service.lifecycle.protocol import LogLine, LogPage
-from service.errors import Invalid, Problem
 
 READ_CHUNK = 1 << 20          # bytes read from one file per call, at most
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)

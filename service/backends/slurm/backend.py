@@ -28,8 +28,8 @@ from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
-from service.config import Settings
-from service.errors import Problem
+from service.core.config import Settings
+from service.core.errors import Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import (
     Backend,

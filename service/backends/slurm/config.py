@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.config import Settings
+from service.core.config import Settings
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")   # partitions, accounts, QoS names

@@ -12,7 +12,7 @@ import time
 from service.backends import progress
 from service.backends.local import logfiles
 from service.backends.slurm.runs import SlurmRun
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import LogPage
 

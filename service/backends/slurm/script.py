@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from service.backends.slurm.config import NAME, SlurmConfig
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec import CompiledJob, Replica
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
 

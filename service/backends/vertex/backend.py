@@ -39,11 +39,20 @@ from service.backends.vertex import errors, logs, mapping, model_upload, resourc
 from service.backends.vertex.budget import BudgetSpent, GoogleBudget
 from service.backends.vertex.jobs_api import JobsApi
 from service.backends.vertex.progress_reader import ProgressReader
-from service.config import Settings
-from service.errors import DomainError, Problem, Unavailable
+from service.core.config import Settings
+from service.core.errors import DomainError, Problem, Unavailable
 from service.jobspec import CompiledJob
-from service.lifecycle.protocol import (Backend, Capabilities, JobHandle, LaunchView, LogPage, Observation,
-                                        PermanentBackendError, SubmitResult, TransientBackendError)
+from service.lifecycle.protocol import (
+    Backend,
+    Capabilities,
+    JobHandle,
+    LaunchView,
+    LogPage,
+    Observation,
+    PermanentBackendError,
+    SubmitResult,
+    TransientBackendError,
+)
 from service.lifecycle.states import TERMINAL, JobState
 
 log = logging.getLogger("trainjobs.vertex")

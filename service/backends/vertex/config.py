@@ -12,7 +12,7 @@ import google.auth
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
 
-from service.config import Settings
+from service.core.config import Settings
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 _PROJECT = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{6,20})$")  # an id or a number

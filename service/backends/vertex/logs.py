@@ -22,7 +22,7 @@ from google.cloud import logging as cloud_logging
 
 from service.backends.vertex.budget import Bucket
 from service.backends.vertex.mapping import CREATE_TIME_SLACK, rfc3339
-from service.errors import Invalid, Problem
+from service.core.errors import Invalid, Problem
 from service.lifecycle.protocol import JobHandle, LogLine, LogPage
 
 NO_REPLICA = "vertex"   # entries Vertex writes about the job itself, not about one replica

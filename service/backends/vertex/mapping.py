@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 from google.cloud import aiplatform_v1 as v1
 from google.rpc import code_pb2
 
-from service.lifecycle.protocol import JobHandle, Observation
 from service.jobspec.reserved import JOB_ID_LABEL, LEGACY_JOB_ID_LABEL
 from service.jobspec.spec import INFRASTRUCTURE_CODES
+from service.lifecycle.protocol import JobHandle, Observation
 from service.lifecycle.states import TERMINAL, JobState
 
 VS = v1.JobState

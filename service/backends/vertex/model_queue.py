@@ -8,7 +8,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from service.lifecycle.states import JobState
-from service.models import Job, ModelUpload
+from service.persistence.models import Job, ModelUpload
 
 ACTOR = "model-upload"
 ACTIVE = ("pending", "uploading")

@@ -31,7 +31,7 @@ from service.backends.vertex.model_queue import ACTIVE, ACTOR, model_id, plan_of
 from service.jobspec import CompiledJob
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.states import JobState
-from service.models import Job, JobEvent, ModelUpload
+from service.persistence.models import Job, JobEvent, ModelUpload
 
 log = logging.getLogger("trainjobs.vertex.models")
 

@@ -35,7 +35,14 @@ from google.cloud import logging as cloud_logging
 
 from service.backends import progress as progress_rules
 from service.backends.vertex.budget import BudgetSpent
-from service.backends.vertex.logs import BudgetedSession, Terms, _quoted, _utc, budgeted_entries, message_of
+from service.backends.vertex.logs import (
+    BudgetedSession,
+    Terms,
+    _quoted,
+    _utc,
+    budgeted_entries,
+    message_of,
+)
 from service.backends.vertex.mapping import CREATE_TIME_SLACK, rfc3339
 
 log = logging.getLogger("trainjobs.vertex.progress")

@@ -6,7 +6,7 @@ The console addresses are the Google Cloud console's pages for each resource (do
 they are links for a person, never called by the service."""
 from __future__ import annotations
 
-from service.errors import Problem
+from service.core.errors import Problem
 from service.jobspec import CompiledJob, vertex_names
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"

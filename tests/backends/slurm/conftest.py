@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.config import Settings
+from service.core.config import Settings
 from tests.backends.localkit import Api
 from tests.backends.slurm.cluster import SlurmCluster, missing_tools
 from tests.conftest import bearer, make_token

@@ -12,7 +12,7 @@ from service.app import create_app
 from service.backends.slurm import SlurmBackend
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from service.models import utcnow
+from service.persistence.models import utcnow
 from tests.backends.slurm.conftest import SlurmApi, slurm_settings, spec
 from tests.conftest import bearer
 

@@ -17,7 +17,7 @@ from service.backends.slurm.backend import LAUNCHER
 from service.backends.slurm.runs import SlurmRun
 from service.lifecycle.protocol import JobHandle, TransientBackendError
 from service.lifecycle.states import JobState
-from service.models import utcnow
+from service.persistence.models import utcnow
 from tests.backends.slurm.conftest import slurm_settings, spec
 
 

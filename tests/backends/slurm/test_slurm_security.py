@@ -82,7 +82,7 @@ def test_another_users_job_with_our_name_is_neither_adopted_nor_followed(db_url,
     from service import jobspec
     from service.lifecycle.protocol import JobHandle
     from service.lifecycle.states import JobState
-    from service.models import utcnow
+    from service.persistence.models import utcnow
 
     backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir))
     backend.start_client()

@@ -1,0 +1,205 @@
+"""What every client command shares: the client, --output, exit codes, turning
+errors into one clear message, and parsing KEY=VALUE arguments."""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+# Exit codes. A followed or awaited job's final state decides the code.
+OK, JOB_FAILED, ERROR, UNREACHABLE = 0, 1, 2, 3
+JOB_CANCELLED, JOB_EXPIRED, JOB_PARTIAL = 4, 5, 6
+WAIT_TIMEOUT = 124  # as coreutils' timeout
+INTERRUPTED = 130
+STATE_EXIT = {"SUCCEEDED": OK, "FAILED": JOB_FAILED, "CANCELLED": JOB_CANCELLED, "EXPIRED": JOB_EXPIRED,
+              "PARTIALLY_SUCCEEDED": JOB_PARTIAL}
+
+
+def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                   help="json: machine-readable output on stdout (default: text)")
+    p.add_argument("--url", help="the service (default: TRAINJOBS_URL, then the URL saved by `trainjobs login`)")
+    return p
+
+
+def make_client(args):
+    from trainjobs_client import Client
+    return Client(url=args.url)
+
+
+# Piped output is not cut at 80 columns: scripts and grep see whole lines.
+PIPE_WIDTH = 400
+
+
+def stderr_console():
+    from rich.console import Console
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def stdout_console():
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+def to_jsonable(value: Any) -> Any:
+    from pydantic import BaseModel
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def print_json(value: Any, *, compact: bool = False) -> None:
+    data = to_jsonable(value)
+    sys.stdout.write((json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=2)) + "\n")
+    sys.stdout.flush()
+
+
+def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Client errors become one message on stderr and an exit code, never a traceback."""
+    @functools.wraps(fn)
+    def run(args) -> int:
+        import logging
+        try:
+            from trainjobs_client import (
+                ApiError,
+                ConnectionFailed,
+                TrainjobsError,
+                WaitTimeout,
+            )
+        except ImportError:
+            print("trainjobs: this command needs the Python client: pip install ./clients/python "
+                  "(scripts/install.sh does it)", file=sys.stderr)
+            return ERROR
+        # httpx logs every request at INFO: noise on a person's terminal.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        err = stderr_console()
+        try:
+            return fn(args)
+        except ApiError as e:
+            if getattr(args, "output", "text") == "json":
+                print(json.dumps({"status": e.status, "title": e.title, "detail": e.detail, "type": e.type,
+                                  "errors": [vars(x) for x in e.errors], **e.extra}), file=sys.stderr)
+            else:
+                err.print(f"[bold red]trainjobs: {e.status} {e.title}[/]: {escape(e.detail)}")
+                for fe in e.errors:
+                    err.print(f"  - [bold]{escape(fe.field)}[/]: {escape(fe.message)}"
+                              + (f" [dim]({escape(fe.fix)})[/]" if fe.fix else ""))
+            return ERROR
+        except ConnectionFailed as e:
+            err.print(f"[bold red]trainjobs:[/] {escape(str(e))}\n  Is the service running? Point at it with "
+                      "TRAINJOBS_URL or `trainjobs login --url URL`.")
+            return UNREACHABLE
+        except WaitTimeout as e:
+            err.print(f"[yellow]trainjobs: {escape(str(e))}[/]")
+            return WAIT_TIMEOUT
+        except (TrainjobsError, UsageError) as e:
+            err.print(f"[bold red]trainjobs:[/] {escape(str(e))}")
+            return ERROR
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]")
+            return INTERRUPTED
+        except BrokenPipeError:
+            # `trainjobs jobs logs ... | head`: the reader has gone; so has our interest.
+            import os
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return OK
+    return run
+
+
+class UsageError(Exception):
+    """A bad argument, found after argparse (e.g. a file that does not parse)."""
+
+
+def escape(text: str) -> str:
+    """Text from the service (names, reasons, log lines) for a rich console: its markup escaped and
+    its control and bidirectional characters written as escapes (\\x1b, \\u202e), so that what a
+    replica printed or a teammate named a job cannot move the cursor, retitle the terminal or
+    write the clipboard. `-o json` keeps the exact text."""
+    from rich.markup import escape as rich_escape
+
+    from service.core.text import visible
+    return rich_escape(visible(text))
+
+
+def yaml_text(doc: Any, **options) -> str:
+    """YAML for a terminal and for `templates apply` to read back: with Unicode as it is, unless
+    some string has a control or bidirectional character PyYAML would write raw (U+202E is
+    "printable" to it); then with every non-ASCII character escaped (\\u202e), the same values."""
+    import yaml
+
+    from service.core.text import visible
+    text = yaml.safe_dump(doc, allow_unicode=True, **options)
+    if visible(text, keep_lines=True) == text:
+        return text
+    return yaml.safe_dump(doc, allow_unicode=False, **options)
+
+
+def key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def json_or_text(value: str) -> Any:
+    """`4` -> 4, `true` -> True, `null` -> None, `[1,2]` -> list; anything else stays text."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def set_path(patch: dict, path: str, value: Any) -> None:
+    """--set workers.replica_count=4 -> {"workers": {"replica_count": 4}} (a JSON merge patch)."""
+    keys = path.split(".")
+    if not all(keys):
+        raise UsageError(f"--set {path!r}: a path is keys joined by dots, e.g. workers.replica_count")
+    node = patch
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+
+
+_DURATION = re.compile(r"^(\d+)([smhdw])$")
+
+
+def since_time(text: str) -> datetime:
+    """`30m`, `2h`, `7d` ago, or an RFC 3339 time."""
+    m = _DURATION.match(text)
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        delta = timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[unit]: n})
+        return datetime.now(timezone.utc) - delta
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 2h, 7d or an RFC 3339 time, got {text!r}")
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def exit_for(state) -> int:
+    return STATE_EXIT.get(str(state), JOB_FAILED)
+
+
+def load_document(path: Path | str):
+    """A YAML or JSON file (YAML is a superset of JSON); `-` reads stdin."""
+    import yaml
+    try:
+        text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
+        return yaml.safe_load(text)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"{path} is neither valid YAML nor JSON: {e}") from None

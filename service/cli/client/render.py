@@ -1,0 +1,126 @@
+"""How jobs and templates look in a terminal (rich tables), and the plain
+one-line forms used for logs and states."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from service.cli.client.common import escape
+from service.core.text import visible
+
+STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
+               "EXPIRED": "red", "PARTIALLY_SUCCEEDED": "yellow", "RUNNING": "cyan", "PENDING": "blue",
+               "QUEUED": "blue"}
+
+
+def state(value) -> str:
+    text = str(value)
+    return f"[{STATE_STYLE.get(text, 'white')}]{escape(text)}[/]"
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return "-"
+    seconds = int(((now or datetime.now(timezone.utc)) - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def progress(p) -> str:
+    """`epoch 2/3 loss=0.120 accuracy=0.950`, or '' when nothing was reported."""
+    if p is None or p.epoch is None:
+        return "" if p is None or not p.phase else p.phase
+    text = f"epoch {p.epoch}/{p.epochs}" if p.epochs else f"epoch {p.epoch}"
+    metrics = p.metrics or {}
+    shown = [k for k in ("loss", "accuracy") if k in metrics] or sorted(metrics)[:2]
+    return " ".join([text] + [f"{k}={metrics[k]:.3g}" if metrics[k] is not None else f"{k}=nan" for k in shown])
+
+
+def log_line(line) -> str:
+    """Plain text (printed, not rich markup): what the replica printed, control characters as escapes."""
+    return f"[{visible(line.replica)}] {visible(line.message)}"
+
+
+def jobs_table(jobs):
+    from rich.table import Table
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    t.add_column("ID", no_wrap=True, min_width=36)  # whole: it is what the other commands take
+    for col in ("NAME", "TEMPLATE", "BACKEND", "STATE", "PROGRESS", "AGE"):
+        t.add_column(col, no_wrap=col in ("STATE", "AGE"))
+    for j in jobs:
+        t.add_row(str(j.id), escape(j.display_name), escape(f"{j.template.name}:v{j.template.version}"), j.backend,
+                  state(j.state), escape(progress(j.progress)), age(j.created_at))
+    return t
+
+
+def job_detail(job):
+    from rich.console import Group
+    from rich.table import Table
+    info = Table.grid(padding=(0, 2))
+    info.add_column(style="bold")
+    info.add_column()
+    rows = [("id", str(job.id)), ("name", escape(job.display_name)),
+            ("template", escape(f"{job.template.name} v{job.template.version}")), ("backend", job.backend),
+            ("state", state(job.state)), ("created", f"{job.created_at:%Y-%m-%d %H:%M:%S} ({age(job.created_at)} ago)"
+                                          f" by {escape(job.created_by)}")]
+    if len(job.attempts) > 1 or job.attempt > 1:
+        rows.append(("attempt", f"{job.attempt} of {len(job.attempts)} so far"
+                                + (f", retry of {job.retry_of}" if job.retry_of else "")
+                                + (f", retried as {job.retried_by}" if job.retried_by else "")))
+    if job.relaunch_of:
+        rows.append(("relaunch of", str(job.relaunch_of)))
+    if job.waiting_reason:
+        rows.append(("waiting", escape(job.waiting_reason)))
+    if job.started_at:
+        rows.append(("started", f"{job.started_at:%Y-%m-%d %H:%M:%S}"))
+    if job.ended_at:
+        rows.append(("ended", f"{job.ended_at:%Y-%m-%d %H:%M:%S}"))
+    if job.progress:
+        rows.append(("progress", escape(progress(job.progress))))
+    if job.parameters:
+        rows.append(("parameters", escape(", ".join(f"{k}={v}" for k, v in job.parameters.items()))))
+    if job.labels:
+        rows.append(("labels", escape(", ".join(f"{k}={v}" for k, v in job.labels.items()))))
+    if job.console_url:
+        rows.append(("console", job.console_url))
+    if job.backend_ref:
+        rows.append(("backend ref", escape(job.backend_ref)))
+    if job.error:
+        rows.append(("error", f"[red]{escape(str(job.error.get('message') or job.error))}[/]"))
+    for k, v in rows:
+        info.add_row(k, v)
+    return Group(info, "", cluster_table(job.cluster))
+
+
+def cluster_table(cluster):
+    from rich.table import Table
+    t = Table(box=None, header_style="bold", pad_edge=False, title="replicas", title_justify="left")
+    for col in ("TASK", "ROLE", "IMAGE", "COMMAND"):
+        t.add_column(col)
+    for r in cluster:
+        t.add_row(escape(r.task_name), escape(r.tf_role or "-"), escape(r.image_uri), escape(" ".join(r.command + r.args)))
+    return t
+
+
+def events_table(events):
+    from rich.table import Table
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("AT", "FROM", "TO", "ACTOR", "REASON"):
+        t.add_column(col)
+    for e in events:
+        t.add_row(f"{e.at:%Y-%m-%d %H:%M:%S}", str(e.from_state or "-"), state(e.to_state), escape(e.actor),
+                  escape(e.reason))
+    return t
+
+
+def templates_table(templates):
+    from rich.table import Table
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("NAME", "VERSION", "UPDATED", "DESCRIPTION"):
+        t.add_column(col)
+    for tp in templates:
+        name = escape(tp.name) + (" [dim](archived)[/]" if tp.archived else "")
+        desc = tp.description if len(tp.description) <= 70 else tp.description[:67] + "..."
+        t.add_row(name, str(tp.latest_version), f"{age(tp.updated_at)} ago", escape(desc))
+    return t

@@ -1,0 +1,1 @@
+"""The database: the ORM models, sessions and engines, the migrations runner, the fast PostgreSQL paths."""

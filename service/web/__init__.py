@@ -1,0 +1,1 @@
+"""HTTP plumbing: problem+json, the docs pages, protocol and body limits, overload control, observability."""

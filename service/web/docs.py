@@ -1,0 +1,135 @@
+"""The docs UI (Swagger UI), ReDoc and a landing page at `/`, all served by this
+process: the JavaScript and CSS come from the fastapi-offline package, so an
+internal deployment without internet access still shows its docs. Also the
+operation-id rule for routes that set none."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
+from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+ASSETS = Path(fastapi_offline.__file__).parent / "static"
+ASSETS_URL = "/docs-assets"
+# Where a dashboard would live; the landing page links it only once such a route exists.
+DASHBOARD_PATHS = ("/ui", "/dashboard")
+
+
+# The order of the groups in /docs: the order of the work (templates, then jobs and their
+# logs), whatever the order in which routes are matched (app.py).
+TAG_ORDER = ("interop", "templates", "jobs", "logs", "tokens", "webhooks", "teams", "sweeps", "ops")
+
+
+def operation_id(route: APIRoute) -> str:
+    """`<tag>_<function>` (e.g. ops_healthz): stable names for generated clients.
+    Routes of the API set theirs explicitly (jobs_create, ...)."""
+    return f"{route.tags[0]}_{route.name}" if route.tags else route.name
+
+
+def install(app: FastAPI) -> None:
+    """Call with an app made with docs_url=None, redoc_url=None."""
+    app.mount(ASSETS_URL, StaticFiles(directory=ASSETS), name="docs-assets")
+
+    def root(request: Request) -> str:
+        return request.scope.get("root_path", "").rstrip("/")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui(request: Request) -> HTMLResponse:
+        base = root(request)
+        return framed_off(get_swagger_ui_html(
+            openapi_url=f"{base}{app.openapi_url}", title=f"{app.title} - API docs",
+            oauth2_redirect_url=f"{base}/docs/oauth2-redirect",
+            swagger_js_url=f"{base}{ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{base}{ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{base}{ASSETS_URL}/favicon.png",
+            # validatorUrl: Swagger UI would otherwise send the schema to validator.swagger.io.
+            # persistAuthorization off: a token pasted into Authorize is not kept in the
+            # browser's localStorage, where any later script of this origin could read it.
+            swagger_ui_parameters={"persistAuthorization": False, "validatorUrl": None,
+                                   "displayOperationId": True}))
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    def swagger_ui_redirect() -> HTMLResponse:
+        return framed_off(get_swagger_ui_oauth2_redirect_html())
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request) -> HTMLResponse:
+        base = root(request)
+        return framed_off(get_redoc_html(openapi_url=f"{base}{app.openapi_url}",
+                                         title=f"{app.title} - API reference",
+                                         redoc_js_url=f"{base}{ASSETS_URL}/redoc.standalone.js",
+                                         redoc_favicon_url=f"{base}{ASSETS_URL}/favicon.png",
+                                         with_google_fonts=False))
+
+    @app.get("/", include_in_schema=False)
+    def landing(request: Request) -> HTMLResponse:
+        paths = {getattr(r, "path", None) for r in app.routes}
+        dashboard = next((p for p in DASHBOARD_PATHS if p in paths), None)
+        return HTMLResponse(landing_page(app.title, app.version, root(request), dashboard,
+                                         str(request.base_url).rstrip("/")))
+
+
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def framed_off(page: HTMLResponse) -> HTMLResponse:
+    """The UI's headers on a docs page (service/ui/render.py): never framed (clickjacking a
+    signed-in operator's Try-it-out), scripts only from here plus the page's own inline
+    start-up script, named by its hash. Styles may be inline: both bundles inject theirs."""
+    from service.web.security_headers import SECURITY_HEADERS
+
+    hashes = " ".join("'sha256-%s'" % base64.b64encode(hashlib.sha256(m.encode()).digest()).decode()
+                      for m in _INLINE_SCRIPT.findall(page.body.decode()))
+    csp = (f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+           "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
+           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+    page.headers.update({**SECURITY_HEADERS, "Content-Security-Policy": csp})
+    return page
+
+
+def landing_page(title: str, version: str, base: str, dashboard: str | None, public_url: str) -> str:
+    links = [("API docs", "/docs", "try every route; click Authorize and paste a token"),
+             ("API reference", "/redoc", "the same schema as a readable reference"),
+             ("OpenAPI schema", "/openapi.json", "for code generators (operation ids like jobs_create)"),
+             ("Liveness", "/healthz", "the process is up"),
+             ("Readiness", "/readyz", "the database answers"),
+             ("Metrics", "/metrics", "Prometheus")]
+    if dashboard:
+        links.insert(0, ("Dashboard", dashboard, "jobs at a glance"))
+    items = "\n".join(f'<li><a href="{html.escape(base + href)}">{html.escape(name)}</a> '
+                      f"<span>{html.escape(what)}</span></li>" for name, href, what in links)
+    t = html.escape(title)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{t}</title><link rel="icon" href="{html.escape(base)}{ASSETS_URL}/favicon.png">
+<style>
+body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 46rem; margin: 3rem auto; padding: 0 1rem; color: #222; }}
+h1 {{ margin-bottom: 0; }} .v {{ color: #777; }} li {{ margin: .35rem 0; }} li span {{ color: #666; }}
+pre {{ background: #f4f4f4; padding: .8rem; overflow-x: auto; }}
+</style></head><body>
+<h1>{t} <span class="v">{html.escape(version)}</span></h1>
+<p>Launch and follow distributed TensorFlow training from templates, on Vertex AI or on the service's machine.</p>
+<ul>
+{items}
+</ul>
+<h2>From a terminal</h2>
+<pre>trainjobs login --url {html.escape(public_url)}   # paste your token
+trainjobs templates list
+trainjobs jobs submit mwms-demo -p epochs=3 --follow
+trainjobs jobs list</pre>
+<p>Or from Python: <code>trainjobs_client.Client().submit("mwms-demo")</code>. Every error is
+RFC 9457 problem+json naming each bad field and how to fix it.</p>
+</body></html>
+"""

@@ -1,0 +1,195 @@
+"""Backpressure: a process serves what it can and answers the rest 503 at once.
+
+Without it, requests beyond the thread pool waited for threads while the requests
+holding database connections waited for a thread to commit and close: at ~70
+requests in flight everything stalled for the pool timeout and then answered
+500s (tests/api/test_overload.py; bench/load.py). So, per process:
+
+- at most TRAINJOBS_MAX_CONCURRENT_REQUESTS ordinary requests run at once; one that
+  finds no slot within TRAINJOBS_REQUEST_QUEUE_SECONDS is answered 503 with
+  Retry-After, before it touches anything (nothing is stored for it);
+- a request's body is read before it asks for a slot (service/web/body_limits.py, the middleware
+  outside this one), under a deadline and a minimum rate: a client that trickles a body
+  holds a connection, never a slot, so slow anonymous clients cannot starve the rest;
+- the thread pool and the database pool are sized from that limit (service/persistence/session.py,
+  app lifespan), so a request that runs never waits for a thread or a connection
+  held by another request; a wait for a connection is bounded anyway
+  (TRAINJOBS_DB_POOL_TIMEOUT_SECONDS -> 503);
+- streams (SSE: a job's log followed, the UI's live feed and log) hold no request slot
+  while they stream (a shared reader serves them, service/logs/fanout.py); at most
+  TRAINJOBS_MAX_STREAMS at once, TRAINJOBS_MAX_STREAMS_PER_CALLER of them for one
+  credential. Opening one (authentication, reading the job: threads and database
+  connections) takes a request slot until its response starts, so a thousand followers
+  connecting at once queue for slots (up to TRAINJOBS_STREAM_QUEUE_SECONDS) instead of
+  emptying the database pool;
+- /healthz, /readyz and /metrics are never queued (readyz uses a pool of its own).
+
+What is a stream is decided once, here (`stream_kind`), from the value the route itself
+parses (pydantic's bool for `follow`): the logs route asks the same function.
+
+Why this and not an async database layer: every request here is a few short
+queries; bounding concurrency and sizing the pools together removes the deadlock
+with no rewrite, and measured throughput is bound by CPU (the GIL), not by waiting."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from urllib.parse import parse_qs
+
+from pydantic import TypeAdapter, ValidationError
+
+MEDIA_TYPE = b"application/problem+json"
+EXEMPT = ("/healthz", "/readyz", "/metrics")
+
+# Routes that always stream (the UI's), and the API route that streams when asked to.
+_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$")
+_ON_REQUEST = re.compile(r"^/v1/jobs/[^/]+/logs$")
+_BOOL = TypeAdapter(bool)  # what FastAPI makes of `follow: bool` on the route
+
+
+def parses_true(value: str) -> bool:
+    """`follow=<value>` as the route reads it (pydantic: y, yes, on, t, true, 1, ...)."""
+    try:
+        return _BOOL.validate_python(value)
+    except ValidationError:
+        return False  # the route answers 422 to it: an ordinary request
+
+
+def wants_stream(follow: bool, accept: str | None) -> bool:
+    """The logs route's rule: a stream with `follow` true or `Accept: text/event-stream`."""
+    return follow or "text/event-stream" in (accept or "")
+
+
+def stream_kind(scope) -> bool:
+    """True if this request is a stream (the one rule; see the module's docstring)."""
+    path = scope.get("path", "")
+    if _ALWAYS.match(path):
+        return True
+    if scope.get("method") != "GET" or not _ON_REQUEST.match(path):
+        return False
+    accept = b", ".join(v for k, v in scope.get("headers", ()) if k == b"accept").decode("latin-1")
+    follow = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("follow", [])
+    # FastAPI reads the last value of a repeated scalar query parameter.
+    return wants_stream(bool(follow) and parses_true(follow[-1]), accept)
+
+
+def caller_of(scope) -> bytes:
+    """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): its credential (bearer
+    token or UI session cookie), hashed; not yet checked (the route does that), so a made-up
+    credential only fills its own quota until the route refuses it."""
+    auth = cookie = None
+    for k, v in scope.get("headers", ()):
+        if k == b"authorization" and auth is None:  # the first, as the route reads it
+            # The secret alone: "Bearer x" and "bEaReR x" are one caller, not two quotas.
+            auth = v.partition(b" ")[2].strip()
+        elif k == b"cookie" and cookie is None and b"trainjobs_session=" in v:
+            cookie = v.split(b"trainjobs_session=", 1)[1].split(b";", 1)[0].strip()
+    return hashlib.sha256((auth or b"") + b"\0" + (cookie or b"")).digest()
+
+
+class AdmissionMiddleware:
+    def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
+                 stream_queue_seconds: float = 10.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
+                 on_refuse=None, on_start=None) -> None:
+        self.app = app
+        self.slots = asyncio.Semaphore(max_requests)
+        self.queue_seconds = queue_seconds
+        self.stream_queue_seconds = stream_queue_seconds
+        self.max_streams = max_streams
+        self.max_per_caller = max_streams_per_caller
+        self.streams = 0            # log streams in this process, opening or open (TRAINJOBS_MAX_STREAMS)
+        self.by_caller: dict[bytes, int] = {}  # of them, per credential
+        self.streaming = 0          # of them, those whose response has started (the gauge)
+        self.in_flight = 0
+        self.retry_after = retry_after
+        self.on_refuse = on_refuse  # metrics: called with "requests" or "streams"
+        if on_start:
+            on_start(self)          # metrics: gauges of in_flight and streams
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "") in EXEMPT:
+            return await self.app(scope, receive, send)
+        if stream_kind(scope):
+            if self.streams >= self.max_streams:
+                return await self._refuse(scope, send, "streams", f"this process already serves "
+                                          f"{self.max_streams} streams (TRAINJOBS_MAX_STREAMS)")
+            caller = caller_of(scope)
+            if self.by_caller.get(caller, 0) >= self.max_per_caller:
+                return await self._refuse(scope, send, "caller", f"this credential already has "
+                                          f"{self.max_per_caller} streams open here "
+                                          "(TRAINJOBS_MAX_STREAMS_PER_CALLER); close one", status=429)
+            self.streams += 1
+            self.by_caller[caller] = self.by_caller.get(caller, 0) + 1
+            try:
+                return await self._stream(scope, receive, send)
+            finally:
+                self.streams -= 1
+                left = self.by_caller.pop(caller) - 1
+                if left:
+                    self.by_caller[caller] = left
+        if not await self._slot(self.queue_seconds):
+            return await self._refuse(scope, send, "requests", "every request slot of this process is busy "
+                                      "(TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.slots.release()
+
+    async def _slot(self, seconds: float) -> bool:
+        """A request slot, waiting at most `seconds` for one."""
+        if not self.slots.locked():
+            return await self.slots.acquire()  # free: taken without a timer (wait_for costs one a request)
+        try:
+            await asyncio.wait_for(self.slots.acquire(), seconds)
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+        return True
+
+    async def _stream(self, scope, receive, send) -> None:
+        """A stream's opening runs in a request slot, given back as its response starts."""
+        if not await self._slot(self.stream_queue_seconds):
+            return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
+                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
+        self.in_flight += 1
+        held = True
+
+        def give_back() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.in_flight -= 1
+                self.slots.release()
+
+        streaming = False
+
+        async def started(message) -> None:
+            nonlocal streaming
+            if message["type"] == "http.response.start":
+                give_back()
+                if not streaming:
+                    streaming = True
+                    self.streaming += 1
+            await send(message)
+        try:
+            await self.app(scope, receive, started)
+        finally:
+            give_back()
+            if streaming:
+                self.streaming -= 1
+
+    async def _refuse(self, scope, send, kind: str, why: str, status: int = 503) -> None:
+        if self.on_refuse:
+            self.on_refuse(kind)
+        title = "Service overloaded" if status == 503 else "Too many streams"
+        slug = "overloaded" if status == 503 else "too-many-streams"
+        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": title,
+                           "status": status, "detail": f"{why}; nothing was done: retry after "
+                           f"{self.retry_after} s", "instance": scope.get("path", "")}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", MEDIA_TYPE), (b"content-length", str(len(body)).encode()),
+                                (b"retry-after", str(self.retry_after).encode())]})
+        await send({"type": "http.response.body", "body": body})
