@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -56,7 +56,7 @@ def seed(url_psycopg: str, n: int) -> list[tuple[datetime, uuid.UUID]]:
     spec = demo.spec.model_dump(mode="json", exclude_none=True)
     params = [p.model_dump(mode="json", exclude_none=True) for p in demo.parameters]
     template_id = uuid.uuid4()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     keys = []
     with psycopg.connect(url_psycopg) as conn:
         team_id = conn.execute("SELECT id FROM teams WHERE name = 'bench'").fetchone()[0]

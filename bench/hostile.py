@@ -113,7 +113,7 @@ async def _slow_one(port: int, stop: float, cut: list) -> None:
             while time.monotonic() < stop:
                 try:
                     data = await asyncio.wait_for(reader.read(65536), 1.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     writer.write(b" ")  # a byte now and then
                     await writer.drain()
                     continue
@@ -190,7 +190,7 @@ def followers(port: int, specs: list, out) -> None:
                 await asyncio.sleep(0.2)
                 out.put({"opened": sum(r.get("open", 0) for r in results)})
         rep = asyncio.create_task(report())
-        readers = [t for t, r in zip(tasks, results) if r["mode"] != "stall"]
+        readers = [t for t, r in zip(tasks, results, strict=False) if r["mode"] != "stall"]
         await asyncio.wait(readers)
         rep.cancel()
         done.cancel()

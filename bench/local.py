@@ -235,7 +235,7 @@ def main() -> None:
     ]
     head = ("measure", "target", "p50 / value", "max", "sample")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False))  # noqa: E731
     print(line(head))
     print("  ".join("-" * w for w in widths))
     for r in rows:

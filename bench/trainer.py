@@ -260,7 +260,7 @@ def callbacks_part(args) -> None:
     print(f"{'ratio':<10}{ratio:>10.3f}{'':>10}   trainer throughput / plain, target >= 0.95: {verdict}")
     print()
     print("time inside each trainer callback's hooks, per steady-state epoch "
-          f"(one-off per-run hooks, on_train_begin/end, separately):")
+          "(one-off per-run hooks, on_train_begin/end, separately):")
     print(f"{'callback':<24}{'per epoch':>12}{'batch hooks':>13}{'per run':>10}")
     total_epoch = 0.0
     for name in names:

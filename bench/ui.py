@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -55,7 +55,7 @@ def seed(conn_url: str, team_id: uuid.UUID, n: int) -> list[uuid.UUID]:
     spec = demo.spec.model_dump(mode="json", exclude_none=True)
     params = [p.model_dump(mode="json", exclude_none=True) for p in demo.parameters]
     compiled = json.dumps(jobspec.build(spec, params, {}, None, display_name="bench", labels={})[1].to_json())
-    template_id, now = uuid.uuid4(), datetime.now(timezone.utc)
+    template_id, now = uuid.uuid4(), datetime.now(UTC)
     ids = []
     with psycopg.connect(conn_url) as conn:
         conn.execute("INSERT INTO templates (id, team_id, name, latest_version, created_at, updated_at) "

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Annotated, Mapping
+from typing import Annotated
 
 import anyio
 from fastapi import FastAPI, Header

@@ -52,7 +52,7 @@ class Serve:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def ready(self, timeout: float = 120) -> "Serve":
+    def ready(self, timeout: float = 120) -> Serve:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -20,8 +20,8 @@ from trainer.cluster import ClusterInfo
 from trainer.config import TrainConfig
 from trainer.data import make_inputs
 from trainer.errors import ConfigError
-from trainer.model import build_model, compile_model
 from trainer.events import emit, metrics_dict
+from trainer.model import build_model, compile_model
 
 # How long one wait for a new checkpoint lasts before the "is training done?" check.
 _POLL_SECONDS = 2

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Iterator
 
 from trainer.errors import ClusterError
 

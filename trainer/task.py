@@ -29,7 +29,6 @@ from trainer.cluster import ClusterInfo, check_role, parse_environment
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError
 
-
 # TensorFlow's class names are historical (MWMS is CollectiveAllReduceStrategy).
 _STRATEGY_NAMES = {
     "mwms": "MultiWorkerMirroredStrategy",

@@ -1,13 +1,13 @@
 """initial schema
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-21 19:38:13.035162
 """
-from alembic import op
 import sqlalchemy as sa
-import service.persistence.models
+from alembic import op
 
+import service.persistence.models
 
 revision = '0001'
 down_revision = None

@@ -3,8 +3,9 @@
 Revision ID: 0003
 Revises: 0001
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
+
 import service.persistence.models
 
 revision = '0003'

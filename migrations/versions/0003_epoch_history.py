@@ -7,10 +7,10 @@ itself and shares between its workers (the UI's cookie-signing key).
 Revision ID: 0004
 Revises: 0003
 """
-from alembic import op
 import sqlalchemy as sa
-import service.persistence.models
+from alembic import op
 
+import service.persistence.models
 
 revision = '0004'
 down_revision = '0003'

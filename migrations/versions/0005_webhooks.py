@@ -7,10 +7,10 @@ delivery log; webhook_attempts: each HTTP request of a delivery.
 Revision ID: 0006
 Revises: 0005
 """
-from alembic import op
 import sqlalchemy as sa
-import service.persistence.models
+from alembic import op
 
+import service.persistence.models
 
 revision = '0006'
 down_revision = '0005'

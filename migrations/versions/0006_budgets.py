@@ -8,10 +8,10 @@ ended_at) serves "jobs of this team that ended this month".
 Revision ID: 0007_budgets
 Revises: 0006
 """
-from alembic import op
 import sqlalchemy as sa
-import service.persistence.models
+from alembic import op
 
+import service.persistence.models
 
 revision = '0007_budgets'
 down_revision = '0006'

@@ -6,8 +6,9 @@ jobs.not_before (a QUEUED attempt waits for its backoff), jobs.relaunch_of.
 Revision ID: 0007_retries
 Revises: 0007_budgets
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
+
 import service.persistence.models
 
 revision = '0007_retries'

@@ -6,10 +6,10 @@ trial, keyed (sweep_id, number) so that no trial is ever started twice, linked t
 Revision ID: 0007_sweeps
 Revises: 0007_retries
 """
-from alembic import op
 import sqlalchemy as sa
-import service.persistence.models
+from alembic import op
 
+import service.persistence.models
 
 revision = '0007_sweeps'
 down_revision = '0007_retries'

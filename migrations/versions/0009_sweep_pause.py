@@ -3,8 +3,8 @@
 Revision ID: 0008_sweep_pause
 Revises: 0007_sweeps
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = '0008_sweep_pause'
 down_revision = '0007_sweeps'

@@ -1,8 +1,9 @@
 """The auth dependencies every /v1 route uses."""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Annotated, AsyncIterator, Iterator
+from typing import Annotated
 
 import anyio
 from fastapi import Depends, Request, Security

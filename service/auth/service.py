@@ -7,8 +7,9 @@ import hashlib
 import re
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError

@@ -8,7 +8,7 @@ same team); other teams' jobs are not held up."""
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session

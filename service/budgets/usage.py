@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from sqlalchemy import and_, select, update
@@ -41,7 +41,7 @@ def lock_limits(session: Session, team_id: uuid.UUID):
 
 
 def month_start(now: datetime) -> datetime:
-    return now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def job_spend_to_timeout(per_hour_micros: int, timeout_seconds: int) -> int:

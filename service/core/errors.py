@@ -14,7 +14,7 @@ class Problem:
     message: str
     fix: str = ""
 
-    def prefixed(self, prefix: str) -> "Problem":
+    def prefixed(self, prefix: str) -> Problem:
         where = f"{prefix}.{self.field}" if self.field else prefix
         return Problem(where, self.message, self.fix)
 
@@ -53,7 +53,7 @@ class Invalid(DomainError):
     status, title, slug = 422, "Invalid request", "invalid"
 
     @classmethod
-    def of(cls, problems: list[Problem]) -> "Invalid":
+    def of(cls, problems: list[Problem]) -> Invalid:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return cls(f"{first.field}: {first.message}{more}", problems=problems)

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from service.core.errors import Invalid, Problem
 
@@ -41,7 +41,7 @@ def storable_time(value: datetime | None, field: str) -> datetime | None:
         raise Invalid.of([Problem(field, "timestamp has no time zone",
                                   "use RFC 3339 with a zone, e.g. 2026-01-31T12:00:00Z")])
     try:
-        value.astimezone(timezone.utc)
+        value.astimezone(UTC)
     except OverflowError:
         raise Invalid.of([Problem(field, "timestamp is outside years 0001 to 9999 once converted to UTC",
                                   "use a time between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z")]) from None

@@ -9,8 +9,9 @@ from __future__ import annotations
 import bisect
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from service.core.errors import Problem
 from service.interop import vertex_config

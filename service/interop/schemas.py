@@ -27,7 +27,8 @@ class TemplateImport(RequestBody):
                                              "training --config` (a TrainingInput, with or without its "
                                              "`trainingInput:` wrapper); vertex-config: the YAML of `gcloud ai "
                                              "custom-jobs create --config` (a CustomJobSpec); gcloud: a "
-                                             "`gcloud ai custom-jobs create` command line; worker-pool-specs: a list of `--worker-pool-spec` "
+                                             "`gcloud ai custom-jobs create` command line; worker-pool-specs: a list of "
+                                             "`--worker-pool-spec` "
                                              "values, one per pool in pool order (\"\" for an empty pool)")
     source: str | Annotated[list[PoolSpecText], Field(max_length=16)] = Field(
         description="The text (a list for worker-pool-specs)")

@@ -3,7 +3,8 @@ as gcloud commands, gcloud config files and Vertex SDK snippets."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session

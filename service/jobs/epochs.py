@@ -27,7 +27,7 @@ class EpochLimits:
     max_metrics: int = 64
 
     @classmethod
-    def from_settings(cls, settings) -> "EpochLimits":
+    def from_settings(cls, settings) -> EpochLimits:
         return cls(settings.job_epochs_max_per_job, settings.job_epochs_max_metrics)
 
 

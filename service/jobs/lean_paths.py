@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request

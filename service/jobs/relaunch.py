@@ -8,7 +8,8 @@ must not be archived, and the compiled job is checked again."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 

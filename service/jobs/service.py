@@ -8,9 +8,9 @@ import hashlib
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Mapping
 
 from sqlalchemy import or_, select, tuple_
 from sqlalchemy.exc import IntegrityError
@@ -81,7 +81,8 @@ def create_job(session: Session, backends: Mapping[str, Backend], engine: Engine
                template_cache: TemplateCache, default_backend: str, dry_run: bool, actor: Actor,
                pricer: Pricer, idempotency_key: str | None = None, verify_token: str = "",
                relaunch_of: uuid.UUID | None = None,
-               trial: jobspec.Trial | None = None, wake_others: bool = True) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
+               trial: jobspec.Trial | None = None, wake_others: bool = True,
+               ) -> tuple[Job | JobPreview, bool, jobspec.CompiledJob | None]:
     """Returns (job or preview, replayed, compiled): replayed is True when the Idempotency-Key
     matched an earlier identical request and that job is returned instead; compiled is the
     new job's CompiledJob (None for a replayed one: read it from the row).

@@ -3,8 +3,9 @@
 Both backends consume the CompiledJob, so the worker-pool rules live here only."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 

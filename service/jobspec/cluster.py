@@ -3,7 +3,8 @@ the AIP_* output directories (formats in shared/VERTEX.md)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from service.jobspec.trial import TRIAL_ENV
 
@@ -24,7 +25,7 @@ def default_address(task_name: str) -> str:
     return f"{task_name}:{VERTEX_PORT}"
 
 
-def replica_env(job: "CompiledJob", replica: "Replica", addresses: Mapping[str, str] | None,
+def replica_env(job: CompiledJob, replica: Replica, addresses: Mapping[str, str] | None,
                 base_output_directory: str | None, trial_in_task: bool = True) -> dict[str, str]:
     """`trial_in_task`: put a sweep trial's id in TF_CONFIG and CLUSTER_SPEC `task` (as Vertex's
     tuning does, and the local backend); False for a Vertex CustomJob, whose TF_CONFIG Vertex

@@ -13,10 +13,11 @@ unchanged. The client library is imported only when a proto is asked for."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from service.jobspec import cluster
 from service.jobspec.spec import JobSpec, ReductionServer, Role
@@ -45,7 +46,7 @@ class Replica:
                 "container_env": dict(self.container_env)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Replica":
+    def from_dict(cls, d: dict) -> Replica:
         return cls(d["pool"], d["index"], d["task_name"], d["tf_role"], d["image_uri"],
                    tuple(d["command"]), tuple(d["args"]), MappingProxyType(dict(d["container_env"])))
 
@@ -72,7 +73,7 @@ class CompiledJob:
     # upload after success (spec.ModelUpload). None: none of them.
     vertex: Mapping[str, Any] | None = None
 
-    def custom_job(self) -> "CustomJob":
+    def custom_job(self) -> CustomJob:
         from google.cloud.aiplatform_v1 import CustomJob
         return CustomJob.from_json(self.custom_job_json)
 
@@ -131,7 +132,7 @@ class CompiledJob:
         return out + "}"
 
     @classmethod
-    def from_json(cls, data: dict) -> "CompiledJob":
+    def from_json(cls, data: dict) -> CompiledJob:
         spec = data.get("job_spec")
         return cls(json.dumps(data["custom_job"], separators=(",", ":")),
                    tuple(Replica.from_dict(r) for r in data["replicas"]),

@@ -21,7 +21,8 @@ Kerberos', gRPC's ...), so that even an admin's template that opens a name to
 members cannot open one of these."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from service.core.errors import Problem
 from service.jobspec import parameters as params

@@ -19,7 +19,8 @@ import json
 import re
 import types
 import typing
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import BaseModel
 

@@ -41,7 +41,8 @@ class Disk(Strict):
 class Container(Strict):
     image_uri: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     command: list[ShortStr] = Field(default_factory=list, max_length=64,
-                                    description="Empty: the image's entrypoint (the trainer image runs `python -m trainer.task`).")
+                                    description="Empty: the image's entrypoint (the trainer image runs "
+                                                "`python -m trainer.task`).")
     args: list[ShortStr] = Field(default_factory=list, max_length=256)
     env: dict[EnvName, ShortStr] = Field(default_factory=dict, max_length=128)
 
@@ -126,7 +127,7 @@ class RetryPolicy(Strict):
     backoff: Backoff = Field(default_factory=Backoff)
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "RetryPolicy":
+    def _disjoint(self) -> RetryPolicy:
         both = sorted(set(self.exit_codes) & set(self.fatal_exit_codes))
         if both:
             raise ValueError(f"exit codes {both} are both retried and fatal; list each in one of "
@@ -178,7 +179,8 @@ class JobSpec(Strict):
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
                     "scheduling.timeout_seconds, container.env.BATCH_SIZE. A path covers what lies beneath it, "
                     "except container, image, command, args, env, service_account, network, "
-                    "base_output_directory, enable_web_access and model_upload.serving_container_image_uri, which must be named themselves. "
+                    "base_output_directory, enable_web_access and model_upload.serving_container_image_uri, "
+                    "which must be named themselves. "
                     "Admins may override anything; parameters are always open to members.")
 
 

@@ -8,8 +8,9 @@ backoff (`not_before` in the future) is not in the queue yet: it waits, and bloc
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
-from typing import Callable, Protocol
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy import and_, func, not_, or_, select
 from sqlalchemy.orm import Session
@@ -47,7 +48,7 @@ def admissible(session: Session, backend: str, caps: Capabilities, batch: int, *
     free = room(session, backend, caps, batch)
     if free <= 0:
         return []
-    return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(timezone.utc))],
+    return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(UTC))],
                         limit=batch if gated else free)
 
 

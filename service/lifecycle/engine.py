@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable, Protocol
+from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy import exists, insert, select, update
 from sqlalchemy.orm import Session
@@ -42,7 +43,7 @@ class Listener(Protocol):
     """Called inside the writing transaction (e.g. a webhook outbox row, epoch history):
     what a listener writes commits or rolls back with the change itself."""
 
-    def __call__(self, session: Session, change: "Change") -> None: ...
+    def __call__(self, session: Session, change: Change) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Change:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def decide(current: JobState, proposed: JobState | None) -> JobState | None:

@@ -26,7 +26,8 @@ import fcntl
 import logging
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC
 
 from service.persistence.locks import advisory_key, is_sqlite, libpq_url, lock_file
 
@@ -183,7 +184,7 @@ class SqliteLeadership(Leadership):
             self.fd = fd
             os.ftruncate(fd, 0)
             os.write(fd, f"{holder_id()}\n".encode())
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         from sqlalchemy import select, update
 
@@ -191,7 +192,7 @@ class SqliteLeadership(Leadership):
         try:
             with self.engine.begin() as conn:
                 conn.execute(update(ControllerLease).where(ControllerLease.name == "controller").values(
-                    epoch=ControllerLease.epoch + 1, holder=holder_id(), acquired_at=datetime.now(timezone.utc)))
+                    epoch=ControllerLease.epoch + 1, holder=holder_id(), acquired_at=datetime.now(UTC)))
                 epoch = conn.execute(select(ControllerLease.epoch).where(ControllerLease.name == "controller")).scalar()
         except Exception as e:  # noqa: BLE001 - locked or unmigrated: try again later
             log.warning("controller election: %s", e)

@@ -12,8 +12,8 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sqlalchemy import tuple_
 from sqlalchemy.exc import OperationalError

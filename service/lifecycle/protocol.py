@@ -8,9 +8,10 @@ Capabilities, not probed with getattr."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
@@ -188,7 +189,7 @@ class Backend:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []
 
-    def submit(self, job: JobHandle) -> "SubmitResult":
+    def submit(self, job: JobHandle) -> SubmitResult:
         """Start an admitted job. May raise TransientBackendError (the job stays QUEUED and is
         offered again on a later pass) or PermanentBackendError (the job fails)."""
         raise NotImplementedError

@@ -63,7 +63,7 @@ class FanoutSettings:
     max_seconds: float = 300.0      # a stream ends with `reconnect` after this long
 
     @classmethod
-    def of(cls, s) -> "FanoutSettings":
+    def of(cls, s) -> FanoutSettings:
         return cls(min_interval=s.logs_follow_interval_seconds, max_interval=s.logs_follow_max_interval_seconds,
                    heartbeat=s.logs_heartbeat_seconds, buffer_lines=s.logs_reader_buffer_lines,
                    follower_lines=s.logs_follower_buffer_lines, loop_share=s.logs_fanout_loop_share,
@@ -83,7 +83,7 @@ class Batch:
     def lines(self) -> int:
         return len(self.cursors)
 
-    def after(self, cursor: str) -> "Batch | None":
+    def after(self, cursor: str) -> Batch | None:
         """The events after `cursor` (one of ours), sliced out."""
         i = self.cursors.index(cursor)
         if i + 1 == len(self.cursors):
@@ -140,7 +140,7 @@ def reconnect_event(cursor: str | None, reason: str) -> bytes:
 
 @dataclass(eq=False)  # followers are told apart by identity (they live in sets)
 class Follower:
-    hub: "Hub"
+    hub: Hub
     cursor: str | None                       # after the last line handed to it
     deadline: float = float("inf")           # it ends with `reconnect` then (max_seconds)
     chunks: deque = field(default_factory=deque)
@@ -207,7 +207,7 @@ def next_read_after(floor: float, fan_out_seconds: float, share: float) -> float
 
 
 class Reader:
-    def __init__(self, hub: "Hub", key: tuple, backend: Backend, view: JobView, team_id: uuid.UUID,
+    def __init__(self, hub: Hub, key: tuple, backend: Backend, view: JobView, team_id: uuid.UUID,
                  replica: str | None, cursor: str | None, limit: int) -> None:
         self.hub, self.key, self.backend, self.view = hub, key, backend, view
         self.team_id, self.replica, self.limit = team_id, replica, limit
@@ -408,7 +408,7 @@ class Hub:
                     if not got.batches and (waiting := self.readers.get(key)) is not None:
                         try:  # ahead of the reader: its next read reaches our cursor
                             await asyncio.wait_for(waiting.changed.wait(), 5.0)
-                        except (asyncio.TimeoutError, TimeoutError):
+                        except TimeoutError:
                             pass
                         got = Read([], follower.cursor, False)
                         continue

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlalchemy.orm import Session
 

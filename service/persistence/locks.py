@@ -7,8 +7,8 @@ import contextlib
 import fcntl
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy.engine import make_url
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
@@ -24,7 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator):
@@ -38,11 +38,11 @@ class UTCDateTime(TypeDecorator):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime; use an aware one")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     def process_result_value(self, value, dialect):
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
 
@@ -100,7 +100,7 @@ class Template(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
-    versions: Mapped[list["TemplateVersion"]] = relationship(back_populates="template",
+    versions: Mapped[list[TemplateVersion]] = relationship(back_populates="template",
                                                             order_by="TemplateVersion.version")
 
 
@@ -178,7 +178,7 @@ class Job(Base):
     # POST /v1/jobs/{id}/relaunch: the job this one was launched again from.
     relaunch_of: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("jobs.id"))
 
-    events: Mapped[list["JobEvent"]] = relationship(order_by="JobEvent.id", viewonly=True)
+    events: Mapped[list[JobEvent]] = relationship(order_by="JobEvent.id", viewonly=True)
 
 
 class JobLabel(Base):

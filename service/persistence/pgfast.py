@@ -11,7 +11,8 @@ SQLite goes through Core unchanged (no round trips to save)."""
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import psycopg
 from sqlalchemy import exc

@@ -1,8 +1,9 @@
 """Engine and sessions: one unit of work per request."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Iterator
+from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy import create_engine, event

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -204,7 +204,8 @@ class SweepLauncher(LoopService):
             # Commits the trial row, the job and the sweep's timestamps together.
             job, _, _ = jobs.create_job(session, self.backends, self.engine, body,
                                         template_cache=self.template_cache, default_backend=self.default_backend,
-                                        pricer=self.pricer, dry_run=False, actor=actor_of(sweep), idempotency_key=job_key(sweep_id, number),
+                                        pricer=self.pricer, dry_run=False, actor=actor_of(sweep),
+                                        idempotency_key=job_key(sweep_id, number),
                                         trial=jobspec.Trial(sweep_id, number))
         except LimitExceeded as e:
             # The team's budget is full now (refuse mode): the trial waits for room, like a

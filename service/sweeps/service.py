@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
@@ -57,7 +57,7 @@ class SweepLimits:
     max_active_per_team: int = 20
 
     @classmethod
-    def from_settings(cls, settings) -> "SweepLimits":
+    def from_settings(cls, settings) -> SweepLimits:
         return cls(settings.sweep_max_trials, settings.sweep_max_parallel, settings.sweep_max_active_per_team)
 
 

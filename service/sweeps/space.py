@@ -158,7 +158,7 @@ def plan(body: SweepCreate, declared: list[Parameter], *, max_trials: int, seed:
     names = list(body.parameters)
     if body.algorithm == "grid":
         lists = [_choices(by_name[n], body.parameters[n]) for n in names]
-        trials = [dict(zip(names, combo)) for combo in itertools.product(*lists)]
+        trials = [dict(zip(names, combo, strict=False)) for combo in itertools.product(*lists)]
     else:
         rng = random.Random(seed)
         trials = [{n: _draw(rng, by_name[n], body.parameters[n]) for n in names} for _ in range(body.trial_count)]

@@ -5,8 +5,8 @@ finite number (a diverged loss) is a gap in the line."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -81,7 +81,7 @@ class JobFeed:
         self.subscribers.add(sub)
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._since = datetime.now(timezone.utc)
+            self._since = datetime.now(UTC)
             self._task = loop.create_task(self._run())
         return sub
 
@@ -125,5 +125,5 @@ class JobFeed:
                 if sub.wants(row):
                     change = change or change_of(row)
                     sub.offer(change)
-        horizon = (self._since or datetime.now(timezone.utc)) - LOOKBACK * 2
+        horizon = (self._since or datetime.now(UTC)) - LOOKBACK * 2
         self._handed = {k: v for k, v in self._handed.items() if v >= horizon}

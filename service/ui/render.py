@@ -3,7 +3,7 @@ helpers the pages share; and the security headers every UI answer carries."""
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fastapi import Request
@@ -59,10 +59,10 @@ ENV = _env()
 
 def render(request: Request, template_name: str, status: int = 200, /, **context) -> HTMLResponse:
     user = context.pop("user", None)
-    html = ENV.get_template(template_name).render(request=request, user=user, now=datetime.now(timezone.utc),
+    html = ENV.get_template(template_name).render(request=request, user=user, now=datetime.now(UTC),
                                              **context)
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
 def render_fragment(template_name: str, /, **context) -> str:
-    return ENV.get_template(template_name).render(now=datetime.now(timezone.utc), **context)
+    return ENV.get_template(template_name).render(now=datetime.now(UTC), **context)

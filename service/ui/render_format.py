@@ -2,20 +2,20 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
 def age(at: datetime | None, now: datetime | None = None) -> str:
     if at is None:
         return "—"
-    return duration((now or datetime.now(timezone.utc)) - at) + " ago"
+    return duration((now or datetime.now(UTC)) - at) + " ago"
 
 
 def duration_between(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:
     if start is None:
         return "—"
-    return duration((end or now or datetime.now(timezone.utc)) - start)
+    return duration((end or now or datetime.now(UTC)) - start)
 
 
 def duration(delta) -> str:
@@ -31,11 +31,11 @@ def duration(delta) -> str:
 
 def iso(at: datetime | None) -> str:
     # Fixed width (microseconds always), so the pages' scripts order these as strings.
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if at else ""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if at else ""
 
 
 def when(at: datetime | None) -> str:
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
 
 
 def pretty(value: Any) -> str:

@@ -11,8 +11,9 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Annotated, AsyncIterator
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Header, Query, Request
@@ -71,7 +72,7 @@ async def job_changes(request: Request, user: User,
     change's updated_at, so a reconnect catches up from the last one seen."""
     feed = feed_of(request.app)
     settings = request.app.state.settings
-    start = _parse_time(last_event_id) or _parse_time(since) or datetime.now(timezone.utc)
+    start = _parse_time(last_event_id) or _parse_time(since) or datetime.now(UTC)
     team = user.actor.team_id
 
     stopping = getattr(request.app.state, "stopping", None)  # service/app.py: set when the server stops

@@ -107,7 +107,7 @@ class BodySizeLimitMiddleware:
             left = min(started + self.timeout + size / self.min_rate, started + self.max_seconds) - time.monotonic()
             try:
                 message = await asyncio.wait_for(receive(), max(left, 0.0)) if left > 0 else None
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 message = None
             if message is None:
                 await self._answer(scope, send, 408, "body-timeout", "Request Timeout",

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from fastapi.routing import APIRoute
 from starlette.requests import Request

@@ -145,7 +145,7 @@ class AdmissionMiddleware:
             return await self.slots.acquire()  # free: taken without a timer (wait_for costs one a request)
         try:
             await asyncio.wait_for(self.slots.acquire(), seconds)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
         return True
 

@@ -39,7 +39,7 @@ class HeaderLimits:
     timeout: float
 
     @classmethod
-    def of(cls, settings: Settings) -> "HeaderLimits":
+    def of(cls, settings: Settings) -> HeaderLimits:
         return cls(settings.http_max_header_bytes, settings.http_max_headers, settings.http_header_timeout_seconds)
 
 

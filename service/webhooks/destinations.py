@@ -69,7 +69,7 @@ def parse(url: str) -> Destination:
     except ValueError:
         literal = None
         if not all(c.isalnum() or c in "-._" for c in host):
-            raise Refused(f"{host!r} is not a host name", "use a DNS name or an IP address")
+            raise Refused(f"{host!r} is not a host name", "use a DNS name or an IP address") from None
     return Destination(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), literal)
 
 

@@ -156,7 +156,7 @@ class Dispatcher(LoopService):
     def _record_in(self, session: Session, due: list[Due], outcomes: list[sender.Outcome]) -> None:
         now = utcnow()
         attempts = []
-        for d, o in zip(due, outcomes):
+        for d, o in zip(due, outcomes, strict=False):
             number = d.attempts + 1
             values: dict = {"attempts": number, "last_attempt_at": now, "last_status_code": o.status_code,
                             "last_error": o.error}

@@ -25,7 +25,7 @@ class WebhookLimits:
     public_url: str | None = None
 
     @classmethod
-    def from_settings(cls, s) -> "WebhookLimits":
+    def from_settings(cls, s) -> WebhookLimits:
         return cls(max_per_team=s.webhook_max_per_team, allowed_networks=parse_networks(s.webhook_allowed_networks),
                    max_payload_bytes=s.webhook_max_payload_bytes, request_timeout=s.webhook_request_timeout_seconds,
                    max_attempts=s.webhook_max_attempts, retry_window=s.webhook_retry_window_seconds,

@@ -63,10 +63,10 @@ def test_forged_template_cursors_are_422(client, demo, cursor):
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_nan_and_infinity_are_refused_in_parameters_and_overrides(client, demo, literal):
-    r = raw_post(client, "/v1/jobs", '{"template": "mwms-demo", "parameters": {"learning_rate": %s}}' % literal)
+    r = raw_post(client, "/v1/jobs", f'{{"template": "mwms-demo", "parameters": {{"learning_rate": {literal}}}}}')
     body = assert_problem(r, 422)
     assert "parameters.learning_rate" in body["detail"] and "finite" in body["detail"]
-    r = raw_post(client, "/v1/jobs", '{"template": "mwms-demo", "overrides": {"anything": [1, {"x": %s}]}}' % literal)
+    r = raw_post(client, "/v1/jobs", f'{{"template": "mwms-demo", "overrides": {{"anything": [1, {{"x": {literal}}}]}}}}')
     assert "overrides.anything[1].x" in assert_problem(r, 422)["detail"]
     assert client.get("/v1/jobs").json()["items"] == []
 
@@ -85,15 +85,15 @@ def test_nan_and_infinity_are_refused_anywhere_in_a_template(client, where, lite
     assert "parameters[0]" in detail and "finite" in detail
     assert client.get("/v1/templates").json()["items"] == []
     # Anywhere else in the spec too, e.g. where an integer goes.
-    text = json.dumps({**DEMO, "name": "nan2"}).replace('"replica_count": 1', '"replica_count": %s' % literal, 1)
+    text = json.dumps({**DEMO, "name": "nan2"}).replace('"replica_count": 1', f'"replica_count": {literal}', 1)
     assert_problem(raw_post(client, "/v1/templates", text), 422)
 
 
 def test_huge_numbers_for_a_float_parameter_are_422(client, demo):
     big = "1" + "0" * 400  # a valid JSON integer no float can hold
-    r = raw_post(client, "/v1/jobs", '{"template": "mwms-demo", "parameters": {"learning_rate": %s}}' % big)
+    r = raw_post(client, "/v1/jobs", f'{{"template": "mwms-demo", "parameters": {{"learning_rate": {big}}}}}')
     assert_problem(r, 422, "parameters.learning_rate")
-    r = raw_post(client, "/v1/jobs", '{"template": "mwms-demo", "parameters": {"epochs": %s}}' % big)
+    r = raw_post(client, "/v1/jobs", f'{{"template": "mwms-demo", "parameters": {{"epochs": {big}}}}}')
     assert_problem(r, 422, "parameters.epochs")
 
 

@@ -1,7 +1,7 @@
 import copy
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from service.core.pagination import encode_cursor
 from tests.api.conftest import DEMO, assert_problem
@@ -155,7 +155,7 @@ def test_list_filters(client, demo):
     b_at = datetime.fromisoformat(client.get(f"/v1/jobs/{b['id']}").json()["created_at"])
     assert ids(created_after=b_at.isoformat()) == [c["id"], b["id"]]
     assert ids(created_before=b_at.isoformat()) == [a["id"]]
-    future = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     assert ids(created_after=future) == []
     assert_problem(client.get("/v1/jobs", params={"created_after": "2026-01-01T00:00:00"}), 422, "created_after")
     assert_problem(client.get("/v1/jobs", params={"state": "DONE"}), 422)

@@ -7,7 +7,7 @@ judged; time not covered by a successful read never counts. Time moves on the fa
 clock, never by sleeping."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -94,7 +94,7 @@ def test_a_silent_worker_fails_the_job_naming_it_and_its_customjob_is_cancelled(
         done = h.job(job["id"])
         assert done["state"] == "FAILED"
         ended = datetime.fromisoformat(done["ended_at"].replace("Z", "+00:00"))
-        failed_at = int(ended.replace(tzinfo=ended.tzinfo or timezone.utc).timestamp() * 1e9)
+        failed_at = int(ended.replace(tzinfo=ended.tzinfo or UTC).timestamp() * 1e9)
         assert STALL < (failed_at - silent_from) / 1e9 <= STALL + INTERVAL + step + 5, done["error"]
         assert done["error"]["replica"] == "workerpool1-1" and done["error"]["code"] == 4
         assert "stall_timeout_seconds" in done["error"]["message"] and "workerpool1-1" in done["error"]["message"]

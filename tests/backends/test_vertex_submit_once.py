@@ -139,7 +139,7 @@ def test_jobs_beyond_the_create_budget_wait_queued_and_say_why(make_harness, fak
 def test_a_cancel_while_waiting_for_the_budget_ends_it_without_a_call(make_harness, fake_vertex, monkeypatch):
     with make_harness(vertex_create_per_minute=1, vertex_create_burst=1) as h:
         h.use_clock(monkeypatch)
-        first, second = h.submit(launch=False), h.submit(launch=False)
+        _first, second = h.submit(launch=False), h.submit(launch=False)
         h.reconcile()
         assert h.job(second["id"])["waiting_reason"].startswith("waiting for the Vertex AI create budget")
         r = h.client.post(f"/v1/jobs/{second['id']}/cancel")

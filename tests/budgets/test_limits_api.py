@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
 from tests.api.conftest import assert_problem
-from tests.conftest import bearer, make_token
+from tests.conftest import bearer
 
 T4 = {"chief": {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}}
 

@@ -7,7 +7,7 @@ import io
 import json
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -54,7 +54,7 @@ def test_log_lines_and_stored_names_are_escaped_json_keeps_them(cli, tmp_path, d
 def test_tables_escape_on_a_real_terminal():
     """Rich on a terminal (colours on): the escapes it adds are its own, none from the data."""
     from rich.console import Console
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     job = SimpleNamespace(id=uuid.uuid4(), display_name=f"n{HOSTILE}", template=SimpleNamespace(name="t", version=1),
                           backend="local", state="RUNNING", progress=None, created_at=now)
     out = io.StringIO()

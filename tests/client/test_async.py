@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from trainjobs_client import AsyncClient, Conflict, InvalidRequest, JobState, NotFound
 
 from tests.client.conftest import TINY_PARAMETERS, tiny_spec
+from trainjobs_client import AsyncClient, Conflict, InvalidRequest, JobState, NotFound
 
 pytestmark = pytest.mark.anyio
 

@@ -42,6 +42,7 @@ def test_the_token_is_sent_as_a_bearer(server, token):
 
 def test_a_corrupt_file_is_a_clear_error():
     import pytest
+
     from trainjobs_client import ConfigError
     config_path().write_text("{not json")
     with pytest.raises(ConfigError) as bad:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+
 from trainjobs_client import AsyncClient, InvalidRequest
 
 CONFIG = ("trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard\n  masterConfig: {imageUri: 'img:1'}\n"

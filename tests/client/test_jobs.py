@@ -5,6 +5,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
+from tests.backends.localkit import assert_no_processes
+from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
 from trainjobs_client import (
     Client,
     Conflict,
@@ -17,9 +20,6 @@ from trainjobs_client import (
     Unauthorized,
     WaitTimeout,
 )
-
-from tests.backends.localkit import assert_no_processes
-from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
 
 
 def test_submit_wait_logs_events(tj, work_dir):

@@ -67,7 +67,7 @@ def test_operation_ids_are_stable_names(schema):
 def test_one_model_per_status_and_problems_typed(schema):
     for method, path, op in operations(schema):
         for status, answer in op["responses"].items():
-            for media, content in answer.get("content", {}).items():
+            for _media, content in answer.get("content", {}).items():
                 assert "anyOf" not in content["schema"] and "oneOf" not in content["schema"], (method, path, status)
             if int(status) >= 400 and path.startswith("/v1"):
                 assert answer["content"][PROBLEM]["schema"] == {"$ref": "#/components/schemas/ProblemDetails"}

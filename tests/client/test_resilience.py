@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 
 import pytest
-from trainjobs_client import AsyncClient, Client, ConnectionFailed, JobState
 
 from tests.client.conftest import replica_spec
 from tests.client.faulty_proxy import FaultyProxy
+from trainjobs_client import AsyncClient, Client, ConnectionFailed, JobState
 
 LINES = 40
 

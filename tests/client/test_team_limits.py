@@ -4,9 +4,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from trainjobs_client import Conflict, InvalidRequest
 
 from tests.client.conftest import replica_spec
+from trainjobs_client import Conflict, InvalidRequest
 
 
 def test_set_read_and_use_team_limits(tj):

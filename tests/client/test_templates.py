@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from trainjobs_client import Client, Conflict, Forbidden, InvalidRequest
 
 from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
+from trainjobs_client import Client, Conflict, Forbidden, InvalidRequest
 
 
 def test_crud_and_versions(tj):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,7 +18,6 @@ from service.cost.prices import PriceFileError
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
-from tests.api.conftest import assert_problem
 
 
 def _dry(client, **body):
@@ -83,7 +82,7 @@ def test_the_shipped_table_prices_what_it_has_and_names_the_rest(db_url, setting
 def test_job_shows_estimate_and_accrued_cost_from_start_and_end(client, demo, session_factory):
     job = client.post("/v1/jobs", json={"template": "mwms-demo"}).json()
     assert job["cost"]["per_hour"] == "0.431233" and job["cost"]["accrued"] is None
-    t0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
     engine = Engine()
     with session_factory() as s:
         engine.apply(s, Observation(job_id=__import__("uuid").UUID(job["id"]), state=JobState.RUNNING, started_at=t0))

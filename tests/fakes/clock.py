@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 
 class FakeClock:
@@ -27,7 +27,7 @@ class FakeClock:
         return self._real_ns()[0] + self._offset_ns
 
     def utcnow(self) -> datetime:
-        return datetime.fromtimestamp(self.now_ns() / 1e9, timezone.utc)
+        return datetime.fromtimestamp(self.now_ns() / 1e9, UTC)
 
     def monotonic(self) -> float:
         return (self._real_ns()[1] + self._offset_ns) / 1e9

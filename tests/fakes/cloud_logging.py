@@ -47,14 +47,14 @@ class FakeCloudLogging:
         self._server = FakeServer(self._handle)
         self.url = self._server.url
 
-    def start(self) -> "FakeCloudLogging":
+    def start(self) -> FakeCloudLogging:
         self._server.start()
         return self
 
     def stop(self) -> None:
         self._server.stop()
 
-    def __enter__(self) -> "FakeCloudLogging":
+    def __enter__(self) -> FakeCloudLogging:
         return self.start()
 
     def __exit__(self, *exc) -> None:

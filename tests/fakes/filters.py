@@ -14,9 +14,10 @@ bad value is a 400 INVALID_ARGUMENT, as at Google."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 OPS = ("!=", "<=", ">=", "=", "<", ">", ":")
 
@@ -170,7 +171,7 @@ def timestamp_ns(text: str) -> int:
 
 def ns_to_rfc3339(ns: int) -> str:
     secs, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(secs, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{frac:09d}Z" if frac else f"{base}Z"
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qsl, urlsplit
 
 # google.rpc.Code names for the HTTP statuses the fakes answer with.
@@ -90,7 +90,7 @@ class FakeServer:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"fake-{self.port}", daemon=True)
         self._thread.start()

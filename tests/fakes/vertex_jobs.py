@@ -125,7 +125,7 @@ class FakeJobService:
         self.models = FakeModels(self)   # the ModelService, on the same endpoint as Google serves it
 
     # lifecycle -------------------------------------------------------------
-    def start(self) -> "FakeJobService":
+    def start(self) -> FakeJobService:
         self._server.start()
         return self
 
@@ -134,7 +134,7 @@ class FakeJobService:
         self.clock.wake()
         self._server.stop()
 
-    def __enter__(self) -> "FakeJobService":
+    def __enter__(self) -> FakeJobService:
         return self.start()
 
     def __exit__(self, *exc) -> None:

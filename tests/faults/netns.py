@@ -71,7 +71,7 @@ class NetNs:
             raise RuntimeError(f"could not make a socket in {self.name}: {made}")
         return made[0]
 
-    def relay(self, target_port: int) -> "Relay":
+    def relay(self, target_port: int) -> Relay:
         """127.0.0.1:<port> inside the namespace, relayed to 127.0.0.1:target_port here."""
         listener = self.socket_inside()
         listener.bind(("127.0.0.1", 0))
@@ -80,7 +80,7 @@ class NetNs:
         self._relays.append(relay)
         return relay
 
-    def expose(self, inner_port: int) -> "Relay":
+    def expose(self, inner_port: int) -> Relay:
         """127.0.0.1:<port> here, relayed to 127.0.0.1:inner_port inside the namespace
         (to talk to a server running there)."""
         listener = socket.create_server(("127.0.0.1", 0))

@@ -79,7 +79,7 @@ def test_reduction_server_takes_pool_two_without_gpus():
 
 def test_legacy_master_naming_is_never_emitted():
     c = build(spec(workers={"replica_count": 2}, evaluator={}))
-    for task, env in envs(c).items():
+    for _task, env in envs(c).items():
         cfg = json.loads(env["TF_CONFIG"])
         assert "master" not in cfg["cluster"]
         assert cfg["task"]["type"] != "master"

@@ -1,6 +1,5 @@
 """Stepping down (service/lifecycle/controller.py): at once, whatever the loops are stuck
 on, and a late refusal from an old term never deposes a newer one."""
-from types import SimpleNamespace
 
 from service.lifecycle import controller as controller_module
 from service.lifecycle.controller import Controller

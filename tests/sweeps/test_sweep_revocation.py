@@ -4,7 +4,7 @@ Trial jobs' Idempotency-Keys are outside what callers may send. SQLite and Postg
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import update
@@ -94,7 +94,7 @@ def test_no_trial_starts_as_a_revoked_token_even_without_the_hook(client, db_url
     # Revoked behind the service's back (the hook did not run): the controller still checks.
     with client.app.state.session_factory() as session:
         session.execute(update(ApiToken).where(ApiToken.id == uuid.UUID(token_id(client, "alice")))
-                        .values(revoked_at=datetime.now(timezone.utc)))
+                        .values(revoked_at=datetime.now(UTC)))
         session.commit()
     client.app.state.controller.run_once()
     now = get(client, sweep["id"])

@@ -164,7 +164,7 @@ def test_first_record_check_names_the_features_present(tmp_path, shards):
 
 def test_blog_layout_reads_with_flags_and_counts_from_names(tmp_path, shards):
     examples = shards[3]
-    files = [write_records(tmp_path / f"flowers{i:02d}-{n}.tfrec", part, image_key="image", label_key="class")
+    [write_records(tmp_path / f"flowers{i:02d}-{n}.tfrec", part, image_key="image", label_key="class")
              for i, (n, part) in enumerate(((12, examples[:12]), (18, examples[12:])))]
     cfg = parse_args([f"--train-files={tmp_path}/flowers*.tfrec", "--image-key=image", "--label-key=class",
                       "--num-classes=3", "--image-size=32"], environ={})

@@ -21,7 +21,7 @@ def test_tiny_cnn_loads_a_weights_file(tmp_path):
     source.save_weights(path)
     m = models.build_model("tiny_cnn", 4, 32, weights=path)
     backbone = m.get_layer("tiny_cnn")
-    for want, got in zip(source.weights, backbone.weights):
+    for want, got in zip(source.weights, backbone.weights, strict=False):
         np.testing.assert_array_equal(want.numpy(), got.numpy())
     assert m.output_shape == (None, 4)
 

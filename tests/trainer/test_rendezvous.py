@@ -29,7 +29,7 @@ def test_a_peer_that_never_starts_is_named_in_the_log_and_the_error():
     assert f"worker:0 at {missing} (connection refused)" in str(err.value)
     # Logged every timeout/3 = 3 s, each line naming the task and why.
     assert len(lines) >= 2
-    assert all(f"chief:0 waiting for 1 of 1 task(s) to start" in ln and "worker:0" in ln for ln in lines)
+    assert all("chief:0 waiting for 1 of 1 task(s) to start" in ln and "worker:0" in ln for ln in lines)
 
 
 def test_the_replica_is_reachable_while_it_waits_and_frees_its_port_after():

@@ -26,11 +26,11 @@ class Received:
 
 class Receiver:
     def __init__(self) -> None:
-        self.requests: "queue.Queue[Received]" = queue.Queue()
+        self.requests: queue.Queue[Received] = queue.Queue()
         self.answers: list[int | tuple[int, dict]] = []     # statuses (or (status, headers)) to give in turn
         self.hold = threading.Event()                       # set: answer held requests
         self.holding = False
-        self.held: "queue.Queue[Received]" = queue.Queue()
+        self.held: queue.Queue[Received] = queue.Queue()
         self.lock = threading.Lock()
         receiver = self
 
@@ -67,7 +67,7 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.port}/hooks"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         self.thread.start()
         return self
 

@@ -4,7 +4,7 @@ not followed, a receiver that does not answer in time, giving up, and bounded pa
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -145,7 +145,7 @@ def test_backoff_doubles_up_to_its_cap():
 
 
 def _job(**extra) -> SimpleNamespace:
-    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
     values = dict(id="0b7d2a44-1c52-4c38-9a8a-6c1f0e0f4b1e", display_name="run", template_name="t",
                   template_version=1, backend="local", labels={}, created_by="me", created_at=at, started_at=at,
                   ended_at=at, console_url=None, error=None, progress=None)
@@ -172,7 +172,7 @@ def test_payloads_are_cut_to_the_setting(max_bytes):
 def test_a_small_payload_is_untouched():
     payload = events.job_payload("job.succeeded", _job(), "alpha", from_state=JobState.RUNNING,
                                  to_state=JobState.SUCCEEDED, reason="done", actor="local",
-                                 at=datetime(2026, 1, 1, tzinfo=timezone.utc), public_url=None, max_bytes=65_536)
+                                 at=datetime(2026, 1, 1, tzinfo=UTC), public_url=None, max_bytes=65_536)
     assert "truncated" not in payload["data"] and payload["data"]["reason"] == "done"
     assert payload["data"]["job"]["url"] is None
     assert events.slack_payload(payload)["text"].startswith(":white_check_mark: Job *run* (t v1, team alpha)")
@@ -181,7 +181,7 @@ def test_a_small_payload_is_untouched():
 def test_slack_text_escapes_what_the_job_says():
     payload = events.job_payload("job.failed", _job(display_name="<!channel> & co"), "alpha",
                                  from_state=JobState.RUNNING, to_state=JobState.FAILED, reason="<@U123> broke it",
-                                 actor="local", at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+                                 actor="local", at=datetime(2026, 1, 1, tzinfo=UTC),
                                  public_url="https://t.example.com", max_bytes=65_536)
     text = events.slack_payload(payload)["text"]
     assert "<!channel>" not in text and "&lt;!channel&gt; &amp; co" in text

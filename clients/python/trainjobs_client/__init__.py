@@ -13,14 +13,52 @@ from trainjobs_client._ops import Applied  # noqa: E402
 from trainjobs_client.aio import AsyncClient, AsyncLogStream  # noqa: E402
 from trainjobs_client.client import Client, LogStream  # noqa: E402
 from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noqa: E402
-from trainjobs_client.errors import (ApiError, BackendRefused, BadRequest, ConfigError, Conflict, ConnectionFailed,  # noqa: E402
-                                     FieldError, Forbidden, InvalidRequest, NotFound, PayloadTooLarge,
-                                     ServerError, ServiceUnavailable, TrainjobsError, Unauthorized, WaitTimeout)
-from trainjobs_client.models import (SWEEP_TERMINAL_STATES, TERMINAL_STATES, Evaluation, ImportedTemplate,  # noqa: E402
-                                     ImportWarning, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd, LogLine,
-                                     LogPage, Progress, Replica, Sweep, SweepObjective, SweepSummary, TeamLimits,
-                                     TeamUsage, Template, TemplateRef, TemplateSummary, TemplateVersion, TokenInfo,
-                                     Trial)
+from trainjobs_client.errors import (  # noqa: E402
+                                     ApiError,
+                                     BackendRefused,
+                                     BadRequest,
+                                     ConfigError,
+                                     Conflict,
+                                     ConnectionFailed,
+                                     FieldError,
+                                     Forbidden,
+                                     InvalidRequest,
+                                     NotFound,
+                                     PayloadTooLarge,
+                                     ServerError,
+                                     ServiceUnavailable,
+                                     TrainjobsError,
+                                     Unauthorized,
+                                     WaitTimeout,
+)
+from trainjobs_client.models import (  # noqa: E402
+                                     SWEEP_TERMINAL_STATES,
+                                     TERMINAL_STATES,
+                                     Evaluation,
+                                     ImportedTemplate,
+                                     ImportWarning,
+                                     Job,
+                                     JobEvent,
+                                     JobPreview,
+                                     JobState,
+                                     JobSummary,
+                                     LogEnd,
+                                     LogLine,
+                                     LogPage,
+                                     Progress,
+                                     Replica,
+                                     Sweep,
+                                     SweepObjective,
+                                     SweepSummary,
+                                     TeamLimits,
+                                     TeamUsage,
+                                     Template,
+                                     TemplateRef,
+                                     TemplateSummary,
+                                     TemplateVersion,
+                                     TokenInfo,
+                                     Trial,
+)
 
 __all__ = [
     "Client", "AsyncClient", "LogStream", "AsyncLogStream", "Applied",

@@ -5,16 +5,31 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generator, Literal, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union
 
 import httpx
 from pydantic import TypeAdapter
 
-from trainjobs_client.models import (ImportedTemplate, Job, JobEvent, JobPreview, JobState, JobSummary, LogPage,
-                                     Sweep, SweepSummary, TeamLimits, TeamUsage, Template, TemplateSummary,
-                                     TemplateVersion, TokenInfo)
+from trainjobs_client.models import (
+    ImportedTemplate,
+    Job,
+    JobEvent,
+    JobPreview,
+    JobState,
+    JobSummary,
+    LogPage,
+    Sweep,
+    SweepSummary,
+    TeamLimits,
+    TeamUsage,
+    Template,
+    TemplateSummary,
+    TemplateVersion,
+    TokenInfo,
+)
 
 T = TypeVar("T")
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 import httpx
 
@@ -13,9 +14,24 @@ from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (ImportedTemplate, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd,
-                                     LogLine, Sweep, SweepSummary, TeamLimits, TeamUsage, Template,
-                                     TemplateSummary, TemplateVersion, TokenInfo)
+from trainjobs_client.models import (
+    ImportedTemplate,
+    Job,
+    JobEvent,
+    JobPreview,
+    JobState,
+    JobSummary,
+    LogEnd,
+    LogLine,
+    Sweep,
+    SweepSummary,
+    TeamLimits,
+    TeamUsage,
+    Template,
+    TemplateSummary,
+    TemplateVersion,
+    TokenInfo,
+)
 
 
 class AsyncClient:
@@ -40,7 +56,7 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -126,7 +142,7 @@ class AsyncClient:
         return await _wait(self.get, job, timeout, interval, max_interval)
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
-             page_size: int = 1000) -> "AsyncLogStream":
+             page_size: int = 1000) -> AsyncLogStream:
         return AsyncLogStream(self, job, follow, replica, since, page_size)
 
     async def export(self, job: JobRef, format: str = "gcloud") -> str:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import httpx
 
@@ -12,9 +13,24 @@ from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import WaitTimeout
-from trainjobs_client.models import (ImportedTemplate, Job, JobEvent, JobPreview, JobState, JobSummary, LogEnd,
-                                     LogLine, Sweep, SweepSummary, TeamLimits, TeamUsage, Template,
-                                     TemplateSummary, TemplateVersion, TokenInfo)
+from trainjobs_client.models import (
+    ImportedTemplate,
+    Job,
+    JobEvent,
+    JobPreview,
+    JobState,
+    JobSummary,
+    LogEnd,
+    LogLine,
+    Sweep,
+    SweepSummary,
+    TeamLimits,
+    TeamUsage,
+    Template,
+    TemplateSummary,
+    TemplateVersion,
+    TokenInfo,
+)
 
 
 class Client:
@@ -44,7 +60,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -137,7 +153,7 @@ class Client:
         return _wait(self.get, job, timeout, interval, max_interval)
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
-             page_size: int = 1000) -> "LogStream":
+             page_size: int = 1000) -> LogStream:
         """The job's log lines. follow=True streams them (Server-Sent Events) until the job
         ends, reconnecting after the last line received if the connection drops."""
         return LogStream(self, job, follow, replica, since, page_size)

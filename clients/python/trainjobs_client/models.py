@@ -3,9 +3,9 @@ service does not break an older client."""
 from __future__ import annotations
 
 import enum
-from decimal import Decimal
 import uuid
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field

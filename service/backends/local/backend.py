@@ -25,9 +25,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
 
 from service.backends import progress
 from service.backends.local import (

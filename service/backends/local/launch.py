@@ -55,7 +55,7 @@ def _addresses(backend: Any, compiled: CompiledJob) -> dict[str, str]:
     in_use = {int(r["address"].rsplit(":", 1)[1]) for run in backend._runs.values() if not run.gone
               for r in run.state["replicas"].values()}
     ports = free_ports(len(compiled.replicas), in_use)
-    return {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports)}
+    return {r.task_name: f"127.0.0.1:{p}" for r, p in zip(compiled.replicas, ports, strict=False)}
 
 
 def launch(backend: Any, job: JobHandle) -> Run:

@@ -10,15 +10,15 @@ import base64
 import binascii
 import heapq
 import re
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 from service.core.errors import Invalid, Problem
 from service.lifecycle.protocol import LogLine, LogPage
 
 READ_CHUNK = 1 << 20          # bytes read from one file per call, at most
-_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_EPOCH = datetime.fromtimestamp(0, UTC)
 _POOL_TASK = re.compile(r"^workerpool(\d+-\d+)$")
 _ENTRY = re.compile(r"^([A-Za-z0-9_.-]{1,64}):([0-9]{1,18})$")
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")

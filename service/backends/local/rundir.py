@@ -33,7 +33,7 @@ class RunDir:
     path: Path
 
     @classmethod
-    def of(cls, work_dir: Path, job_id: uuid.UUID) -> "RunDir":
+    def of(cls, work_dir: Path, job_id: uuid.UUID) -> RunDir:
         return cls(work_dir / str(job_id))
 
     @property

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from service.backends.local.rundir import RunDir
@@ -31,7 +31,7 @@ def parse_ref(ref: str) -> tuple[str | None, Path]:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _iso(dt: datetime) -> str:

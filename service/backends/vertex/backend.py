@@ -25,9 +25,9 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Sequence
+from datetime import UTC, datetime
 
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
@@ -102,7 +102,7 @@ class VertexBackend(Backend):
         self._logging_session: logs.BudgetedSession | None = None
         self._lock = threading.Lock()
         # The clock launch attempts are measured by (the lifecycle stamps them in UTC).
-        self._now = lambda: datetime.now(timezone.utc)
+        self._now = lambda: datetime.now(UTC)
         self._mono = time.monotonic
         self._cancel_sent: dict[str, float] = {}    # job id -> monotonic time of the last cancel sent
         self._looked_up: dict[str, float] = {}     # job id -> last label lookup while an attempt settles

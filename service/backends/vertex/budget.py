@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CREATE, CRUD, LOGGING = "create", "crud", "logging"
 FOLLOW = "logging-follow"   # the part of LOGGING that log followers may use, on top of it
@@ -158,7 +158,7 @@ class GoogleBudget:
         }
 
     @classmethod
-    def from_settings(cls, settings, **kw) -> "GoogleBudget":
+    def from_settings(cls, settings, **kw) -> GoogleBudget:
         workers = max(1, int(getattr(settings, "workers", 1) or 1))
         return cls(create_per_minute=settings.vertex_create_per_minute, create_burst=settings.vertex_create_burst,
                    crud_per_minute=settings.vertex_crud_per_minute, crud_burst=settings.vertex_crud_burst,

@@ -6,7 +6,8 @@ a pass for a whole retry deadline. Lists are paged by hand, so each page is one
 budgeted call (the client's pager would fetch further pages on its own)."""
 from __future__ import annotations
 
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import field_mask_pb2
@@ -67,7 +68,7 @@ class JobsApi:
                                                page_size=page_size or self.page_size, page_token=token)
             if fields:
                 request.read_mask = field_mask_pb2.FieldMask(paths=fields)
-            pager = self.call(self.budget.crud, lambda: self.client.list_custom_jobs(
+            pager = self.call(self.budget.crud, lambda request=request: self.client.list_custom_jobs(
                 request=request, retry=None, timeout=self.request_timeout))
             # The pager's own iteration would fetch the next page unbudgeted: read this one only.
             yield from pager.custom_jobs

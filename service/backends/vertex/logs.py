@@ -12,10 +12,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterator
+from datetime import UTC, datetime
 
 from google.auth.transport.requests import AuthorizedSession
 from google.cloud import logging as cloud_logging
@@ -27,7 +27,7 @@ from service.lifecycle.protocol import JobHandle, LogLine, LogPage
 
 NO_REPLICA = "vertex"   # entries Vertex writes about the job itself, not about one replica
 MAX_PAGE = 1000
-_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_EPOCH = datetime.fromtimestamp(0, UTC)
 MAX_INSERT_ID = 2048    # Cloud Logging insertIds are short; a cursor carrying more was not ours
 
 
@@ -41,7 +41,7 @@ class Cursor:
         return "cl1." + base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
-    def decode(cls, text: str) -> "Cursor":
+    def decode(cls, text: str) -> Cursor:
         try:
             if not text.startswith("cl1."):
                 raise ValueError("prefix")
@@ -55,7 +55,7 @@ class Cursor:
                 raise ValueError("no time zone")
             # Lines are stamped from 1970 on (an entry without a timestamp gets the epoch); earlier,
             # or past year 9999 in UTC (OverflowError), no Cloud Logging filter can say it.
-            if at.astimezone(timezone.utc) < _EPOCH:
+            if at.astimezone(UTC) < _EPOCH:
                 raise ValueError("before 1970")
             return cls(at, raw["i"])
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError, RecursionError):
@@ -77,9 +77,9 @@ def log_filter(numeric_job_id: str, replica: str | None, since: datetime) -> str
 
 def _utc(ts: datetime | None) -> datetime:
     if ts is None:
-        return datetime.fromtimestamp(0, timezone.utc)
-    ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
-    return datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=timezone.utc)
+        return datetime.fromtimestamp(0, UTC)
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=UTC)
 
 
 def message_of(entry) -> str:
@@ -108,7 +108,7 @@ class BudgetedSession(AuthorizedSession):
         self._terms = threading.local()
 
     @contextmanager
-    def spending(self, terms: "Terms"):
+    def spending(self, terms: Terms):
         previous = getattr(self._terms, "current", None)
         self._terms.current = terms
         try:

@@ -2,7 +2,7 @@
 that find our jobs by label."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from google.cloud import aiplatform_v1 as v1
 from google.rpc import code_pb2
@@ -39,7 +39,7 @@ POLL_FIELDS = ["name", "labels", "state", "start_time", "end_time", "error"]
 
 
 def rfc3339(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def job_id_of(cj: v1.CustomJob) -> str | None:
@@ -126,7 +126,7 @@ def _cause_note(error: dict | None) -> str:
 def _aware(ts) -> datetime | None:
     if ts is None:
         return None
-    dt = datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=timezone.utc)
+    dt = datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, tzinfo=UTC)
     return None if dt.year <= 1970 else dt
 
 

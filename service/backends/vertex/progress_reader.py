@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 from google.cloud import logging as cloud_logging
 
@@ -57,7 +57,7 @@ MAX_FILTER_CHARS = 15_000   # Cloud Logging accepts filters up to 20,000 charact
 MAX_PAGES = 5               # per query and interval; the next interval goes on from there
 PAGE_SIZE = 1000
 FINAL_READS = 2             # reads of an ended job, for lines ingested after its end was seen
-_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_EPOCH = datetime.fromtimestamp(0, UTC)
 
 
 @dataclass
@@ -75,7 +75,7 @@ class _Job:
 
 class ProgressReader:
     def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+                 wall: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.interval = interval
         self._clock = clock
         self._wall = wall   # when a read is sent, on Cloud Logging's time axis (UTC)

@@ -7,9 +7,10 @@ import functools
 import json
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # Exit codes. A followed or awaited job's final state decides the code.
 OK, JOB_FAILED, ERROR, UNREACHABLE = 0, 1, 2, 3
@@ -146,7 +147,7 @@ def yaml_text(doc: Any, **options) -> str:
 def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}") from None
     return key.strip(), value
 
 
@@ -181,12 +182,12 @@ def since_time(text: str) -> datetime:
     if m:
         n, unit = int(m.group(1)), m.group(2)
         delta = timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[unit]: n})
-        return datetime.now(timezone.utc) - delta
+        return datetime.now(UTC) - delta
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 2h, 7d or an RFC 3339 time, got {text!r}")
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 2h, 7d or an RFC 3339 time, got {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def exit_for(state) -> int:

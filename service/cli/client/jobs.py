@@ -118,7 +118,7 @@ def job_id(text: str) -> str:
     try:
         return str(uuid.UUID(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a UUID, as `trainjobs jobs list` shows)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a UUID, as `trainjobs jobs list` shows)") from None
 
 
 def _typed(value: str, kind: str | None):

@@ -2,7 +2,7 @@
 one-line forms used for logs and states."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from service.cli.client.common import escape
 from service.core.text import visible
@@ -20,7 +20,7 @@ def state(value) -> str:
 def age(when: datetime | None, now: datetime | None = None) -> str:
     if when is None:
         return "-"
-    seconds = int(((now or datetime.now(timezone.utc)) - when).total_seconds())
+    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"

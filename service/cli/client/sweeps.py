@@ -64,7 +64,7 @@ def sweep_id(text: str) -> str:
     try:
         return str(uuid.UUID(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a sweep id (a UUID, as `trainjobs sweeps list` shows)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sweep id (a UUID, as `trainjobs sweeps list` shows)") from None
 
 
 def _value(v) -> str:
