@@ -83,13 +83,13 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
     if cursor:
         at, jid = decode_cursor(cursor, 2)
         try:
-            key = (datetime.fromisoformat(at), uuid.UUID(jid))
-            if key[0].tzinfo is None:
+            after_at, after_id = datetime.fromisoformat(at), uuid.UUID(jid)
+            if after_at.tzinfo is None:
                 raise ValueError("no time zone")
         except ValueError:
             raise Invalid.of([Problem("cursor", "not a cursor this service handed out",
                                       "pass next_cursor unchanged")]) from None
-        q = q.where(tuple_(Job.created_at, Job.id) < key)
+        q = q.where(tuple_(Job.created_at, Job.id) < (after_at, after_id))
     rows = list(session.scalars(q))
     more = len(rows) > limit
     rows = rows[:limit]

@@ -158,7 +158,7 @@ class Controller:
             epoch, self.epoch = self.epoch, None   # from now on this process does not control
             self._term = None
             log.warning("this process stopped being the controller (epoch %d): %s", epoch, why)
-            workers = [*self.loops.values(), *self.services.values()]
+            workers: list[BackendLoop | LoopService] = [*self.loops.values(), *self.services.values()]
             self.loops, self.services = {}, {}
             # Ask every thread to stop first, then wait for them together, within one bound:
             # a thread stuck on a dead connection (a partition) must not hold up the others,

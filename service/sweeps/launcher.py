@@ -160,9 +160,10 @@ class SweepLauncher(LoopService):
 
     def _stop_laggards(self, session: Session, sweep: Sweep) -> None:
         rule = sweep.request["early_stopping"]
-        running = set(session.scalars(select(SweepTrial.job_id).join(Job, Job.id == SweepTrial.job_id).where(
-            SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
-            Job.state == JobState.RUNNING.value)))
+        running: set[uuid.UUID] = set(session.scalars(
+            select(Job.id).select_from(SweepTrial).join(Job, Job.id == SweepTrial.job_id).where(
+                SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
+                Job.state == JobState.RUNNING.value)))
         if not running:
             return
         value = JobEpoch.metrics[sweep.objective_metric].as_float()
