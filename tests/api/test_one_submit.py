@@ -170,3 +170,25 @@ def test_a_retry_attempt_and_a_first_submit_are_written_by_the_one_writer(client
     assert a["labels"] == b["labels"] == [("team", "vision")]
     assert a["cost"] == b["cost"] and len(a["cost"]) == 1
     assert a["events"][0] == b["events"][0] == (None, "QUEUED") and len(b["events"]) == 1
+
+
+@pytest.mark.postgres
+def test_a_plain_submit_is_two_statements_on_postgresql_its_wake_included(pg_database, tmp_path, monkeypatch):
+    """The pre-check, then the job's rows with the NOTIFY in the same statement: the wake
+    through lifecycle.wake adds no round trip (the bench's POST /v1/jobs path)."""
+    truncate_all(pg_database)
+    with TestClient(create_app(_settings(pg_database, tmp_path)), headers=bearer(make_token(pg_database))) as client:
+        assert client.post("/v1/templates", json=DEMO).status_code == 201
+        assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201   # caches warm
+        sent: list[str] = []
+        real_execute = psycopg.Cursor.execute
+
+        def counting(self, query, *args, **kw):
+            sent.append(str(query))
+            return real_execute(self, query, *args, **kw)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+        assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201
+        monkeypatch.undo()
+    assert len(sent) == 2, sent
+    assert "pg_notify" in sent[1] and "INSERT INTO jobs" in sent[1]
