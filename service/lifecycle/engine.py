@@ -118,8 +118,9 @@ class Engine:
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
         self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
         if plan.row is not None:
-            retries.insert_attempt(session, plan, job_id)
-            self.created(session, plan.row["id"], "lifecycle", at, reason=plan.first_reason)
+            first = self.creation_event(plan.row["id"], "lifecycle", at, reason=plan.first_reason)
+            retries.insert_attempt(session, plan, job_id, first)   # the job-row writer, as a submit
+            self.announce_created(session, first)
 
     def _notify(self, session: Session, change: Change) -> None:
         for listener in self.listeners:

@@ -29,12 +29,12 @@ import socket
 from collections.abc import Callable
 from datetime import UTC
 
+from service.lifecycle.wake import CHANNEL as WAKE_CHANNEL
 from service.persistence.locks import advisory_key, is_sqlite, libpq_url, lock_file
 
 log = logging.getLogger("trainjobs.leader")
 
 CONTROLLER_KEY = "trainjobs/controller"
-WAKE_CHANNEL = "trainjobs_wake"
 
 
 def holder_id() -> str:

@@ -17,12 +17,13 @@ from service.auth.service import Actor
 from service.core.errors import Conflict, DomainError, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
 from service.cost.estimate import Pricer
-from service.jobs import service as jobs
+from service.jobs import precheck
 from service.jobs.schemas import JobCreate, TemplateRef
-from service.lifecycle.controller import notify_controller
+from service.jobs.submitter import JobSubmitter
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import TERMINAL, JobState
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     ApiToken,
     Job,
@@ -41,7 +42,6 @@ from service.sweeps.schemas import (
     SweepSummary,
     TrialOut,
 )
-from service.templates import service as templates
 from service.templates.cache import TemplateCache
 
 LAUNCHER = "sweeps"      # the controller's loop service: notify_controller wakes it by this name
@@ -131,7 +131,7 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
                  template_cache: TemplateCache, default_backend: str, pricer: Pricer, actor: Actor,
                  limits: SweepLimits, dry_run: bool = False) -> Sweep:
     """The sweep, stored RUNNING (dry_run: checked and planned, not stored)."""
-    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
+    tv = precheck.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
     if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
@@ -162,11 +162,12 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
                   created_by=actor.name, created_at=now, updated_at=now)
     # Every trial as the job it will be, with every check a job gets (override policy,
     # parameter bounds, the backend's): a sweep that starts is one whose trials can all start.
+    preview = JobSubmitter(backends, engine, template_cache=template_cache, pricer=pricer,
+                           default_backend=default_backend)   # dry runs only: nothing stored, nobody woken
     for number in range(1, len(plan) + 1):
         try:
-            jobs.create_job(session, backends, engine, trial_body(sweep, number), template_cache=template_cache,
-                            default_backend=default_backend, pricer=pricer, dry_run=True, actor=actor,
-                            trial=jobspec.Trial(sweep_id, number))
+            preview.submit(session, trial_body(sweep, number), actor, dry_run=True,
+                           trial=jobspec.Trial(sweep_id, number))
         except DomainError as e:
             values = ", ".join(f"{k}={v!r}" for k, v in plan[number - 1].items())
             e.detail = f"trial {number} ({values}) cannot run: {e.detail}"

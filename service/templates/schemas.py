@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -14,7 +14,7 @@ TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]
 # Versions are INTEGER columns: PostgreSQL's holds up to 2**31 - 1 (a larger number is an error, not a miss).
 MAX_VERSION = 2**31 - 1
 
-_EXAMPLE = {
+_EXAMPLE: dict[str, Any] = {
     "description": "Chief and two workers, MultiWorkerMirroredStrategy",
     "spec": {"distribution": "multi_worker_mirrored",
              "container": {"image_uri": "trainjobs-trainer:latest", "command": ["python", "-m", "trainer.task"],

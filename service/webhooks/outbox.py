@@ -10,8 +10,8 @@ import uuid
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Change
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     Job,
     Team,

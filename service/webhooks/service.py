@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
-from service.lifecycle.controller import notify_controller
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     Team,
     WebhookAttempt,

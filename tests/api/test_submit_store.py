@@ -12,8 +12,8 @@ from sqlalchemy import select, text
 from service.app import create_app
 from service.core.config import Settings
 from service.jobspec import CompiledJob
-from service.lifecycle.controller import ADMIT_SUFFIX
-from service.lifecycle.leader import WAKE_CHANNEL
+from service.lifecycle.wake import ADMIT_SUFFIX
+from service.lifecycle.wake import CHANNEL as WAKE_CHANNEL
 from service.persistence.models import Job, JobEvent, JobLabel
 from service.persistence.session import make_engine, make_session_factory
 from tests.api.conftest import DEMO, assert_problem

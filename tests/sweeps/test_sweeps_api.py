@@ -198,17 +198,15 @@ def test_a_trial_is_never_started_twice(client, tmpl):
     controller.run_once()
     assert len(_trial_jobs(client, sweep["id"])) == 3
     # A second launcher (as in another process) that believes trial 1 is still to start.
-    other = SweepLauncher(state.session_factory, state.lifecycle, state.backends, template_cache=state.template_cache,
-                          pricer=state.pricer,
-                          default_backend="local", interval=1, batch_size=10, fence=None)
+    other = SweepLauncher(state.session_factory, state.lifecycle, state.submitter,
+                          interval=1, batch_size=10, fence=None)
     from service.persistence.models import Sweep
     with state.session_factory() as session:
         other._start(session, session.get(Sweep, uuid.UUID(sweep["id"])), 1)
     assert len(client.get("/v1/jobs").json()["items"]) == 3
     # A deposed controller (an older epoch) starts nothing at all.
-    stale = SweepLauncher(state.session_factory, state.lifecycle, state.backends, template_cache=state.template_cache,
-                          pricer=state.pricer,
-                          default_backend="local", interval=1, batch_size=10, fence=controller.epoch - 1)
+    stale = SweepLauncher(state.session_factory, state.lifecycle, state.submitter,
+                          interval=1, batch_size=10, fence=controller.epoch - 1)
     with pytest.raises(Deposed):
         stale.run_once()
 
