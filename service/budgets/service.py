@@ -9,6 +9,7 @@ import json
 import uuid
 from datetime import datetime
 from decimal import Decimal
+from typing import overload
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -42,6 +43,14 @@ def demand_of(est: CostEstimate) -> rules.Demand:
     return rules.Demand(accelerators=dict(est.accelerators),
                         spend_micros=job_spend_to_timeout(micros(est.exact_per_hour), est.timeout_seconds),
                         complete=est.complete)
+
+
+@overload
+def _money(m: int) -> Decimal: ...
+@overload
+def _money(m: None) -> None: ...
+@overload
+def _money(m: int | None) -> Decimal | None: ...
 
 
 def _money(m: int | None) -> Decimal | None:
