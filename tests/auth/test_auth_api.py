@@ -6,7 +6,7 @@ from sqlalchemy import select
 from service.app import create_app
 from service.persistence.models import ApiToken
 from service.persistence.session import make_engine, make_session_factory
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer, make_token
 
 

@@ -7,7 +7,7 @@ import threading
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer
 
 T4 = {"chief": {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}}

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 
 HOSTILE = ["train\x1b]52;c;cm0gLXJmIH4=\x07",   # OSC 52: writes the reader's clipboard
            "ok\x1b[1A\x1b[2Kforged line",        # cursor up, erase: hides the line above

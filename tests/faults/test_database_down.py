@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.core.config import Settings
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer, make_token
 from tests.faults.tcp_proxy import TcpProxy
 

@@ -22,7 +22,7 @@ from service.jobs.epochs import (
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Observation
 from service.persistence.models import Job, JobEpoch
-from tests.api.conftest import DEMO, assert_problem, settings, tokens  # noqa: F401
+from tests.apikit import DEMO, assert_problem, settings, tokens  # noqa: F401
 from tests.conftest import bearer, make_token
 
 

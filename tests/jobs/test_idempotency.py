@@ -6,7 +6,7 @@ from sqlalchemy import func, select
 
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer, make_token
 
 

@@ -4,7 +4,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from service.core.pagination import encode_cursor
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 
 
 def submit(client, **body):

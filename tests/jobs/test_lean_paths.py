@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from service.jobs import lean_paths
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer, make_token
 
 JOB = {"template": "mwms-demo", "parameters": {"epochs": 2}, "labels": {"team-run": "a"}}

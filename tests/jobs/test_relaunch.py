@@ -1,12 +1,12 @@
 """Retry policies at submit (override policy, the service's limits, bad policies) and
 POST /v1/jobs/{id}/relaunch, on SQLite and PostgreSQL, through the API. Jobs are only
-stored here (no backend runs them): tests/backends/test_retries_api.py runs them."""
+stored here (no backend runs them): tests/lifecycle/test_retries_api.py runs them."""
 import copy
 
 import pytest
 
 from service.app import create_app
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
 RETRY = {"max_attempts": 3, "exit_codes": [3], "backoff": {"initial_seconds": 5}}

@@ -16,7 +16,7 @@ from service.lifecycle.controller import ADMIT_SUFFIX
 from service.lifecycle.leader import WAKE_CHANNEL
 from service.persistence.models import Job, JobEvent, JobLabel
 from service.persistence.session import make_engine, make_session_factory
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer, make_token, truncate_all
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 
+from tests.backends.conftest import make_client, token, work_dir  # noqa: F401 (fixtures)
 from tests.backends.localkit import assert_no_processes, spec, wait_for
 
 # A one-replica job. Attempt 1 finds no checkpoint: it writes one and exits 3. Attempt 2 finds

@@ -43,7 +43,7 @@ def test_files_are_numbered_in_the_order_of_the_revision_chain():
     import ast
     from pathlib import Path
 
-    files = sorted((Path(__file__).resolve().parent.parent / "migrations" / "versions").glob("[0-9]*.py"))
+    files = sorted((Path(__file__).resolve().parents[2] / "migrations" / "versions").glob("[0-9]*.py"))
     numbers = [int(f.name[:4]) for f in files]
     assert numbers == list(range(1, len(files) + 1)), [f.name for f in files]
 

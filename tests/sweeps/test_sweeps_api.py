@@ -14,7 +14,7 @@ from service.app import create_app
 from service.lifecycle.engine import Deposed
 from service.persistence.models import SweepTrial
 from service.sweeps.launcher import SweepLauncher
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer
 from tests.sweeps.helpers import create, get, template, unfinished
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import assert_problem
-from tests.api.test_override_policy import launch, template
+from tests.apikit import assert_problem
 from tests.conftest import bearer
+from tests.templates.test_override_policy import launch, template
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
 OPEN = ["workers.replica_count", "workers", "scheduling.timeout_seconds", "container.env.BATCH_SIZE"]

@@ -1,6 +1,6 @@
 import copy
 
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 
 
 def test_create_and_get(client, demo):

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from service.core.pagination import encode_cursor
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
 

@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.api.test_fuzz import EXAMPLES
+from tests.web.test_fuzz import EXAMPLES
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from service.web.overload import parses_true, stream_kind
-from tests.api.conftest import DEMO
+from tests.apikit import DEMO
 from tests.servekit import TOKEN, Serve, wait_until
 
 WAIT = 30  # seconds a socket waits for an answer before the test fails: never reached when it works
@@ -247,7 +247,7 @@ def test_a_body_never_takes_longer_than_its_ceiling(tmp_path):
 def test_ui_streams_without_an_event_stream_accept_hold_no_slot(tmp_path):
     """/ui/stream always streams: asked for without `Accept: text/event-stream` it is still a
     stream (it used to hold a request slot for its whole minute)."""
-    from tests.api.test_stopping import ui_cookie
+    from tests.web.test_stopping import ui_cookie
 
     service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2)
     streams = []

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from service.app import create_app
-from tests.api.conftest import DEMO
+from tests.apikit import DEMO
 from tests.conftest import bearer
 
 

@@ -6,7 +6,7 @@ from pydantic import SecretStr
 
 from service.app import create_app
 from service.web.observability import JsonFormatter, request_id_var
-from tests.api.conftest import DEMO, assert_problem
+from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
 

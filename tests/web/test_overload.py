@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from service.persistence.locks import libpq_url
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
-from tests.api.conftest import DEMO
+from tests.apikit import DEMO
 from tests.backends.localkit import thread_server, wait_for
 from tests.conftest import bearer
 

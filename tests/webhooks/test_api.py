@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.backends.localkit import wait_for
 from tests.conftest import bearer, make_token
 from tests.webhooks.conftest import (

@@ -55,7 +55,7 @@ def test_no_namespaces_means_one_line_with_the_fix(tmp_path):
             "    print('REFUSED', e)\n")
     out = subprocess.run(["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--", sys.executable,
                           "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
     [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
     assert "cannot create a job's namespaces" in line and "Operation not permitted" in line
     assert "CAP_SYS_ADMIN" in line and "TRAINJOBS_LOCAL_SANDBOX=none" in line

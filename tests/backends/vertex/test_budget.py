@@ -13,7 +13,7 @@ from sqlalchemy import update
 
 from service.backends.vertex.budget import Bucket, BudgetSpent
 from service.persistence.models import Job
-from tests.backends.test_vertex_backend import only_custom_job
+from tests.backends.vertex.test_backend import only_custom_job
 from tests.fakes.clock import FakeClock
 from tests.fakes.harness import fake_logging, fake_vertex, harness, make_harness  # noqa: F401 - fixtures
 

@@ -4,7 +4,7 @@ a job whose earlier attempt may have landed is still looked up first and never g
 second CustomJob, whatever the listings answer."""
 from __future__ import annotations
 
-from tests.backends.test_vertex_backend import only_custom_job
+from tests.backends.vertex.test_backend import only_custom_job
 from tests.fakes.harness import fake_logging, fake_vertex, make_harness  # noqa: F401 - fixtures
 
 

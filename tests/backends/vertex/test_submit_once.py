@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tests.backends.test_vertex_backend import only_custom_job
+from tests.backends.vertex.test_backend import only_custom_job
 from tests.fakes.harness import fake_logging, fake_vertex, make_harness  # noqa: F401 - fixtures
 
 
