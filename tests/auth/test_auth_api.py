@@ -1,9 +1,7 @@
 """Tokens, roles and teams: who may do what, and teams never see each other."""
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from service.app import create_app
 from service.persistence.models import ApiToken
 from service.persistence.session import make_engine, make_session_factory
 from tests.apikit import DEMO, assert_problem
@@ -11,8 +9,8 @@ from tests.conftest import bearer, make_token
 
 
 @pytest.fixture
-def anon(settings, tokens):
-    with TestClient(create_app(settings)) as c:
+def anon(api_client, settings, tokens):
+    with api_client(settings) as c:
         yield c
 
 

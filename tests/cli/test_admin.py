@@ -4,11 +4,8 @@ import re
 import subprocess
 import sys
 
-from fastapi.testclient import TestClient
-
-from service.app import create_app
 from service.core.config import Settings
-from tests.conftest import bearer
+from tests.waiting import wait_for
 
 
 def run(tmp_path, *args) -> subprocess.CompletedProcess:
@@ -18,13 +15,13 @@ def run(tmp_path, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def client(tmp_path, secret) -> TestClient:
+def client(api_client, tmp_path, secret):
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", local_work_dir=tmp_path / "runs",
                         run_reconciler=False)
-    return TestClient(create_app(settings), headers=bearer(secret))
+    return api_client(settings, secret)
 
 
-def test_first_start_prints_one_admin_token_once(tmp_path):
+def test_first_start_prints_one_admin_token_once(api_client, tmp_path):
     first = run(tmp_path, "prepare")
     assert first.returncode == 0, first.stderr
     tokens = re.findall(r"tj_[A-Za-z0-9_-]{20,}", first.stderr)
@@ -32,13 +29,13 @@ def test_first_start_prints_one_admin_token_once(tmp_path):
     assert "mwms-demo" in first.stderr
     second = run(tmp_path, "prepare")
     assert re.findall(r"tj_[A-Za-z0-9_-]{20,}", second.stderr) == []
-    with client(tmp_path, tokens[0]) as c:
+    with client(api_client, tmp_path, tokens[0]) as c:
         me = c.get("/v1/tokens/me").json()
         assert (me["team"], me["role"]) == ("default", "admin")
         assert [t["name"] for t in c.get("/v1/templates").json()["items"]] == ["mwms-demo"]
 
 
-def test_tokens_create_list_revoke(tmp_path):
+def test_tokens_create_list_revoke(api_client, tmp_path):
     assert run(tmp_path, "db", "upgrade", "--create").returncode == 0  # tokens refuse a missing database
     made = run(tmp_path, "tokens", "create", "--team", "vision", "--role", "member", "--name", "alice")
     assert made.returncode == 0, made.stderr
@@ -48,7 +45,7 @@ def test_tokens_create_list_revoke(tmp_path):
     assert "alice" in listed.stdout and "member" in listed.stdout and "active" in listed.stdout
     assert secret not in listed.stdout
     token_id = listed.stdout.split()[0]
-    with client(tmp_path, secret) as c:
+    with client(api_client, tmp_path, secret) as c:
         assert c.get("/v1/jobs").status_code == 200
         assert run(tmp_path, "tokens", "revoke", token_id).returncode == 0
         assert c.get("/v1/jobs").status_code == 401
@@ -61,7 +58,6 @@ def _serve_request_lines(tmp_path, level_env: str, *flags: str) -> list[str]:
     """Serve, answer a request, stop; the access-log lines it wrote (`"msg": "request"`)."""
     import json
     import signal
-    import time
 
     import httpx
 
@@ -76,14 +72,13 @@ def _serve_request_lines(tmp_path, level_env: str, *flags: str) -> list[str]:
                                 env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
-                for _ in range(1200):
+                def healthy() -> bool:
                     assert proc.poll() is None, log.read_text()
                     try:
-                        if c.get("/healthz").status_code == 200:
-                            break
+                        return c.get("/healthz").status_code == 200
                     except httpx.HTTPError:
-                        pass
-                    time.sleep(0.1)
+                        return False
+                wait_for(healthy, "serve to answer /healthz", 120, 0.1)
                 assert c.get("/healthz").status_code == 200
         finally:
             proc.send_signal(signal.SIGTERM)

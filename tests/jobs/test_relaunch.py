@@ -5,7 +5,6 @@ import copy
 
 import pytest
 
-from service.app import create_app
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
@@ -59,10 +58,9 @@ def test_the_services_limits_on_retries_are_enforced(client, retrying, settings,
     assert_problem(r, 422, "spec.retry.backoff.max_seconds")
 
 
-def test_a_lower_limit_from_settings_applies(settings, tokens):
-    from fastapi.testclient import TestClient
+def test_a_lower_limit_from_settings_applies(api_client, settings, tokens):
     strict = settings.model_copy(update={"retry_max_attempts": 2, "retry_max_backoff_seconds": 1})
-    with TestClient(create_app(strict), headers=bearer(tokens["admin"])) as c:
+    with api_client(strict, tokens["admin"]) as c:
         assert c.post("/v1/templates", json=template("retrying")).status_code == 201
         body = assert_problem(submit(c), 422, "spec.retry.max_attempts")
         assert {e["field"] for e in body["errors"]} == {"spec.retry.max_attempts", "spec.retry.backoff.initial_seconds",

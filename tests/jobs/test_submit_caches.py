@@ -7,9 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import bearer
 
@@ -28,16 +26,16 @@ def _workers(job: dict) -> int:
 
 
 @pytest.fixture
-def other(settings, tokens):
+def other(api_client, settings, tokens):
     """A second app on the same database: another process's API, with caches of its own."""
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as c:
+    with api_client(settings, tokens["admin"]) as c:
         yield c
 
 
 @pytest.fixture
-def anon_client(settings, tokens):
+def anon_client(api_client, settings, tokens):
     """No token unless a request sends one."""
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 
@@ -75,14 +73,13 @@ def test_a_template_made_again_under_the_same_name_is_not_the_cached_one(client,
     assert (_workers(alpha_job), _workers(beta_job)) == (1, 2)
 
 
-def test_the_cache_keeps_at_most_its_size(settings, tokens, demo, client):
+def test_the_cache_keeps_at_most_its_size(api_client, settings, tokens, demo, client):
     names = ["t-one", "t-two", "t-three"]
     for i, name in enumerate(names):
         assert client.post("/v1/templates", json={**DEMO, "name": name,
                                                   "spec": _version_body(i + 1)["spec"]}).status_code == 201
     for size in (0, 2):
-        with TestClient(create_app(settings.model_copy(update={"template_cache_size": size})),
-                        headers=bearer(tokens["admin"])) as c:
+        with api_client(settings.model_copy(update={"template_cache_size": size}), tokens["admin"]) as c:
             for _ in range(2):
                 for i, name in enumerate(names):
                     job = c.post("/v1/jobs", json={"template": name}).json()

@@ -6,10 +6,8 @@ import uuid
 
 import psycopg
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from service.app import create_app
 from service.core.config import Settings
 from service.jobspec import CompiledJob
 from service.lifecycle.controller import ADMIT_SUFFIX
@@ -17,7 +15,7 @@ from service.lifecycle.leader import WAKE_CHANNEL
 from service.persistence.models import Job, JobEvent, JobLabel
 from service.persistence.session import make_engine, make_session_factory
 from tests.apikit import DEMO, assert_problem
-from tests.conftest import bearer, make_token, truncate_all
+from tests.conftest import make_token, truncate_all
 
 
 def _rows(db_url: str, job_id: str):
@@ -72,11 +70,11 @@ def test_a_refused_submit_stores_nothing(client, demo, db_url):
 
 
 @pytest.mark.postgres
-def test_the_controller_is_woken_when_the_job_commits(pg_database, tmp_path):
+def test_the_controller_is_woken_when_the_job_commits(api_client, pg_database, tmp_path):
     truncate_all(pg_database)
     settings = Settings(database_url=pg_database, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
-    with TestClient(create_app(settings), headers=bearer(make_token(pg_database))) as client, \
+    with api_client(settings, make_token(pg_database)) as client, \
             psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://"),
                             autocommit=True) as listener:
         assert client.post("/v1/templates", json=DEMO).status_code == 201
@@ -97,12 +95,12 @@ def test_the_stored_document_text_is_the_compiled_json():
 
 
 @pytest.mark.postgres
-def test_the_controlling_process_wakes_its_own_loop_without_a_notify(pg_database, tmp_path):
+def test_the_controlling_process_wakes_its_own_loop_without_a_notify(api_client, pg_database, tmp_path):
     truncate_all(pg_database)
     settings = Settings(database_url=pg_database, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
     plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
-    with TestClient(create_app(settings), headers=bearer(make_token(pg_database))) as client, \
+    with api_client(settings, make_token(pg_database)) as client, \
             psycopg.connect(plain, autocommit=True) as listener, psycopg.connect(plain, autocommit=True) as other:
         client.app.state.controller.run_once()          # this process takes the controller lock
         assert client.app.state.controller.active

@@ -11,7 +11,8 @@ from datetime import datetime
 import pytest
 
 from tests.backends.conftest import make_client, token, work_dir  # noqa: F401 (fixtures)
-from tests.backends.localkit import assert_no_processes, spec, wait_for
+from tests.backends.localkit import assert_no_processes, spec
+from tests.waiting import wait_for
 
 # A one-replica job. Attempt 1 finds no checkpoint: it writes one and exits 3. Attempt 2 finds
 # it (the same checkpoint directory, written by another uid when the tests run as root) and succeeds.

@@ -121,12 +121,10 @@ def test_a_422_lists_a_bounded_number_of_problems(client, demo):
     assert len(body["errors"][0]["field"]) <= 256 and len(body["detail"]) <= 2000 and len(r.content) < 8192
 
 
-def test_the_problem_limit_is_a_setting(settings, tokens):
-    from fastapi.testclient import TestClient
+def test_the_problem_limit_is_a_setting(api_client, settings, tokens):
 
-    from service.app import create_app
     settings.max_problems = 3
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as client:
+    with api_client(settings, tokens["admin"]) as client:
         client.post("/v1/templates", json=DEMO)
         r = client.post("/v1/jobs", json={"template": "mwms-demo", "overrides": {f"k{i}": 1 for i in range(10)}})
         body = assert_problem(r, 422)
@@ -162,13 +160,11 @@ def test_a_chunked_body_under_the_limit_is_read_whole(client, demo):
     assert r.json()["display_name"] == "chunked"
 
 
-def test_metrics_show_job_counts_only_with_the_metrics_token(settings, tokens):
-    from fastapi.testclient import TestClient
+def test_metrics_show_job_counts_only_with_the_metrics_token(api_client, settings, tokens):
     from pydantic import SecretStr
 
-    from service.app import create_app
     settings.metrics_token = SecretStr("scrape-secret")
-    with TestClient(create_app(settings)) as anon:
+    with api_client(settings) as anon:
         anon.post("/v1/templates", json=DEMO, headers=bearer(tokens["admin"]))
         anon.post("/v1/jobs", json={"template": "mwms-demo"}, headers=bearer(tokens["admin"]))
         for headers in ({}, bearer(tokens["admin"]), bearer("scrape-secre"), {"Authorization": "Basic x"}):

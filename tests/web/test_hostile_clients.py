@@ -13,7 +13,8 @@ import pytest
 
 from service.web.overload import parses_true, stream_kind
 from tests.apikit import DEMO
-from tests.servekit import TOKEN, Serve, wait_until
+from tests.servekit import TOKEN, Serve
+from tests.waiting import wait_for
 
 WAIT = 30  # seconds a socket waits for an answer before the test fails: never reached when it works
 
@@ -58,7 +59,7 @@ def test_slow_anonymous_bodies_hold_no_request_slot(tmp_path):
     try:
         slow = [slow_post(service.port) for _ in range(40)]
         # The real signal that all forty are inside the server, reading their bodies.
-        wait_until(lambda: gauge(service, "trainjobs_request_bodies_reading") == 40, "40 bodies being read", WAIT)
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 40, "40 bodies being read", WAIT)
         assert gauge(service, "trainjobs_requests_in_flight") == 0  # not one holds a request slot
         for _ in range(15):
             r = service.client.get("/v1/jobs")
@@ -105,9 +106,9 @@ def test_a_client_that_leaves_mid_body_leaves_one_info_line(tmp_path):
     service = serve(tmp_path)
     try:
         s = slow_post(service.port, 5000, b'{"temp')
-        wait_until(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the body being read", WAIT)
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the body being read", WAIT)
         s.close()
-        wait_until(lambda: "disconnected mid-body" in service.log(), "the disconnect logged", WAIT)
+        wait_for(lambda: "disconnected mid-body" in service.log(), "the disconnect logged", WAIT)
         assert service.client.get("/v1/jobs").status_code == 200
     finally:
         service.stop()
@@ -125,12 +126,12 @@ def test_bodies_held_by_the_process_are_bounded_in_bytes(tmp_path):
     service = serve(tmp_path, http_body_buffer_bytes=1 << 20, max_body_bytes=1 << 20)
     try:
         empty = slow_post(service.port, 1 << 20, b"")
-        wait_until(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the empty body read", WAIT)
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the empty body read", WAIT)
         assert gauge(service, "trainjobs_request_body_bytes") == 0
         room = len(json.dumps(DEMO)) + 200  # what is left beside the hog: the template fits, no more
         sent = (1 << 20) - room
         hog = slow_post(service.port, sent + 10, b"x" * sent)  # ten bytes short of its end
-        wait_until(lambda: gauge(service, "trainjobs_request_body_bytes") == sent, "the budget taken", WAIT)
+        wait_for(lambda: gauge(service, "trainjobs_request_body_bytes") == sent, "the budget taken", WAIT)
         r = httpx.post(service.url + "/v1/templates", json=DEMO | {"description": "x" * 5000},
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT)
         assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
@@ -138,7 +139,7 @@ def test_bodies_held_by_the_process_are_bounded_in_bytes(tmp_path):
         assert service.client.post("/v1/templates", json=DEMO).status_code == 201  # it fits
         hog.close()
         empty.close()
-        wait_until(lambda: gauge(service, "trainjobs_request_body_bytes") == 0, "the budget given back", WAIT)
+        wait_for(lambda: gauge(service, "trainjobs_request_body_bytes") == 0, "the budget given back", WAIT)
     finally:
         service.stop()
 

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from tests.conftest import bearer
+from tests.waiting import wait_for
 
 MAX_BYTES, MAX_HEADERS, TIMEOUT = 8192, 20, 0.5
 WAIT = 20  # seconds a socket waits for the server's answer before the test fails: never reached when it works
@@ -151,7 +152,6 @@ def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
     import signal
     import subprocess
     import sys
-    import time
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -166,17 +166,15 @@ def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
                                  "--workers", str(workers)], env=env, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=tmp_path, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while True:  # until it answers: the signal that it is up
+        def answers() -> bool:  # the signal that it is up
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
                     s.sendall(head())
-                    if s.recv(65536).startswith(b"HTTP/1.1 200"):
-                        break
+                    return s.recv(65536).startswith(b"HTTP/1.1 200")
             except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
-            time.sleep(0.2)
+                return False
+        wait_for(answers, "serve to answer", 90, 0.2)
         pids = set()
         for _ in range(40 if workers > 1 else 1):  # new connections spread over the workers
             with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:

@@ -7,17 +7,15 @@ import base64
 import hashlib
 import re
 
-from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from service.app import create_app
 from tests.apikit import DEMO
 from tests.conftest import bearer
 
 
-def test_anonymous_metrics_have_no_route_labels(settings, tokens):
+def test_anonymous_metrics_have_no_route_labels(api_client, settings, tokens):
     settings.metrics_token = SecretStr("scrape-secret")
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         c.post("/v1/templates", json=DEMO, headers=bearer(tokens["admin"]))
         c.post("/v1/tokens", json={"name": "x", "role": "viewer"}, headers=bearer(tokens["admin"]))
         c.request("BREW", "/v1/jobs")  # a made-up method is no new label value
@@ -30,9 +28,9 @@ def test_anonymous_metrics_have_no_route_labels(settings, tokens):
         assert 'trainjobs_http_route_requests_total{method="POST",route="/v1/tokens",status="201"} 1.0' in private
 
 
-def test_readyz_shows_no_pid_but_to_the_operator(settings):
+def test_readyz_shows_no_pid_but_to_the_operator(api_client, settings):
     settings.metrics_token = SecretStr("scrape-secret")
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         body = c.get("/readyz").json()
         assert body["status"] == "ready" and "pid" not in body
         assert "pid" not in c.get("/readyz", headers=bearer("wrong")).json()

@@ -1,13 +1,10 @@
 import json
 import logging
 
-from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from service.app import create_app
 from service.web.observability import JsonFormatter, request_id_var
 from tests.apikit import DEMO, assert_problem
-from tests.conftest import bearer
 
 
 def test_request_ids_are_echoed_or_made(client):
@@ -19,9 +16,9 @@ def test_request_ids_are_echoed_or_made(client):
     assert client.get("/healthz", headers={"X-Request-ID": "a\tb" + "x" * 300}).headers["x-request-id"] != "a\tb"
 
 
-def test_metrics_count_requests_and_jobs(settings, tokens):
+def test_metrics_count_requests_and_jobs(api_client, settings, tokens):
     settings.metrics_token = SecretStr("scrape-secret")
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as client:
+    with api_client(settings, tokens["admin"]) as client:
         client.post("/v1/templates", json=DEMO)
         client.post("/v1/jobs", json={"template": "mwms-demo"})
         client.get("/v1/jobs/00000000-0000-0000-0000-000000000000")

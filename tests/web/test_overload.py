@@ -14,8 +14,9 @@ from service.persistence.locks import libpq_url
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
 from tests.apikit import DEMO
-from tests.backends.localkit import thread_server, wait_for
+from tests.backends.localkit import thread_server
 from tests.conftest import bearer
+from tests.waiting import wait_for
 
 
 @pytest.fixture

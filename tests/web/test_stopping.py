@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from tests.backends.localkit import job_processes, kill_all
-from tests.servekit import TOKEN, Serve, wait_until
+from tests.servekit import TOKEN, Serve
+from tests.waiting import wait_for
 
 WAIT = 30
 SLEEPER = {"name": "sleeper", "spec": {"container": {"image_uri": "local", "command": [
@@ -57,14 +58,14 @@ def test_a_signal_ends_every_stream_and_the_process_jobs_run_on(tmp_path, sig):
         assert service.client.post("/v1/templates", json=SLEEPER).status_code == 201, \
             service.client.post("/v1/templates", json=SLEEPER).text
         job = service.client.post("/v1/jobs", json={"template": "sleeper"}).json()
-        wait_until(lambda: service.client.get(f"/v1/jobs/{job['id']}").json()["state"] == "RUNNING", "RUNNING", 90)
+        wait_for(lambda: service.client.get(f"/v1/jobs/{job['id']}").json()["state"] == "RUNNING", "RUNNING", 90)
         cookie = ui_cookie(service.url)
         sockets = [open_stream(service.port, f"/v1/jobs/{job['id']}/logs?follow=true",
                                f"Authorization: Bearer {TOKEN}\r\n") for _ in range(40)]
         sockets += [open_stream(service.port, "/ui/stream", f"Cookie: {cookie}\r\n") for _ in range(5)]
         sockets += [open_stream(service.port, f"/ui/jobs/{job['id']}/logs/stream", f"Cookie: {cookie}\r\n")
                     for _ in range(5)]
-        wait_until(lambda: "trainjobs_streams_open 50.0" in httpx.get(service.url + "/metrics").text,
+        wait_for(lambda: "trainjobs_streams_open 50.0" in httpx.get(service.url + "/metrics").text,
                    "fifty streams open", WAIT)
         replicas = job_processes(work_dir, job["id"])
         assert replicas
@@ -97,10 +98,10 @@ def test_a_second_signal_exits_at_once(tmp_path):
     try:
         # A request still running (its body trickles): the first signal waits for it.
         s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
-        wait_until(lambda: "trainjobs_request_bodies_reading 1.0" in httpx.get(service.url + "/metrics").text,
+        wait_for(lambda: "trainjobs_request_bodies_reading 1.0" in httpx.get(service.url + "/metrics").text,
                    "the body being read", WAIT)
         service.proc.send_signal(signal.SIGINT)
-        wait_until(lambda: "signal again to exit at once" in service.log(), "the first signal taken", WAIT)
+        wait_for(lambda: "signal again to exit at once" in service.log(), "the first signal taken", WAIT)
         with pytest.raises(subprocess.TimeoutExpired):
             service.proc.wait(0.5)  # still waiting for the request, as told
         service.proc.send_signal(signal.SIGINT)

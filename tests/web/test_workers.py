@@ -8,7 +8,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.servekit import Serve, wait_state, wait_until
+from tests.servekit import Serve, wait_state
+from tests.waiting import wait_for
 
 QUICK = {"name": "quick", "spec": {"container": {"image_uri": "local", "command": [
     "python", "-c", "import sys, time; time.sleep(float(sys.argv[1])); print('done')", "${seconds}"]},
@@ -42,7 +43,7 @@ def one_controller(service: Serve) -> dict[int, bool] | None:
 
 def test_one_controller_and_jobs_from_any_worker_run(served):
     client = served.client
-    seen = wait_until(lambda: one_controller(served), "one controller among two workers", 30)
+    seen = wait_for(lambda: one_controller(served), "one controller among two workers", 30)
     assert len(seen) == 2
     assert client.post("/v1/templates", json=QUICK).status_code == 201
     ids = []
@@ -64,10 +65,10 @@ def test_one_controller_and_jobs_from_any_worker_run(served):
 
 
 def test_another_worker_takes_over_when_the_controller_dies(served):
-    seen = wait_until(lambda: one_controller(served), "one controller among two workers", 30)
+    seen = wait_for(lambda: one_controller(served), "one controller among two workers", 30)
     controller = next(pid for pid, is_controller in seen.items() if is_controller)
     os.kill(controller, signal.SIGKILL)
-    wait_until(lambda: any(c and pid != controller for pid, c in roles(served).items()), "a new controller", 60)
+    wait_for(lambda: any(c and pid != controller for pid, c in roles(served).items()), "a new controller", 60)
     client = served.client
     assert client.post("/v1/templates", json=QUICK).status_code == 201
     job = client.post("/v1/jobs", json={"template": "quick"}).json()
@@ -81,7 +82,7 @@ def test_workers_die_with_their_supervisor(tmp_path):
         workers = {r for r in roles(first)}
         assert len(workers) == 2
         first.kill9()  # the supervisor alone: no SIGTERM reaches its workers from us
-        wait_until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                                    for p in workers), "the workers to exit with their supervisor", 30)
         # Nobody holds the port any more: the next start on it can bind.
         assert not [c for c in psutil.net_connections("tcp")

@@ -9,16 +9,8 @@ import pytest
 
 from service.backends.local import LocalBackend
 from service.jobspec import Replica
-from tests.backends.localkit import (
-    PROGRAM,
-    assert_no_processes,
-    job_processes,
-    read_json,
-    run_path,
-    settings_for,
-    spec,
-    wait_for,
-)
+from tests.backends.localkit import PROGRAM, assert_no_processes, job_processes, read_json, run_path, settings_for, spec
+from tests.waiting import wait_for
 
 GATED = {"name": "gate", "type": "string", "description": "the replicas wait for this file"}
 

@@ -10,12 +10,8 @@ import signal
 
 import pytest
 
-from tests.backends.localkit import (
-    assert_no_processes,
-    job_processes,
-    run_path,
-    wait_for,
-)
+from tests.backends.localkit import assert_no_processes, job_processes, run_path
+from tests.waiting import wait_for
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="separate uids need the tests to run as root")
 

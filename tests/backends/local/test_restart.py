@@ -23,9 +23,9 @@ from tests.backends.localkit import (
     run_path,
     settings_for,
     spec,
-    wait_for,
 )
 from tests.conftest import bearer
+from tests.waiting import wait_for
 
 GATED = {"name": "gate", "type": "string"}
 

@@ -14,8 +14,8 @@ import psutil
 import psycopg
 import pytest
 
-from tests.backends.localkit import wait_for
 from tests.conftest import PG_ADMIN
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 

@@ -14,16 +14,9 @@ import psutil
 import pytest
 
 from service.backends.local.sandbox import UID_LOCK_DIR, UidPool
-from tests.backends.localkit import (
-    Api,
-    ServiceProcess,
-    assert_no_processes,
-    read_json,
-    run_path,
-    settings_for,
-    wait_for,
-)
+from tests.backends.localkit import Api, ServiceProcess, assert_no_processes, read_json, run_path, settings_for
 from tests.conftest import bearer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.demo import demo_template
 from tests.backends.localkit import (
     Api,
@@ -17,7 +15,7 @@ from tests.backends.localkit import (
     run_path,
     settings_for,
 )
-from tests.conftest import bearer, make_token
+from tests.conftest import make_token
 
 pytestmark = pytest.mark.slow
 
@@ -29,11 +27,11 @@ def sqlite_url(sqlite_template_db, tmp_path) -> str:
     return f"sqlite:///{db}"
 
 
-def test_mwms_demo_trains_and_saves_the_model(sqlite_url, tmp_path):
+def test_mwms_demo_trains_and_saves_the_model(api_client, sqlite_url, tmp_path):
     work_dir = tmp_path / "runs"
     token = make_token(sqlite_url, "alpha", "admin")
     try:
-        with TestClient(create_app(settings_for(sqlite_url, work_dir)), headers=bearer(token)) as client:
+        with api_client(settings_for(sqlite_url, work_dir), token) as client:
             api = Api(client)
             r = client.post("/v1/templates", json=demo_template().model_dump(mode="json", exclude_none=True))
             assert r.status_code == 201, r.text

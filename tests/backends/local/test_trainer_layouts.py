@@ -7,9 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from tests.backends.localkit import (
     Api,
     assert_no_processes,
@@ -18,7 +16,7 @@ from tests.backends.localkit import (
     run_path,
     settings_for,
 )
-from tests.conftest import bearer, make_token
+from tests.conftest import make_token
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +31,7 @@ def sqlite_url(sqlite_template_db, tmp_path) -> str:
     return f"sqlite:///{db}"
 
 
-def test_parameter_server_and_evaluator_train_to_succeeded_in_the_sandbox(sqlite_url, tmp_path):
+def test_parameter_server_and_evaluator_train_to_succeeded_in_the_sandbox(api_client, sqlite_url, tmp_path):
     work_dir = tmp_path / "runs"
     token = make_token(sqlite_url, "alpha", "admin")
     spec = {"distribution": "parameter_server",
@@ -42,7 +40,7 @@ def test_parameter_server_and_evaluator_train_to_succeeded_in_the_sandbox(sqlite
             "chief": {}, "workers": {"replica_count": 1}, "parameter_servers": {"replica_count": 1},
             "evaluator": {}}
     try:
-        with TestClient(create_app(settings_for(sqlite_url, work_dir)), headers=bearer(token)) as client:
+        with api_client(settings_for(sqlite_url, work_dir), token) as client:
             api = Api(client)
             r = client.post("/v1/templates", json={"name": "ps-eval", "spec": spec})
             assert r.status_code == 201, r.text

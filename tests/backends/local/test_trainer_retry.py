@@ -11,18 +11,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.demo import demo_template
-from tests.backends.localkit import (
-    Api,
-    assert_no_processes,
-    kill_all,
-    settings_for,
-    wait_for,
-)
-from tests.conftest import bearer, make_token
+from tests.backends.localkit import Api, assert_no_processes, kill_all, settings_for
+from tests.conftest import make_token
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +39,7 @@ def progress_lines(log: Path) -> list[dict]:
     return out
 
 
-def test_a_killed_replica_is_retried_and_resumes_at_the_next_epoch(sqlite_template_db, tmp_path):
+def test_a_killed_replica_is_retried_and_resumes_at_the_next_epoch(api_client, sqlite_template_db, tmp_path):
     db = tmp_path / "trainjobs.db"
     db.write_bytes(sqlite_template_db.read_bytes())
     url = f"sqlite:///{db}"
@@ -56,7 +49,7 @@ def test_a_killed_replica_is_retried_and_resumes_at_the_next_epoch(sqlite_templa
     template["name"] = "mwms-retry"
     template["spec"]["retry"] = {"max_attempts": 2, "backoff": {"initial_seconds": 0}}
     try:
-        with TestClient(create_app(settings_for(url, work_dir)), headers=bearer(token)) as client:
+        with api_client(settings_for(url, work_dir), token) as client:
             api = Api(client)
             r = client.post("/v1/templates", json=template)
             assert r.status_code == 201, r.text

@@ -7,9 +7,7 @@ import json
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.backends.vertex import VertexConfigError
 from tests.fakes.harness import (  # noqa: F401 - fixtures
     LOCATION,
@@ -404,10 +402,10 @@ def test_local_output_directory_is_refused_before_anything_is_stored(harness):
     ({"vertex_base_output_directory": "/data/out"}, "TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY"),
     ({"vertex_submit_grace_seconds": 1}, "TRAINJOBS_VERTEX_SUBMIT_GRACE_SECONDS"),
 ])
-def test_misconfiguration_fails_at_start_up(db_url, fake_vertex, fake_logging, over, needle):
+def test_misconfiguration_fails_at_start_up(api_client, db_url, fake_vertex, fake_logging, over, needle):
     settings = vertex_settings(db_url, fake_vertex, fake_logging, **over)
     with pytest.raises(VertexConfigError, match=needle):
-        with TestClient(create_app(settings)):
+        with api_client(settings):
             pass
     assert fake_vertex.total_calls == 0
 
