@@ -7,14 +7,12 @@ import math
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from service.app import create_app
 from service.lifecycle.engine import Deposed
 from service.persistence.models import SweepTrial
 from service.sweeps.launcher import SweepLauncher
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer
 from tests.sweeps.helpers import create, get, template, unfinished
 
@@ -93,9 +91,8 @@ def test_a_bad_space_is_refused_before_anything_starts(client, tmpl, body, field
     assert client.get("/v1/jobs").json()["items"] == []
 
 
-def test_the_trial_limit_is_a_setting(settings, tokens, tmpl):
-    with TestClient(create_app(settings.model_copy(update={"sweep_max_trials": 4})),
-                    headers=bearer(tokens["admin"])) as c:
+def test_the_trial_limit_is_a_setting(api_client, settings, tokens, tmpl):
+    with api_client(settings.model_copy(update={"sweep_max_trials": 4}), tokens["admin"]) as c:
         r = c.post("/v1/sweeps", json={**_grid(), "parameters": {"acc": {"values": [0.1, 0.2, 0.3]}, "opt": {}}})
         body = assert_problem(r, 422, "parameters")
         assert "6 combinations" in body["detail"] and "TRAINJOBS_SWEEP_MAX_TRIALS" in body["errors"][0]["fix"]
@@ -248,9 +245,8 @@ def test_another_team_sees_nothing(client, db_url, tmpl):
     assert client.get("/v1/sweeps", headers=other).json()["items"] == []
 
 
-def test_unfinished_sweeps_per_team_are_limited(settings, tokens, tmpl):
-    with TestClient(create_app(settings.model_copy(update={"sweep_max_active_per_team": 1})),
-                    headers=bearer(tokens["admin"])) as c:
+def test_unfinished_sweeps_per_team_are_limited(api_client, settings, tokens, tmpl):
+    with api_client(settings.model_copy(update={"sweep_max_active_per_team": 1}), tokens["admin"]) as c:
         first = create(c)
         body = assert_problem(c.post("/v1/sweeps", json=_grid()), 409)
         assert "TRAINJOBS_SWEEP_MAX_ACTIVE_PER_TEAM" in body["detail"]
