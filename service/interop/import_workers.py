@@ -219,10 +219,13 @@ class ImportWorkers:
         with self._cond:
             if self._closed:
                 raise Unavailable("the service is stopping", headers={"Retry-After": "1"})
-            worker = self._idle.pop() if self._idle else None
-            if worker is not None:
-                self._busy.add(worker)
-                return worker
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    self._busy.add(worker)
+                    return worker
+                log.warning("idle import worker %d had stopped (status %s)", worker.pid, worker.proc.returncode)
+                worker.kill()
         try:
             worker = _Worker(self.memory_mb * 1024 * 1024, self.start_seconds)
         except _Failed as e:
@@ -288,9 +291,12 @@ class Lease:
         worker = self.worker
         try:
             answer = worker.call(request, self.deadline, pool.max_answer)
-        except _Failed as e:
+        except BaseException as e:
+            # Whatever went wrong, its answer may still be on the way: this worker is out of step.
             self.worker = None
             pool._discard(worker)
+            if not isinstance(e, _Failed):
+                raise
             if pool._closed:
                 raise Unavailable("the service is stopping", headers={"Retry-After": "1"}) from None
             if isinstance(e.error, TimeoutError):

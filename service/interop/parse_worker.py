@@ -14,7 +14,6 @@ process that should kill it is gone. It exits when stdin closes."""
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import resource
 import struct

@@ -161,6 +161,5 @@ def test_stopping_kills_the_workers_and_answers_503(settings):
     assert not thread.is_alive()
     assert isinstance(outcome[0], Unavailable) and "stopping" in str(outcome[0])
     assert not Path(f"/proc/{pid}").exists() and workers.pids() == []
-    with pytest.raises(Unavailable):
-        with workers.lease():
-            pass
+    with pytest.raises(Unavailable), workers.lease():
+        pass
