@@ -137,11 +137,12 @@ def test_a_worker_that_cannot_start_in_time_answers_503(app_client):
             "machine-type=n1-standard-4,container-image-uri=img:1"]}).status_code == 200  # needs no worker
 
 
-def test_stopping_kills_the_workers_and_answers_503(settings):
+def test_stopping_kills_the_workers_and_answers_503():
+    from service.config import Settings
     from service.errors import Unavailable
     from service.interop.import_workers import ImportWorkers
     from service.interop.service import limits
-    roomy = settings.model_copy(update=ROOMY | {"import_parse_timeout_seconds": 60.0})
+    roomy = Settings(**ROOMY | {"import_parse_timeout_seconds": 60.0})  # no database: the pool alone
     workers = ImportWorkers(roomy)
     outcome: list[BaseException] = []
 
