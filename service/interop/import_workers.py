@@ -108,7 +108,10 @@ class _Worker:
                 if time.monotonic() >= deadline:
                     raise _Failed(TimeoutError())
                 continue
-            chunk = os.read(fd, want - len(buf))
+            try:
+                chunk = os.read(fd, want - len(buf))
+            except OSError:
+                chunk = b""
             if not chunk:
                 raise _Failed(self._died())
             buf += chunk
@@ -263,11 +266,15 @@ class ImportWorkers:
         """Kill every worker (an import in flight answers 503); later imports answer 503."""
         with self._cond:
             self._closed = True
-            workers = [*self._idle, *self._busy]
+            idle, busy = list(self._idle), list(self._busy)
             self._idle.clear()
             self._cond.notify_all()
-        for worker in workers:
+        for worker in idle:
             worker.kill()
+        for worker in busy:
+            # A signal only: the thread that leased it is reading its pipe, sees it end, and
+            # reaps it and closes the pipe itself (closing an fd another thread reads is unsafe).
+            worker.proc.kill()
 
 
 class Lease:
