@@ -28,6 +28,7 @@ from service.budgets.router import router as teams_router
 from service.core.config import Settings, get_settings
 from service.cost import prices
 from service.cost.estimate import Pricer
+from service.interop.import_workers import ImportWorkers
 from service.interop.router import router as interop_router
 from service.jobs import epochs
 from service.jobs.epochs_router import router as epochs_router
@@ -116,6 +117,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
         # The lean routes' threads (service/web/lean_route.py): one per request slot.
         app.state.lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
+        # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
+        app.state.import_workers = import_workers = ImportWorkers(settings)
         if engine.dialect.name == "sqlite":
             from service.backends.local.isolation import secure_database_file
             secure_database_file(sqlite_path(settings.database_url))
@@ -171,6 +174,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             controller.stop()
             for backend in built.values():
                 backend.close()
+            import_workers.close()
             app.state.lean_threads.shutdown(wait=True)
             engine.dispose()
             app.state.health_engine.dispose()

@@ -280,6 +280,19 @@ class Settings(BaseSettings):
     import_max_yaml_expanded_bytes: int = Field(
         262_144, ge=1024, le=16_777_216, description="Bytes of text (keys and values) in an imported config once "
                                                      "its aliases and merge keys are expanded; more is refused")
+    # The import's text is parsed in worker processes (service/interop/import_workers.py): pure-Python
+    # parsing in the API process held the GIL, and every other request waited for it.
+    import_workers: int = Field(2, ge=1, le=64, description="Worker processes that parse imports: imports "
+                                "parsed at once")
+    import_queue: int = Field(8, ge=0, le=1000, description="Imports that may wait for a busy worker; more "
+                              "are answered 503 with Retry-After")
+    import_parse_timeout_seconds: float = Field(1.5, gt=0, le=60, description="Wall time an import may spend "
+                                                "in a worker (all its parses); past it the worker is killed and "
+                                                "replaced, the import answered 422")
+    import_worker_memory_mb: int = Field(256, ge=64, le=16_384, description="Address space of an import worker "
+                                         "(RLIMIT_AS); an import that needs more is answered 422")
+    import_worker_start_seconds: float = Field(10.0, gt=0, le=120, description="How long a new import worker "
+                                               "may take to start; past it the import is answered 503")
 
     # Vertex backend
     vertex_project: str | None = None

@@ -6,9 +6,6 @@ warnings, since a template has neither (the service's settings decide); flags th
 change the job in ways a template cannot express are refused (422)."""
 from __future__ import annotations
 
-import bisect
-import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,15 +14,13 @@ from service.core.errors import Problem
 from service.interop import vertex_config
 from service.interop.gcloud_flags import parse_dict, parse_pool, split_list
 from service.interop.pools import Pool
+from service.interop.shell_text import heredocs as _heredocs  # noqa: F401 - callers use them
+from service.interop.shell_text import read_command
 
 _PREFIXES = (["gcloud", "ai", "custom-jobs", "create"], ["gcloud", "beta", "ai", "custom-jobs", "create"],
              ["gcloud", "alpha", "ai", "custom-jobs", "create"])
 _VALUE_FLAGS = {"--region", "--project", "--display-name", "--worker-pool-spec", "--args", "--command", "--labels",
                 "--service-account", "--network", "--config"}
-# `cat > FILE <<'EOF' ... EOF` before the command, as `trainjobs jobs export` writes a --config file.
-# Matched one line at a time (see _heredocs): a regex over the whole text that looks for each
-# header's end line is quadratic, and holds the GIL (every other request) while it runs.
-_HEREDOC_HEAD = re.compile(r"cat > (\S+) <<'?(\w+)'?")
 _BOOL_FLAGS = {"--enable-web-access"}
 # Where and how gcloud sends the request; nothing about the job.
 _NOT_KEPT = {"--region": "a template has no region: the service's TRAINJOBS_VERTEX_LOCATION decides",
@@ -51,71 +46,20 @@ class Parsed:
     display_name: str | None = None
 
 
-def tokens(text: str) -> list[str]:
-    return shlex.split(_join_lines(text), comments=True, posix=True)
-
-
-def _join_lines(text: str) -> str:
-    """Drop the shell's line continuations (backslash, newline), except inside single quotes,
-    where the shell keeps them as they are, and in comments."""
-    out, quote, i = [], None, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "#" and quote is None and (i == 0 or text[i - 1] in " \t\r\n"):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            out.append(text[i:end])
-            i = end
-            continue
-        if ch == "\\" and quote != "'":
-            for newline in ("\n", "\r\n"):
-                if text.startswith(newline, i + 1):
-                    i += 1 + len(newline)
-                    break
-            else:
-                out.append(text[i:i + 2])
-                i += 2
-            continue
-            out.append(text[i:i + 2])
-            i += 2
-            continue
-        if ch in "'\"" and quote in (None, ch):
-            quote = None if quote == ch else ch
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _heredocs(text: str) -> tuple[dict[str, str], str]:
-    """({file: body} of the `cat > FILE <<'EOF'` ... `EOF` blocks, the text without them), in linear time:
-    each header's end line is found by looking its delimiter up among the lines, not by scanning on."""
-    lines = text.split("\n")
-    where: dict[str, list[int]] = {}
-    for n, line in enumerate(lines):
-        where.setdefault(line, []).append(n)
-    files: dict[str, str] = {}
-    kept: list[str] = []
-    n = 0
-    while n < len(lines):
-        head = _HEREDOC_HEAD.fullmatch(lines[n]) if lines[n].startswith("cat > ") else None
-        ends = where.get(head.group(2), []) if head else []
-        at = bisect.bisect_right(ends, n)
-        if head and at < len(ends):
-            end = ends[at]
-            files[head.group(1)] = "\n".join(lines[n + 1:end])
-            n = end + 1
-            continue
-        kept.append(lines[n])
-        n += 1
-    return files, "\n".join(kept)
-
-
 def parse(text: str, warnings: list[Problem], load_yaml: Callable[[str], Any]) -> tuple[Parsed, list[Problem]]:
-    files, text = _heredocs(text)
     try:
-        words = tokens(text)
+        files, words = read_command(text)
     except ValueError as e:  # an unclosed quote
-        return Parsed(), [Problem("source", f"not a shell command line: {e}", "check the quotes")]
+        return Parsed(), [shell_problem(e)]
+    return parse_words(files, words, warnings, load_yaml)
+
+
+def shell_problem(e: ValueError) -> Problem:
+    return Problem("source", f"not a shell command line: {e}", "check the quotes")
+
+
+def parse_words(files: dict[str, str], words: list[str], warnings: list[Problem],
+                load_yaml: Callable[[str], Any]) -> tuple[Parsed, list[Problem]]:
     prefix = next((p for p in _PREFIXES if words[:len(p)] == p), None)
     if prefix is None:
         return Parsed(), [Problem("source", "not a `gcloud ai custom-jobs create` command",

@@ -31,7 +31,8 @@ ParamQuery = Annotated[list[Annotated[str, StringConstraints(max_length=4200)]],
              status_code=200, responses={201: {"model": TemplateImportOut, "description": "Stored as a template"},
                                          **problem_responses(401, 403, 409, 413, 422, 503)})
 def import_template(body: TemplateImport, request: Request, session: SessionDep, actor: Admin, response: Response):
-    spec, description, warnings = service.convert(body, request.app.state.settings)
+    state = request.app.state
+    spec, description, warnings = service.convert(body, state.settings, state.import_workers)
     out = TemplateImportOut(format=body.format, description=description, spec=spec, parameters=[],
                             warnings=[FieldProblem(**w.as_dict()) for w in warnings])
     if body.name and not body.dry_run:

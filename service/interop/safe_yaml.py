@@ -11,10 +11,13 @@ node's size is known once it is complete; an alias adds its node's whole size), 
 the pairs merge keys copy are counted again where they are copied: the work done is
 bounded by the source's length plus max_nodes, whatever the nesting. Deep nesting
 recurses in the composer until Python gives up. Duplicate keys keep the last value
-without a word. Each is refused here with a Problem that says where."""
+without a word. Each is refused here with a Problem that says where.
+
+PyYAML is pure Python: a 64 KiB source takes up to a second of CPU. The service runs this
+loader in an import worker process (service/interop/parse_worker.py), never on the API
+process's GIL."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,15 +42,6 @@ class _Refused(Exception):
         self.problem = problem
 
 
-# PyYAML is pure Python: a 64 KiB source takes up to a second of CPU here, in a request thread that
-# holds the GIL. The event loop then waits up to sys.getswitchinterval() (5 ms) each time it wants
-# the GIL back, many times per request, and /healthz took hundreds of ms meanwhile. So the parse
-# sleeps briefly every millisecond: a thread waiting for the GIL takes it then (sleep(0) is not
-# enough: the parser often takes the GIL back before the waiter wakes). About 10% slower parses.
-_YIELD_AFTER = 0.001
-_PAUSE = 0.0001
-
-
 def _too_big(limits: YamlLimits, field: str, what: str) -> _Refused:
     return _Refused(Problem(field, f"more than {limits.max_nodes} values once its aliases {what}",
                             "write a smaller config, or raise TRAINJOBS_IMPORT_MAX_YAML_NODES"))
@@ -58,8 +52,6 @@ def _loader(limits: YamlLimits, field: str):
         _aliases = 0
         _depth = 0
         _merged = 0
-        _composed = 0
-        _yielded = 0.0
         _values = 0   # values composed so far, each alias counted as its node's whole size
         _bytes = 0
 
@@ -67,18 +59,6 @@ def _loader(limits: YamlLimits, field: str):
             super().__init__(stream)
             # id(node) -> (values, bytes of text) with aliases expanded, once the node is complete
             self._sizes: dict[int, tuple[int, int]] = {}
-
-        def _breathe(self) -> None:
-            self._composed += 1
-            if not self._composed % 16 and time.perf_counter() - self._yielded > _YIELD_AFTER:
-                time.sleep(_PAUSE)  # see _YIELD_AFTER
-                self._yielded = time.perf_counter()
-
-        def fetch_more_tokens(self):
-            # The scanner may read 1,024 characters ahead for one token (a possible simple key),
-            # checking every open flow level each time: let go here too.
-            self._breathe()
-            return super().fetch_more_tokens()
 
         def save_possible_simple_key(self):
             # Each open `[` or `{` may start a key the scanner keeps looking for, up to 1,024
@@ -90,7 +70,6 @@ def _loader(limits: YamlLimits, field: str):
             return super().save_possible_simple_key()
 
         def compose_node(self, parent, index):
-            self._breathe()
             if self.check_event(yaml.AliasEvent):
                 self._aliases += 1
                 mark = self.peek_event().start_mark

@@ -20,7 +20,8 @@ from service.interop import (
 )
 from service.interop import pools as pools_mod
 from service.interop.export import render
-from service.interop.safe_yaml import YamlLimits, load
+from service.interop.import_workers import ImportWorkers
+from service.interop.safe_yaml import YamlLimits
 from service.interop.schemas import TemplateImport
 from service.jobs import service as jobs
 from service.lifecycle.protocol import Backend
@@ -29,6 +30,8 @@ from service.templates.schemas import TemplateCreate
 
 _SOURCES = {"aiplatform-config": "an AI Platform Training config", "gcloud": "a gcloud ai custom-jobs create command",
             "worker-pool-specs": "gcloud --worker-pool-spec flags", "vertex-config": "a Vertex CustomJobSpec config"}
+_TEXT_ONLY = {"aiplatform-config": "an AI Platform config is YAML text", "vertex-config": "a Vertex config is YAML text",
+              "gcloud": "a gcloud command is text"}
 
 
 def limits(settings: Settings) -> YamlLimits:
@@ -36,34 +39,39 @@ def limits(settings: Settings) -> YamlLimits:
                       settings.import_max_yaml_depth, settings.import_max_yaml_expanded_bytes)
 
 
-def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[Problem]]:
-    """(spec as stored, description, warnings) or Invalid with every problem."""
+def convert(body: TemplateImport, settings: Settings, workers: ImportWorkers) -> tuple[dict, str, list[Problem]]:
+    """(spec as stored, description, warnings) or Invalid with every problem. The source's text is
+    parsed in an import worker process (service/interop/import_workers.py); only the parsed, bounded
+    values are converted here."""
     warnings: list[Problem] = []
     _check_size(body, settings)
     extra: dict = {}
-    if body.format == "aiplatform-config":
-        if not isinstance(body.source, str):
-            raise Invalid.of([Problem("source", "an AI Platform config is YAML text", "send it as one string")])
-        converted, problems = aiplatform_config.convert(load(body.source, limits(settings)), warnings)
-        pools, extra = converted.pools, converted.extra
-    elif body.format == "vertex-config":
-        if not isinstance(body.source, str):
-            raise Invalid.of([Problem("source", "a Vertex config is YAML text", "send it as one string")])
-        pools, extra, problems = vertex_config.convert(load(body.source, limits(settings)), warnings)
-    elif body.format == "gcloud":
-        if not isinstance(body.source, str):
-            raise Invalid.of([Problem("source", "a gcloud command is text", "send it as one string")])
-        parsed, problems = gcloud_command.parse(body.source, warnings, lambda text: load(text, limits(settings)))
-        pools, extra = parsed.pools, parsed.extra
-    else:
+    if body.format == "worker-pool-specs":
         if not isinstance(body.source, list):
             raise Invalid.of([Problem("source", "worker-pool-specs is a list: one --worker-pool-spec value a pool",
                                       'send e.g. ["machine-type=n1-standard-4,container-image-uri=IMAGE"]')])
         pools, problems = [], []
-        for i, value in enumerate(body.source):
+        for i, value in enumerate(body.source):  # key=value lists: str.split, linear
             pool, bad = gcloud_flags.parse_pool(f"source[{i}]", value, [], [])
             pools.append(pool)
             problems += bad
+    elif not isinstance(body.source, str):
+        raise Invalid.of([Problem("source", _TEXT_ONLY[body.format], "send it as one string")])
+    else:
+        with workers.lease() as worker:
+            def load_yaml(text: str) -> Any:
+                return worker.run("yaml", text, limits(settings))
+            if body.format == "aiplatform-config":
+                converted, problems = aiplatform_config.convert(load_yaml(body.source), warnings)
+                pools, extra = converted.pools, converted.extra
+            elif body.format == "vertex-config":
+                pools, extra, problems = vertex_config.convert(load_yaml(body.source), warnings)
+            else:
+                read = worker.run("command", body.source)
+                if isinstance(read, str):  # the shell's complaint: an unclosed quote
+                    raise Invalid.of([gcloud_command.shell_problem(ValueError(read))])
+                parsed, problems = gcloud_command.parse_words(*read, warnings, load_yaml)
+                pools, extra = parsed.pools, parsed.extra
     if problems:
         raise Invalid.of(problems)
     spec, problems = pools_mod.to_spec(pools, warnings)
