@@ -10,7 +10,6 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service import jobspec
-from service.core.config import Settings
 from service.core.errors import Invalid, Problem
 from service.interop import (
     aiplatform_config,
@@ -20,8 +19,9 @@ from service.interop import (
 )
 from service.interop import pools as pools_mod
 from service.interop.export import render
-from service.interop.safe_yaml import YamlLimits, load
+from service.interop.safe_yaml import load
 from service.interop.schemas import TemplateImport
+from service.interop.settings import InteropSettings
 from service.jobs import service as jobs
 from service.lifecycle.protocol import Backend
 from service.templates import service as templates
@@ -31,12 +31,7 @@ _SOURCES = {"aiplatform-config": "an AI Platform Training config", "gcloud": "a 
             "worker-pool-specs": "gcloud --worker-pool-spec flags", "vertex-config": "a Vertex CustomJobSpec config"}
 
 
-def limits(settings: Settings) -> YamlLimits:
-    return YamlLimits(settings.import_max_bytes, settings.import_max_yaml_aliases, settings.import_max_yaml_nodes,
-                      settings.import_max_yaml_depth, settings.import_max_yaml_expanded_bytes)
-
-
-def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[Problem]]:
+def convert(body: TemplateImport, settings: InteropSettings) -> tuple[dict, str, list[Problem]]:
     """(spec as stored, description, warnings) or Invalid with every problem."""
     warnings: list[Problem] = []
     _check_size(body, settings)
@@ -44,16 +39,16 @@ def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[P
     if body.format == "aiplatform-config":
         if not isinstance(body.source, str):
             raise Invalid.of([Problem("source", "an AI Platform config is YAML text", "send it as one string")])
-        converted, problems = aiplatform_config.convert(load(body.source, limits(settings)), warnings)
+        converted, problems = aiplatform_config.convert(load(body.source, settings.yaml), warnings)
         pools, extra = converted.pools, converted.extra
     elif body.format == "vertex-config":
         if not isinstance(body.source, str):
             raise Invalid.of([Problem("source", "a Vertex config is YAML text", "send it as one string")])
-        pools, extra, problems = vertex_config.convert(load(body.source, limits(settings)), warnings)
+        pools, extra, problems = vertex_config.convert(load(body.source, settings.yaml), warnings)
     elif body.format == "gcloud":
         if not isinstance(body.source, str):
             raise Invalid.of([Problem("source", "a gcloud command is text", "send it as one string")])
-        parsed, problems = gcloud_command.parse(body.source, warnings, lambda text: load(text, limits(settings)))
+        parsed, problems = gcloud_command.parse(body.source, warnings, lambda text: load(text, settings.yaml))
         pools, extra = parsed.pools, parsed.extra
     else:
         if not isinstance(body.source, list):
@@ -75,11 +70,11 @@ def convert(body: TemplateImport, settings: Settings) -> tuple[dict, str, list[P
     return stored, description, warnings
 
 
-def _check_size(body: TemplateImport, settings: Settings) -> None:
+def _check_size(body: TemplateImport, settings: InteropSettings) -> None:
     text = body.source if isinstance(body.source, str) else "\n".join(body.source)
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > settings.import_max_bytes:
-        raise Invalid.of([Problem("source", f"{size} bytes; imports take at most {settings.import_max_bytes}",
+    if size > settings.yaml.max_bytes:
+        raise Invalid.of([Problem("source", f"{size} bytes; imports take at most {settings.yaml.max_bytes}",
                                   "send a smaller source, or raise TRAINJOBS_IMPORT_MAX_BYTES")])
 
 
@@ -100,7 +95,7 @@ def store(session: Session, team_id: uuid.UUID, name: str, description: str, spe
 
 
 def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.UUID, job_id: uuid.UUID, fmt: str,
-               settings: Settings) -> str:
+               settings: InteropSettings) -> str:
     job = jobs.get_job(session, team_id, job_id)
     compiled = jobspec.CompiledJob.from_json(job.compiled)
     # The job's backend's view: what it launched, with the defaults it adds (output folder, service account).
@@ -111,7 +106,7 @@ def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.
 
 
 def export_template(session: Session, team_id: uuid.UUID, name: str, version: int | None,
-                    params: list[str], fmt: str, settings: Settings) -> str:
+                    params: list[str], fmt: str, settings: InteropSettings) -> str:
     tv = templates.get_version(session, team_id, name, version)
     values = _typed_values(params, tv.parameters)
     _spec, compiled = jobspec.build(tv.spec, tv.parameters, values, None, display_name=name, labels={})

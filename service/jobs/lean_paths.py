@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
+from service.web.container import services
 from service.web.lean_route import bearer_secret, in_session, in_thread
 
 # The Idempotency-Key header's declared constraints (router.create_job): the same, or the full path.
@@ -42,7 +43,7 @@ def lean_submit(submit: Callable[..., Response]):
         if secret is None or key is not None and not _KEY.fullmatch(key):
             return None
         token_hash = hash_token(secret)
-        state = request.app.state
+        state = services(request)
         actor = state.token_cache.get(token_hash)
         if actor is None or not actor.can("member"):
             return None
@@ -71,7 +72,7 @@ def lean_view(view: Callable[..., Response]):
             job_id = _JOB_ID.validate_python(request.path_params.get("job_id"))
         except ValidationError:
             return None
-        state = request.app.state
+        state = services(request)
         return await in_thread(request, in_session, state, _view_work, view, state, secret, job_id)
 
     return view_plain
