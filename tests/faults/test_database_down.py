@@ -58,7 +58,7 @@ def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path, ca
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5)
     with TestClient(create_app(settings)) as client:
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         def until(done, what: str, seconds: float = 60.0) -> None:
             # Each phase has its own bound: a loaded machine slows one without eating the next's.
             deadline = time.monotonic() + seconds
@@ -93,7 +93,7 @@ def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(prox
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5, controller_lease_seconds=3)
     with TestClient(create_app(settings)) as client:
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         deadline = time.monotonic() + 60
         while controller.ticks < 3:
             assert time.monotonic() < deadline, "the controller did not start"
