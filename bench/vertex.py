@@ -70,7 +70,7 @@ def simulated(client, fake: FakeJobService, logs: FakeCloudLogging):
     """The service's clocks on the fakes' clock (see tests/fakes/harness.py use_clock)."""
     clock = fake.clock
     engine_module.utcnow = loop_module.utcnow = clock.utcnow
-    backend = client.app.state.backends["vertex"]
+    backend = client.app.state.services.backends["vertex"]
     backend._now, backend._mono, backend.progress._clock = clock.utcnow, clock.monotonic, clock.monotonic
     for bucket in backend.budget.buckets.values():
         bucket._clock = clock.monotonic
@@ -101,8 +101,8 @@ def pass_costs(args, tmp, fake, logs) -> list[tuple]:
                  vertex_poll_interval_seconds=0, vertex_progress_interval_seconds=3600,
                  vertex_create_per_minute=6000, vertex_create_burst=1000,
                  vertex_crud_per_minute=60000, vertex_crud_burst=10000) as client:
-        controller = client.app.state.controller
-        backend = client.app.state.backends["vertex"]
+        controller = client.app.state.services.controller
+        backend = client.app.state.services.backends["vertex"]
         post_jobs(client, args.jobs)
         t0 = time.perf_counter()
         passes = launch_all(controller, fake, args.jobs)
@@ -143,7 +143,7 @@ def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
     """Default poll and progress intervals; passes every 0.5 s of simulated time."""
     with service(tmp, fake, logs, vertex_create_per_minute=6000, vertex_create_burst=1000) as client:
         clock, backend = simulated(client, fake, logs)
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         post_jobs(client, args.jobs)
         launch_all(controller, fake, args.jobs)
         for name in list(fake.jobs):
@@ -161,7 +161,7 @@ def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
             clock.advance(0.5)
             controller.run_once()
         wall = time.perf_counter() - t0
-        with client.app.state.session_factory() as s:
+        with client.app.state.services.session_factory() as s:
             from service.persistence.models import Job
             with_progress = s.query(Job).filter(Job.progress.is_not(None)).count()
     print(f"\n2. Following {args.jobs} running jobs for {minutes} simulated minutes at the default settings "
@@ -183,7 +183,7 @@ def stall_minutes(args, tmp, fake, logs, minutes: int = 4, stall: int = 120) -> 
         body["spec"]["scheduling"] = {"timeout_seconds": 3600, "stall_timeout_seconds": stall}
         assert client.post("/v1/templates", json=body).status_code == 201
         clock, backend = simulated(client, fake, logs)
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         ids = post_jobs(client, args.jobs, "mwms-stall")
         launch_all(controller, fake, args.jobs)
         for name in list(fake.jobs):
@@ -216,13 +216,13 @@ def stall_minutes(args, tmp, fake, logs, minutes: int = 4, stall: int = 120) -> 
                 next_lines += 30e9
             controller.run_once()
             if failed_after is None and passes % 4 == 0:
-                with client.app.state.session_factory() as s:
+                with client.app.state.services.session_factory() as s:
                     from service.persistence.models import Job
                     if s.get(Job, __import__("uuid").UUID(ids[0])).state == "FAILED":
                         failed_after = round((clock.now_ns() - start_ns) / 1e9, 1)
         minutes = (clock.now_ns() - start_ns) / 60e9
         wall = time.perf_counter() - t0
-        with client.app.state.session_factory() as s:
+        with client.app.state.services.session_factory() as s:
             from service.persistence.models import Job
             others = s.query(Job).filter(Job.state == "FAILED").count() - (failed_after is not None)
     print(f"\n2b. As 2, every job with stall_timeout_seconds ({stall} s; one worker never logs), "
@@ -237,7 +237,7 @@ def stall_minutes(args, tmp, fake, logs, minutes: int = 4, stall: int = 120) -> 
 def create_burst(args, tmp, fake, logs, burst_jobs: int = 100) -> None:
     with service(tmp, fake, logs) as client:
         clock, backend = simulated(client, fake, logs)
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         fake.reset_calls()
         t0 = time.perf_counter()
         ids = post_jobs(client, burst_jobs)
@@ -271,7 +271,7 @@ def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: i
     with service(tmp, fake, logs, vertex_create_per_minute=6000, vertex_create_burst=1000,
                  vertex_poll_interval_seconds=0) as client:
         clock, backend = simulated(client, fake, logs)
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         ids = post_jobs(client, jobs)
         controller.run_once()
         for name in list(fake.jobs):
@@ -282,7 +282,7 @@ def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: i
 
         from service.lifecycle.handles import handle_of_job
         from service.persistence.models import Job
-        with client.app.state.session_factory() as s:
+        with client.app.state.services.session_factory() as s:
             for i in ids:
                 handles[i] = handle_of_job(s.get(Job, uuid.UUID(i)))
         numeric = {i: handles[i].backend_ref.rsplit("/", 1)[1] for i in ids}

@@ -33,8 +33,8 @@ from service.lifecycle.states import JobState  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.models import WebhookDelivery  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
+from service.slices import webhook_limits  # noqa: E402
 from service.webhooks.dispatcher import Dispatcher  # noqa: E402
-from service.webhooks.limits import WebhookLimits  # noqa: E402
 from service.webhooks.outbox import Outbox, pending_row  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -84,7 +84,7 @@ def main() -> None:
     print(f"PostgreSQL, {a.changes} state changes per case, one transaction each")
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {token}"}) as client:
         assert client.post("/v1/templates", json=TEMPLATE).status_code == 201
-        limits = WebhookLimits.from_settings(settings)
+        limits = webhook_limits(settings)
         cases = [("no outbox listener", None, 0), ("outbox, team without webhooks", Outbox(limits), 0),
                  ("outbox, 3 matching webhooks", Outbox(limits), 3)]
         for name, outbox, hooks in cases:

@@ -13,11 +13,13 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import anyio
-from fastapi import FastAPI, Header
+from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
+from sqlalchemy.engine import Engine as SqlEngine
 
+from service import slices
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.backends import make_backends
@@ -40,7 +42,7 @@ from service.lifecycle.leader import leadership_for
 from service.lifecycle.protocol import Backend
 from service.lifecycle.retries import RetryLimits
 from service.lifecycle.wake import Waker
-from service.logs.fanout import FanoutSettings, Hub
+from service.logs.fanout import Hub
 from service.logs.router import router as logs_router
 from service.persistence.locks import sqlite_path
 from service.persistence.models import Job
@@ -50,14 +52,16 @@ from service.sweeps.router import router as sweeps_router
 from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
+from service.ui.feed import JobFeed
+from service.ui.sessions import SigningKey
 from service.web import docs as apidocs
 from service.web import problems
 from service.web.body_limits import BodySizeLimitMiddleware
+from service.web.container import Services, services
 from service.web.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.web.overload import AdmissionMiddleware
 from service.web.protocol import STOPPING
 from service.webhooks.dispatcher import Dispatcher
-from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import Outbox
 from service.webhooks.router import router as webhooks_router
 
@@ -97,13 +101,15 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,
                        retry_limits=RetryLimits(settings.retry_max_attempts, settings.retry_max_backoff_seconds))
+    jobs_cfg, ui_cfg = slices.job_settings(settings), slices.ui_settings(settings)
     # Each epoch a job reports is kept for the charts, in the same transaction as the report.
-    lifecycle.listen(epochs.on_change)
+    lifecycle.listen(epochs.listener(jobs_cfg.epochs))
     # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
-    webhook_limits = WebhookLimits.from_settings(settings)
+    webhook_limits = slices.webhook_limits(settings)
     lifecycle.listen(Outbox(webhook_limits).on_change)
     # A vertex job with a model upload queues it in the transaction that records SUCCEEDED.
     lifecycle.listen(model_queue.on_change)
+    template_cache = TemplateCache(settings.template_cache_size)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -113,17 +119,16 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         # for a connection or a thread that another request holds.
         engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
                              pool_timeout=settings.db_pool_timeout_seconds)
-        app.state.health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
+        health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
         # The lean routes' threads (service/web/lean_route.py): one per request slot.
-        app.state.lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
+        lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
         # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
-        app.state.import_workers = import_workers = ImportWorkers(settings)
+        import_workers = ImportWorkers(settings)
         if engine.dialect.name == "sqlite":
             from service.backends.local.isolation import secure_database_file
             secure_database_file(sqlite_path(settings.database_url))
-        app.state.engine = engine
-        app.state.session_factory = make_session_factory(engine)
+        session_factory = make_session_factory(engine)
         built = dict(backends) if backends is not None else make_backends(settings)
         started = []
         try:
@@ -135,35 +140,43 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                 backend.close()
             engine.dispose()
             raise
-        app.state.backends = built
         # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
-        app.state.waker = waker = Waker()
-        app.state.submitter = submitter = JobSubmitter(built, lifecycle, template_cache=app.state.template_cache,
-                                                       pricer=pricer, default_backend=settings.default_backend,
-                                                       waker=waker)
+        waker = Waker()
+        submitter = JobSubmitter(built, lifecycle, template_cache=template_cache, pricer=pricer,
+                                 default_backend=jobs_cfg.default_backend, waker=waker)
         leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
-        controller = Controller(leadership, built, app.state.session_factory,
+        controller = Controller(leadership, built, session_factory,
                                 lifecycle, interval=settings.reconcile_interval_seconds,
                                 batch_size=settings.reconcile_batch_size,
                                 election_interval=settings.election_interval_seconds,
                                 wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
-                                services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
+                                services=[lambda fence: Dispatcher(session_factory, lifecycle,
                                                                    webhook_limits, fence=fence),
                                           lambda fence: SweepLauncher(
-                                              app.state.session_factory, lifecycle, submitter,
+                                              session_factory, lifecycle, submitter,
                                               interval=settings.sweep_interval_seconds,
                                               batch_size=settings.sweep_batch_size, fence=fence)],
                                 gate=BudgetGate(pricer.table.currency))
-        metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
-        team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
-        app.state.controller = controller
-        app.state.log_hub = Hub(app.state.session_factory, FanoutSettings.of(settings))
+        metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
+        team_limits.source = lambda: limits_by_team(session_factory, pricer.table.currency)
+        log_cfg = slices.log_settings(settings)
         # Set when the server begins to stop (service/web/protocol.py): streams end at once
         # with a `reconnect` event, so open followers and tabs never hold the exit.
-        app.state.stopping = stopping = asyncio.Event()
-        stopping_task = asyncio.get_running_loop().create_task(_end_streams(app, stopping))
+        stopping = asyncio.Event()
         waker.controller = controller
-        app.state.wake_controller = waker.wake
+        wired = Services(
+            lifecycle=lifecycle, pricer=pricer, template_cache=template_cache,
+            token_cache=TokenCache(settings.auth_cache_size, settings.auth_cache_seconds), metrics=metrics,
+            job_settings=jobs_cfg, log_settings=log_cfg, ui_settings=ui_cfg,
+            interop_settings=slices.interop_settings(settings), budget_settings=slices.budget_settings(settings),
+            sweep_limits=slices.sweep_limits(settings), webhook_limits=webhook_limits,
+            engine=engine, health_engine=health_engine, session_factory=session_factory, lean_threads=lean_threads,
+            backends=built, controller=controller, waker=waker, submitter=submitter,
+            import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
+            stopping=stopping, ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
+            ui_key=SigningKey(ui_cfg.session_secret, session_factory))
+        wired.install(app)
+        stopping_task = asyncio.get_running_loop().create_task(_end_streams(wired.log_hub, stopping))
         if settings.run_reconciler:
             controller.start()
         try:
@@ -175,9 +188,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             for backend in built.values():
                 backend.close()
             import_workers.close()
-            app.state.lean_threads.shutdown(wait=True)
+            lean_threads.shutdown(wait=True)
             engine.dispose()
-            app.state.health_engine.dispose()
+            health_engine.dispose()
 
     metrics = Metrics()
     team_limits = TeamLimitsCollector()
@@ -191,14 +204,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id,
                   openapi_tags=[{"name": t} for t in apidocs.TAG_ORDER])
-    app.state.settings = settings
-    app.state.lifecycle = lifecycle
-    app.state.pricer = pricer
-    app.state.template_cache = TemplateCache(settings.template_cache_size)
-    app.state.token_cache = TokenCache(settings.auth_cache_size, settings.auth_cache_seconds)
-    app.state.webhook_limits = webhook_limits
-    app.state.metrics = metrics
-    problems.install(app)
+    problems.install(app, max_problems=settings.max_problems)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
@@ -228,14 +234,15 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     # Health checks answer whatever the load: no request slot, no shared thread, their own
     # database connection.
     health_threads = anyio.CapacityLimiter(2)
+    metrics_token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
 
     @app.get("/healthz", tags=["ops"], operation_id="ops_healthz", summary="The process is up")
     async def healthz():
         return {"status": "ok"}
 
-    def _database_answers() -> bool:
+    def _database_answers(engine: SqlEngine) -> bool:
         try:
-            with app.state.health_engine.connect() as conn:
+            with engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
             return True
         except Exception:
@@ -243,27 +250,28 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
 
     @app.get("/readyz", tags=["ops"], operation_id="ops_readyz", summary="The database answers",
              responses={503: {"description": "The database does not answer"}})
-    async def readyz(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
-        if not await anyio.to_thread.run_sync(_database_answers, limiter=health_threads):
+    async def readyz(request: Request, authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
+        if not await anyio.to_thread.run_sync(_database_answers, services(request).health_engine,
+                                           limiter=health_threads):
             return JSONResponse({"status": "unavailable", "database": "down"}, status_code=503)
         # The pid only for the operator's scrape (the metrics token): it tells workers apart.
-        out = {"status": "ready", "database": "ok", "controller": app.state.controller.active}
-        return out | {"pid": os.getpid()} if metrics_access(settings, authorization) else out
+        out = {"status": "ready", "database": "ok", "controller": services(request).controller.active}
+        return out | {"pid": os.getpid()} if metrics_access(metrics_token, authorization) else out
 
     @app.get("/metrics", tags=["ops"], operation_id="ops_metrics", summary="Prometheus metrics",
              response_class=Response,
              description="Process metrics for anyone; request counts by route and job counts "
                          "(`trainjobs_jobs`) only with `Authorization: Bearer <TRAINJOBS_METRICS_TOKEN>`.")
     def prometheus_metrics(authorization: Annotated[str | None, Header(include_in_schema=False)] = None):
-        private = metrics_access(settings, authorization)
+        private = metrics_access(metrics_token, authorization)
         return Response(metrics.exposition(private), media_type=CONTENT_TYPE_LATEST)
 
     return app
 
 
-async def _end_streams(app: FastAPI, stopping: asyncio.Event) -> None:
+async def _end_streams(hub: Hub, stopping: asyncio.Event) -> None:
     await stopping.wait()
-    app.state.log_hub.stop()
+    hub.stop()
 
 
 def _jobs_by_state(session_factory) -> dict[tuple[str, str], int]:

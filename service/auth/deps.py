@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from service.auth.service import Actor, hash_token, resolve, unknown_token
 from service.core.errors import Forbidden, Unauthorized
-from service.persistence.session import SessionDep, get_session
+from service.web.container import SessionDep, get_session, services
 
 # auto_error=False: a missing header becomes our own problem+json 401.
 bearer = HTTPBearer(auto_error=False, description="A trainjobs token: `trainjobs tokens create`, "
@@ -74,7 +74,7 @@ async def member_session(request: Request, creds: Annotated[HTTPAuthorizationCre
     work does no I/O and runs here, on the event loop. When a transaction is still open
     (an error, a dry run), it ends in the thread pool like any database call."""
     token_hash = hash_token(_secret(creds))
-    cache = request.app.state.token_cache
+    cache = services(request).token_cache
     cached = cache.get(token_hash)
     unit = get_session(request)
     session = next(unit)  # a Session object: no connection until its first statement

@@ -8,7 +8,7 @@ from service.auth import service
 from service.auth.deps import Admin, Viewer
 from service.auth.schemas import TokenCreate, TokenCreated, TokenOut
 from service.persistence.models import ApiToken
-from service.persistence.session import SessionDep
+from service.web.container import SessionDep
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])

@@ -3,6 +3,7 @@ they tell what every team is doing, like trainjobs_jobs)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import select
@@ -24,7 +25,8 @@ def limits_by_team(session_factory, currency: str) -> list[tuple[str, str, float
 
 class TeamLimitsCollector:
     def __init__(self) -> None:
-        self.source = None   # set by the app: () -> limits_by_team(...)
+        # Set by the app: () -> limits_by_team(...)
+        self.source: Callable[[], list[tuple[str, str, float, float | None]]] | None = None
 
     def describe(self):
         return []

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Path, Request
 from service.auth.deps import Admin, Viewer
 from service.budgets import service
 from service.budgets.schemas import LimitsIn, LimitsOut, UsageOut
-from service.persistence.session import SessionDep
+from service.web.container import SessionDep, services
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/teams", tags=["teams"])
@@ -19,7 +19,7 @@ TeamName = Annotated[str, Path(pattern=r"^[a-z][a-z0-9-]{0,62}$", description="Y
             responses=problem_responses(401, 404, 422, 503))
 def get_limits(team: TeamName, request: Request, session: SessionDep, actor: Viewer):
     service.check_team(actor.team, team)
-    return service.get_limits(session, actor.team_id, team, request.app.state.pricer.table.currency)
+    return service.get_limits(session, actor.team_id, team, services(request).pricer.table.currency)
 
 
 @router.put("/{team}/limits", response_model=LimitsOut, operation_id="teams_limits_set",
@@ -27,11 +27,11 @@ def get_limits(team: TeamName, request: Request, session: SessionDep, actor: Vie
             responses=problem_responses(401, 403, 404, 413, 422, 503))
 def set_limits(team: TeamName, body: LimitsIn, request: Request, session: SessionDep, actor: Admin):
     service.check_team(actor.team, team)
-    state = request.app.state
-    out = service.set_limits(session, actor.team_id, team, body, actor.name, state.pricer.table.currency,
-                             max_types=state.settings.team_limits_max_accelerator_types)
+    svc = services(request)
+    out = service.set_limits(session, actor.team_id, team, body, actor.name, svc.pricer.table.currency,
+                             max_types=svc.budget_settings.max_accelerator_types)
     # The controller looks at waiting jobs again at once: a raised limit may let them go.
-    state.wake_controller(None)
+    svc.waker.wake(None)
     return out
 
 
@@ -40,4 +40,4 @@ def set_limits(team: TeamName, body: LimitsIn, request: Request, session: Sessio
             responses=problem_responses(401, 404, 422, 503))
 def usage(team: TeamName, request: Request, session: SessionDep, actor: Viewer):
     service.check_team(actor.team, team)
-    return service.usage(session, actor.team_id, team, request.app.state.pricer.table.currency)
+    return service.usage(session, actor.team_id, team, services(request).pricer.table.currency)

@@ -135,7 +135,7 @@ def accrued(est: CostEstimate, started_at: datetime | None, ended_at: datetime |
 
 
 class Pricer:
-    """The service's price table and the region it prices jobs in (app.state.pricer)."""
+    """The service's price table and the region it prices jobs in (Services.pricer)."""
 
     def __init__(self, table: PriceTable, region: str) -> None:
         self.table = table

@@ -10,9 +10,9 @@ from pydantic import StringConstraints
 from service.auth.deps import Admin, Viewer
 from service.interop import service
 from service.interop.schemas import ExportFormat, TemplateImport, TemplateImportOut
-from service.persistence.session import SessionDep
 from service.templates.router import _out as template_out
 from service.templates.schemas import MAX_VERSION, TEMPLATE_NAME_PATTERN
+from service.web.container import SessionDep, services
 from service.web.problems import FieldProblem, problem_responses
 
 router = APIRouter(tags=["interop"])
@@ -31,8 +31,8 @@ ParamQuery = Annotated[list[Annotated[str, StringConstraints(max_length=4200)]],
              status_code=200, responses={201: {"model": TemplateImportOut, "description": "Stored as a template"},
                                          **problem_responses(401, 403, 409, 413, 422, 503)})
 def import_template(body: TemplateImport, request: Request, session: SessionDep, actor: Admin, response: Response):
-    state = request.app.state
-    spec, description, warnings = service.convert(body, state.settings, state.import_workers)
+    state = services(request)
+    spec, description, warnings = service.convert(body, state.interop_settings, state.import_workers)
     out = TemplateImportOut(format=body.format, description=description, spec=spec, parameters=[],
                             warnings=[FieldProblem(**w.as_dict()) for w in warnings])
     if body.name and not body.dry_run:
@@ -48,9 +48,9 @@ def import_template(body: TemplateImport, request: Request, session: SessionDep,
             responses={200: _TEXT, **problem_responses(401, 404, 422, 503)})
 def export_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer,
                format: FormatQuery = "gcloud"):
-    state = request.app.state
-    return PlainTextResponse(service.export_job(session, state.backends, actor.team_id, job_id, format,
-                                                state.settings))
+    svc = services(request)
+    return PlainTextResponse(service.export_job(session, svc.backends, actor.team_id, job_id, format,
+                                                svc.interop_settings))
 
 
 @router.get("/v1/templates/{name}/export", response_class=PlainTextResponse, operation_id="templates_export",
@@ -60,4 +60,4 @@ def export_template(name: Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN)], r
                     session: SessionDep, actor: Viewer, format: FormatQuery = "gcloud",
                     version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None, param: ParamQuery = []):
     return PlainTextResponse(service.export_template(session, actor.team_id, name, version, param, format,
-                                                     request.app.state.settings))
+                                                     services(request).interop_settings))

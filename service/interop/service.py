@@ -10,7 +10,6 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service import jobspec
-from service.core.config import Settings
 from service.core.errors import Invalid, Problem
 from service.interop import (
     aiplatform_config,
@@ -21,8 +20,8 @@ from service.interop import (
 from service.interop import pools as pools_mod
 from service.interop.export import render
 from service.interop.import_workers import ImportWorkers
-from service.interop.safe_yaml import YamlLimits
 from service.interop.schemas import TemplateImport
+from service.interop.settings import InteropSettings
 from service.jobs import service as jobs
 from service.lifecycle.protocol import Backend
 from service.templates import service as templates
@@ -34,12 +33,7 @@ _TEXT_ONLY = {"aiplatform-config": "an AI Platform config is YAML text", "vertex
               "gcloud": "a gcloud command is text"}
 
 
-def limits(settings: Settings) -> YamlLimits:
-    return YamlLimits(settings.import_max_bytes, settings.import_max_yaml_aliases, settings.import_max_yaml_nodes,
-                      settings.import_max_yaml_depth, settings.import_max_yaml_expanded_bytes)
-
-
-def convert(body: TemplateImport, settings: Settings, workers: ImportWorkers) -> tuple[dict, str, list[Problem]]:
+def convert(body: TemplateImport, settings: InteropSettings, workers: ImportWorkers) -> tuple[dict, str, list[Problem]]:
     """(spec as stored, description, warnings) or Invalid with every problem. The source's text is
     parsed in an import worker process (service/interop/import_workers.py); only the parsed, bounded
     values are converted here."""
@@ -60,7 +54,7 @@ def convert(body: TemplateImport, settings: Settings, workers: ImportWorkers) ->
     else:
         with workers.lease() as worker:
             def load_yaml(text: str) -> Any:
-                return worker.run("yaml", text, limits(settings))
+                return worker.run("yaml", text, settings.yaml)
             if body.format == "aiplatform-config":
                 converted, problems = aiplatform_config.convert(load_yaml(body.source), warnings)
                 pools, extra = converted.pools, converted.extra
@@ -83,11 +77,11 @@ def convert(body: TemplateImport, settings: Settings, workers: ImportWorkers) ->
     return stored, description, warnings
 
 
-def _check_size(body: TemplateImport, settings: Settings) -> None:
+def _check_size(body: TemplateImport, settings: InteropSettings) -> None:
     text = body.source if isinstance(body.source, str) else "\n".join(body.source)
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > settings.import_max_bytes:
-        raise Invalid.of([Problem("source", f"{size} bytes; imports take at most {settings.import_max_bytes}",
+    if size > settings.yaml.max_bytes:
+        raise Invalid.of([Problem("source", f"{size} bytes; imports take at most {settings.yaml.max_bytes}",
                                   "send a smaller source, or raise TRAINJOBS_IMPORT_MAX_BYTES")])
 
 
@@ -109,7 +103,7 @@ def store(session: Session, team_id: uuid.UUID, name: str, description: str, spe
 
 
 def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.UUID, job_id: uuid.UUID, fmt: str,
-               settings: Settings) -> str:
+               settings: InteropSettings) -> str:
     job = jobs.get_job(session, team_id, job_id)
     compiled = jobspec.CompiledJob.from_json(job.compiled)
     # The job's backend's view: what it launched, with the defaults it adds (output folder, service account).
@@ -120,7 +114,7 @@ def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.
 
 
 def export_template(session: Session, team_id: uuid.UUID, name: str, version: int | None,
-                    params: list[str], fmt: str, settings: Settings) -> str:
+                    params: list[str], fmt: str, settings: InteropSettings) -> str:
     tv = templates.get_version(session, team_id, name, version)
     values = _typed_values(params, tv.parameters)
     _spec, compiled = jobspec.build(tv.spec, tv.parameters, values, None, display_name=name, labels={})

@@ -15,6 +15,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from service.core.text import find_unstorable
+from service.lifecycle.engine import Change, Listener
 from service.persistence.models import JobEpoch, utcnow
 
 MAX_EPOCH = 2**31 - 1      # the column is a 32-bit integer on every database
@@ -156,8 +157,11 @@ def list_epochs(session: Session, job_id: uuid.UUID, *, after: int | None = None
     return list(session.execute(q))
 
 
-def on_change(session: Session, change) -> None:
+def listener(limits: EpochLimits) -> Listener:
     """A lifecycle listener (service.lifecycle.engine.Engine.listen): each epoch a job's
-    progress reports is kept, in the same transaction as the report."""
-    if change.progress:
-        record_epoch(session, change.job_id, change.progress)
+    progress reports is kept, in the same transaction as the report, within `limits`
+    (TRAINJOBS_JOB_EPOCHS_*, given by the composition root)."""
+    def on_change(session: Session, change: Change) -> None:
+        if change.progress:
+            record_epoch(session, change.job_id, change.progress, limits)
+    return on_change

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from service.auth.deps import Viewer
 from service.jobs import epochs
 from service.jobs import service as jobs
-from service.persistence.session import SessionDep
+from service.web.container import SessionDep
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

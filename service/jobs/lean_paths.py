@@ -20,6 +20,7 @@ from starlette.responses import Response
 from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
 from service.jobs.submitter import is_idempotency_key
+from service.web.container import services
 from service.web.lean_route import bearer_secret, in_session, in_thread
 
 _JOB_ID = TypeAdapter(uuid.UUID)   # the path parameter, parsed as the declared path parses it
@@ -40,7 +41,7 @@ def lean_submit(submit: Callable[..., Response]):
         if secret is None or key is not None and not is_idempotency_key(key):
             return None
         token_hash = hash_token(secret)
-        state = request.app.state
+        state = services(request)
         actor = state.token_cache.get(token_hash)
         if actor is None or not actor.can("member"):
             return None
@@ -69,7 +70,7 @@ def lean_view(view: Callable[..., Response]):
             job_id = _JOB_ID.validate_python(request.path_params.get("job_id"))
         except ValidationError:
             return None
-        state = request.app.state
+        state = services(request)
         return await in_thread(request, in_session, state, _view_work, view, state, secret, job_id)
 
     return view_plain

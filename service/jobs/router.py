@@ -29,8 +29,8 @@ from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_P
 from service.jobspec import CompiledJob
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, utcnow
-from service.persistence.session import SessionDep
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
+from service.web.container import SessionDep, services
 from service.web.lean_route import lean_route
 from service.web.problems import problem_responses
 
@@ -103,7 +103,7 @@ def create_job(body: JobCreate, request: Request, submitter: Submitter,
     # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
     # cheaper SessionDep + Member; create_job commits here, in this thread. A plain submit
     # does not come here: lean_paths.lean_submit serves it with the same checks.
-    return submit(request.app.state, submitter.session, submitter.actor, body, idempotency_key,
+    return submit(services(request), submitter.session, submitter.actor, body, idempotency_key,
                   submitter.unverified_token, dry_run)
 
 
@@ -143,7 +143,7 @@ def view(state, session, actor, job_id: uuid.UUID) -> Response:
 
 
 def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
-    return view(request.app.state, session, actor, job_id)
+    return view(services(request), session, actor, job_id)
 
 
 router.add_api_route("/{job_id}", get_job, methods=["GET"], route_class_override=lean_route(lean_view(view)),
@@ -168,9 +168,10 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
              summary="Cancel a job: it is CANCELLING until the controller has stopped it",
               responses=problem_responses(401, 403, 404, 409, 422, 502, 503))
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
-    job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor, waker=request.app.state.waker)
-    request.app.state.wake_controller(job.backend)
-    return job_out(job, request.app.state.backends, pricer=request.app.state.pricer,
+    state = services(request)
+    job = service.cancel_job(session, state.lifecycle, job_id, actor, waker=state.waker)
+    state.waker.wake(job.backend)
+    return job_out(job, state.backends, pricer=state.pricer,
                    attempts=service.attempts_of(session, job))
 
 
@@ -183,7 +184,7 @@ def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body
                  idempotency_key: Annotated[str | None, Header(
                      max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
                      description="Retry-safe relaunch: the same key and body return the same job")] = None):
-    state = request.app.state
+    state = services(request)
     result = state.submitter.relaunch(submitter.session, job_id, body, submitter.actor,
                                       idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
     headers = {"Location": f"/v1/jobs/{result.job.id}"}

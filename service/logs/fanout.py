@@ -62,14 +62,6 @@ class FanoutSettings:
     batch_bytes: int = 128 << 10    # one batch of events; a read hands out at most READ_BATCHES
     max_seconds: float = 300.0      # a stream ends with `reconnect` after this long
 
-    @classmethod
-    def of(cls, s) -> FanoutSettings:
-        return cls(min_interval=s.logs_follow_interval_seconds, max_interval=s.logs_follow_max_interval_seconds,
-                   heartbeat=s.logs_heartbeat_seconds, buffer_lines=s.logs_reader_buffer_lines,
-                   follower_lines=s.logs_follower_buffer_lines, loop_share=s.logs_fanout_loop_share,
-                   buffer_bytes=s.logs_reader_buffer_bytes, follower_bytes=s.logs_follower_buffer_bytes,
-                   process_bytes=s.logs_buffer_bytes, line_max_bytes=s.logs_stream_line_max_bytes,
-                   batch_bytes=s.logs_stream_batch_bytes, max_seconds=s.logs_stream_max_seconds)
 
 
 @dataclass(eq=False)
@@ -329,7 +321,7 @@ class Reader:
 
 
 class Hub:
-    """The readers of one process (app.state.log_hub)."""
+    """The readers of one process (Services.log_hub, service/web/container.py)."""
 
     def __init__(self, session_factory, cfg: FanoutSettings) -> None:
         self.session_factory = session_factory

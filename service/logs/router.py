@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from service.auth.deps import Viewer
 from service.logs import service
 from service.logs.schemas import LogLineOut, LogPageOut
-from service.persistence.session import SessionDep
+from service.web.container import SessionDep, services
 from service.web.overload import wants_stream
 from service.web.problems import problem_responses
 
@@ -39,21 +39,21 @@ async def job_logs(
         follow: Annotated[bool, Query(description="Stream as Server-Sent Events until the job ends")] = False,
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
         last_event_id: Annotated[str | None, Header(max_length=8192, description="SSE resume point")] = None):
-    state = request.app.state
+    svc = services(request)
     view = await anyio.to_thread.run_sync(service.view_of, session, actor.team_id, job_id)
     # The request's session would otherwise stay checked out for the whole stream.
     await anyio.to_thread.run_sync(session.close)
-    backend = service.backend_of(state.backends, view)
+    backend = service.backend_of(svc.backends, view)
     stream = wants_stream(follow, accept)  # the admission layer's rule too (service/web/overload.py)
     cursor = (last_event_id or since) if stream else since
     # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
     page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)
     if stream:
         # One shared reader per job (and replica filter) serves every follower (service/logs/fanout.py).
-        body = state.log_hub.follow(backend, view, actor.team_id, replica, page, cursor, limit)
+        body = svc.log_hub.follow(backend, view, actor.team_id, replica, page, cursor, limit)
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    page = service.cap_page(page, state.settings.logs_page_max_bytes)  # bounded in bytes, not only lines
+    page = service.cap_page(page, svc.log_settings.page_max_bytes)  # bounded in bytes, not only lines
     return LogPageOut(job_id=job_id, state=view.handle.state, cursor=page.cursor,
                       done=view.final and not page.more and len(page.lines) < limit,
                       lines=[LogLineOut(replica=ln.replica, stream=ln.stream, timestamp=ln.timestamp,

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
 
-from fastapi import Depends, Request
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -58,12 +56,3 @@ def unit_of_work(session_factory: sessionmaker[Session]) -> Iterator[Session]:
     finally:
         session.close()
 
-
-def get_session(request: Request) -> Iterator[Session]:
-    with unit_of_work(request.app.state.session_factory) as session:
-        yield session
-
-
-# scope="function": commit before the response is sent, so a 2xx means it is stored
-# (the default "request" scope runs this cleanup after the response).
-SessionDep = Annotated[Session, Depends(get_session, scope="function")]

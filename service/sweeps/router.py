@@ -7,9 +7,9 @@ from fastapi import APIRouter, Query, Request, Response
 
 from service.auth.deps import Member, Viewer
 from service.core.pagination import decode_time_cursor
-from service.persistence.session import SessionDep
 from service.sweeps import service
 from service.sweeps.schemas import SweepCreate, SweepOut, SweepPage, SweepState
+from service.web.container import SessionDep, services
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
@@ -24,15 +24,15 @@ router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
 def create_sweep(body: SweepCreate, request: Request, session: SessionDep, actor: Member,
                  dry_run: Annotated[bool, Query(description="Check every trial and plan them; store nothing.")]
                  = False):
-    state = request.app.state
-    sweep = service.create_sweep(session, state.backends, state.lifecycle, body,
-                                 template_cache=state.template_cache, default_backend=state.settings.default_backend,
-                                 pricer=state.pricer, actor=actor, limits=service.SweepLimits.from_settings(state.settings),
+    svc = services(request)
+    sweep = service.create_sweep(session, svc.backends, svc.lifecycle, body,
+                                 template_cache=svc.template_cache, default_backend=svc.job_settings.default_backend,
+                                 pricer=svc.pricer, actor=actor, limits=svc.sweep_limits,
                                  dry_run=dry_run)
     out = service.sweep_out(session, sweep)
     if dry_run:
         return Response(out.model_dump_json(), status_code=200, media_type="application/json")
-    state.wake_controller(service.LAUNCHER)
+    svc.waker.wake(service.LAUNCHER)
     return Response(out.model_dump_json(), status_code=201, media_type="application/json",
                     headers={"Location": f"/v1/sweeps/{sweep.id}"})
 
@@ -61,7 +61,7 @@ def get_sweep(sweep_id: uuid.UUID, session: SessionDep, actor: Viewer):
              responses=problem_responses(401, 403, 404, 409, 422, 503))
 def resume_sweep(sweep_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
     sweep = service.resume_sweep(session, sweep_id, actor)
-    request.app.state.wake_controller(service.LAUNCHER)
+    services(request).waker.wake(service.LAUNCHER)
     return service.sweep_out(session, sweep)
 
 
@@ -69,6 +69,7 @@ def resume_sweep(sweep_id: uuid.UUID, request: Request, session: SessionDep, act
              summary="Cancel a sweep: no more trials start, unfinished ones are cancelled",
              responses=problem_responses(401, 403, 404, 409, 422, 503))
 def cancel_sweep(sweep_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
-    sweep = service.cancel_sweep(session, request.app.state.lifecycle, sweep_id, actor)
-    request.app.state.wake_controller(None)
+    svc = services(request)
+    sweep = service.cancel_sweep(session, svc.lifecycle, sweep_id, actor)
+    svc.waker.wake(None)
     return service.sweep_out(session, sweep)

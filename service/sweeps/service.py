@@ -58,9 +58,6 @@ class SweepLimits:
     max_parallel: int = 20
     max_active_per_team: int = 20
 
-    @classmethod
-    def from_settings(cls, settings) -> SweepLimits:
-        return cls(settings.sweep_max_trials, settings.sweep_max_parallel, settings.sweep_max_active_per_team)
 
 
 def actor_of(sweep: Sweep) -> Actor:

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Path, Query, Response
 
 from service.auth.deps import Admin, Viewer
 from service.persistence.models import TemplateVersion
-from service.persistence.session import SessionDep
 from service.templates import service
 from service.templates.schemas import (
     MAX_VERSION,
@@ -18,6 +17,7 @@ from service.templates.schemas import (
     TemplateSummary,
     VersionSummary,
 )
+from service.web.container import SessionDep
 from service.web.problems import problem_responses
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]

@@ -10,8 +10,8 @@ from starlette.datastructures import FormData
 
 from service.auth.service import Actor
 from service.core.errors import Forbidden
-from service.persistence.session import SessionDep
 from service.ui import sessions
+from service.web.container import SessionDep, services
 
 _WHAT = {"member": "launch and cancel jobs", "admin": "manage templates and tokens"}
 MAX_FORM_FIELDS = 300
@@ -35,9 +35,9 @@ class UiUser:
 
 
 def ui_user(request: Request, session: SessionDep) -> UiUser:
-    key = sessions.signing_key(request.app)
+    key = sessions.signing_key(request)
     data = sessions.read_session(key, request.cookies.get(sessions.SESSION_COOKIE),
-                                 request.app.state.settings.ui_session_max_age_seconds)
+                                 services(request).ui_settings.session_max_age_seconds)
     if data is None:
         raise SignInRequired
     actor = sessions.actor_of(session, data.token_id)
@@ -72,7 +72,7 @@ async def read_form(request: Request) -> FormData:
 async def verified_form(request: Request, user: User) -> FormData:
     """The posted form, once its CSRF token matches this session's."""
     form = await read_form(request)
-    if not sessions.csrf_ok(sessions.signing_key(request.app), request.state.ui_nonce, form.get("csrf")):
+    if not sessions.csrf_ok(sessions.signing_key(request), request.state.ui_nonce, form.get("csrf")):
         raise StaleForm("this form did not come from your current session (it may be from before you "
                         "signed in again); reload the page and submit it again")
     return form

@@ -9,11 +9,11 @@ from fastapi.responses import RedirectResponse
 from starlette.datastructures import FormData
 
 from service.auth.service import resolve
-from service.persistence.session import SessionDep
 from service.ui import sessions
 from service.ui.deps import Form, read_form
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
@@ -32,7 +32,7 @@ def safe_next(target: str | None) -> str:
 
 
 def _secure(request: Request) -> bool:
-    configured = request.app.state.settings.ui_secure_cookies
+    configured = services(request).ui_settings.secure_cookies
     return configured if configured is not None else request.url.scheme == "https"
 
 
@@ -42,7 +42,7 @@ def _cookie(response, request: Request, name: str, value: str, max_age: int) -> 
 
 
 def _sign_in_page(request: Request, next_url: str, *, error: str | None = None, status: int = 200):
-    key = sessions.signing_key(request.app)
+    key = sessions.signing_key(request)
     signed = request.cookies.get(sessions.LOGIN_COOKIE)
     nonce = sessions.read_login_nonce(key, signed)
     if signed is None or nonce is None:   # no cookie, or one that is stale or not ours
@@ -60,7 +60,7 @@ def login_page(request: Request, next: Annotated[str | None, Query(max_length=20
 
 @router.post("/login")
 def login(request: Request, session: SessionDep, form: Annotated[FormData, Depends(read_form)]):
-    key = sessions.signing_key(request.app)
+    key = sessions.signing_key(request)
     nonce = sessions.read_login_nonce(key, request.cookies.get(sessions.LOGIN_COOKIE))
     next_url = safe_next(str(form.get("next") or ""))
     if not sessions.csrf_ok(key, nonce, form.get("csrf")):
@@ -74,7 +74,7 @@ def login(request: Request, session: SessionDep, form: Annotated[FormData, Depen
                                    "(`trainjobs tokens create`).")
     resp = RedirectResponse(next_url, status_code=303, headers=SECURITY_HEADERS)
     _cookie(resp, request, sessions.SESSION_COOKIE, sessions.new_session(key, actor.token_id),
-            request.app.state.settings.ui_session_max_age_seconds)
+            services(request).ui_settings.session_max_age_seconds)
     resp.delete_cookie(sessions.LOGIN_COOKIE, path=sessions.COOKIE_PATH)
     return resp
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from service.core.errors import NotFound
-from service.persistence.session import SessionDep
 from service.ui.deps import SignInRequired, ui_user
 from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 

@@ -18,7 +18,6 @@ from service.lifecycle.handles import handle_of_job
 from service.lifecycle.states import TERMINAL, JobState
 from service.logs import service as logs
 from service.persistence.models import Job
-from service.persistence.session import SessionDep
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import charts, views
@@ -26,6 +25,7 @@ from service.ui.deps import Form, Member, UiUser, User
 from service.ui.feed import COLUMNS, change, change_of
 from service.ui.render import render, render_fragment
 from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
@@ -46,10 +46,10 @@ def jobs_page(request: Request, session: SessionDep, user: User,
               template: Annotated[str | None, Query(pattern=f"^$|{TEMPLATE_NAME_PATTERN}")] = None,
               label: Annotated[str | None, Query(pattern=f"^$|{LABEL_PATTERN}")] = None,
               cursor: Annotated[str | None, Query(max_length=512)] = None):
-    settings = request.app.state.settings
+    ui = services(request).ui_settings
     rows, next_cursor = jobs.list_jobs(session, user.actor.team_id, states=state, template=template or None,
                                        labels=[label] if label else [], created_after=None, created_before=None,
-                                       limit=settings.ui_page_size, cursor=cursor or None)
+                                       limit=ui.page_size, cursor=cursor or None)
     live = {}
     if rows:  # the progress column is deferred by the list query: read only its two numbers
         live = {r.id: change_of(r) for r in session.execute(select(*COLUMNS).where(Job.id.in_([j.id for j in rows])))}
@@ -79,10 +79,10 @@ def change_of_job(job: Job) -> dict:
 def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:
     """The first lines of the logs, so the page shows them without JavaScript."""
     job = ctx["job"]
-    limit = request.app.state.settings.ui_log_tail_lines
+    limit = services(request).ui_settings.log_tail_lines
     view = logs.JobView(handle_of_job(job), job.backend, job.error)
     try:
-        page = logs.read(logs.backend_of(request.app.state.backends, view), view.handle, replica, None, limit)
+        page = logs.read(logs.backend_of(services(request).backends, view), view.handle, replica, None, limit)
     except DomainError as e:
         return dict(lines=[], cursor=None, more=False, log_error=e.detail)
     return dict(lines=page.lines, cursor=page.cursor, more=len(page.lines) >= limit, log_error=None)
@@ -108,8 +108,9 @@ def job_panels(job_id: uuid.UUID, request: Request, session: SessionDep, user: U
 
 @router.post("/jobs/{job_id}/cancel")
 def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, user: Member, form: Form):
-    job = jobs.cancel_job(session, request.app.state.lifecycle, job_id, user.actor)
-    request.app.state.wake_controller(job.backend)
+    svc = services(request)
+    job = jobs.cancel_job(session, svc.lifecycle, job_id, user.actor)
+    svc.waker.wake(job.backend)
     return RedirectResponse(f"/ui/jobs/{job_id}?notice=cancel", status_code=303, headers=SECURITY_HEADERS)
 
 
@@ -117,7 +118,7 @@ def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, user: Membe
 def download_logs(job_id: uuid.UUID, request: Request, session: SessionDep, user: User,
                   replica: Annotated[str | None, Query(max_length=64)] = None):
     view = logs.view_of(session, user.actor.team_id, job_id)
-    backend = logs.backend_of(request.app.state.backends, view)
+    backend = logs.backend_of(services(request).backends, view)
     first = logs.read(backend, view.handle, replica, None, 1000)  # a bad replica is an error page, not a cut file
 
     def lines() -> Iterator[str]:

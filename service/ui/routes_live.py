@@ -20,20 +20,12 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from service.logs import service as logs
-from service.persistence.session import SessionDep
 from service.ui.deps import User
-from service.ui.feed import JobFeed
 from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep, services
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Content-Type-Options": "nosniff"}
-
-
-def feed_of(app) -> JobFeed:
-    feed = getattr(app.state, "ui_feed", None)
-    if feed is None:
-        feed = app.state.ui_feed = JobFeed(app.state.session_factory, app.state.settings.ui_stream_interval_seconds)
-    return feed
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -70,15 +62,15 @@ async def job_changes(request: Request, user: User,
                       last_event_id: Annotated[str | None, Header(max_length=64)] = None):
     """`event: job` for each change of the team's jobs (or of one job); `id:` is the
     change's updated_at, so a reconnect catches up from the last one seen."""
-    feed = feed_of(request.app)
-    settings = request.app.state.settings
+    svc = services(request)
+    feed, ui = svc.ui_feed, svc.ui_settings
     start = _parse_time(last_event_id) or _parse_time(since) or datetime.now(UTC)
     team = user.actor.team_id
 
-    stopping = getattr(request.app.state, "stopping", None)  # service/app.py: set when the server stops
+    stopping = svc.stopping  # set when the server stops
 
     async def body() -> AsyncIterator[str]:
-        deadline = time.monotonic() + settings.ui_stream_max_seconds
+        deadline = time.monotonic() + ui.stream_max_seconds
         sub = feed.subscribe(team, job)  # before the catch-up read, so nothing falls between the two
         try:
             yield "retry: 2000\n: job changes\n\n"
@@ -91,7 +83,7 @@ async def job_changes(request: Request, user: User,
                 if stopping is not None and stopping.is_set():
                     yield _event("reconnect", {"reason": "the service is stopping; reconnect to resume"})
                     return
-                change = await _next(sub.queue, stopping, min(settings.logs_heartbeat_seconds,
+                change = await _next(sub.queue, stopping, min(ui.heartbeat_seconds,
                                                               max(deadline - time.monotonic(), 0.01)))
                 if change is None:
                     yield ": keep-alive\n\n"
@@ -108,17 +100,17 @@ async def follow_logs(job_id: uuid.UUID, request: Request, user: User, session: 
                       replica: Annotated[str | None, Query(max_length=64)] = None,
                       since: Annotated[str | None, Query(max_length=8192)] = None,
                       last_event_id: Annotated[str | None, Header(max_length=8192)] = None):
-    state = request.app.state
+    svc = services(request)
     team = user.actor.team_id
     view = await anyio.to_thread.run_sync(logs.view_of, session, team, job_id)
     await anyio.to_thread.run_sync(session.close)  # no connection held for the stream's life
-    backend = logs.backend_of(state.backends, view)
+    backend = logs.backend_of(svc.backends, view)
     cursor = last_event_id or since
     limit = 1000
     page = await anyio.to_thread.run_sync(logs.read, backend, view.handle, replica, cursor, limit)
     # The API's shared reader (service/logs/fanout.py): the same events, memory bounds and
     # `reconnect` on stopping; the stream ends after TRAINJOBS_UI_STREAM_MAX_SECONDS and the
     # browser reconnects with Last-Event-ID, the last line's cursor.
-    body = state.log_hub.follow(backend, view, team, replica, page, cursor, limit,
-                                max_seconds=state.settings.ui_stream_max_seconds)
+    body = svc.log_hub.follow(backend, view, team, replica, page, cursor, limit,
+                              max_seconds=svc.ui_settings.stream_max_seconds)
     return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -18,13 +18,13 @@ from service.jobs.schemas import JobPreview
 from service.jobs.submitter import Previewed
 from service.jobspec import CompiledJob
 from service.persistence.models import TemplateVersion
-from service.persistence.session import SessionDep
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import launch, views
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
@@ -60,7 +60,7 @@ def template_diff(name: Name, request: Request, session: SessionDep, user: User,
                   a: Annotated[int, Query(ge=1, le=2**31 - 1)], b: Annotated[int, Query(ge=1, le=2**31 - 1)]):
     old = _document(templates.get_version(session, user.actor.team_id, name, a)).splitlines()
     new = _document(templates.get_version(session, user.actor.team_id, name, b)).splitlines()
-    limit = request.app.state.settings.ui_diff_max_lines
+    limit = services(request).ui_settings.diff_max_lines
     too_long = max(len(old), len(new)) > limit
     lines = [] if too_long else list(difflib.unified_diff(old, new, f"version {a}", f"version {b}", lineterm="", n=3))
     versions = templates.list_versions(session, user.actor.team_id, name)
@@ -77,7 +77,7 @@ def _launch_page(request: Request, user: UiUser, tv: TemplateVersion, form: laun
         cluster = dict(pools=views.pools(compiled),
                        replicas=[(r.task_name, r.tf_role, _tf_config(r.env)) for r in preview.cluster])
     return render(request, "launch.html", status, user=user, tv=tv, form=form, preview=preview, cluster=cluster,
-                  backends=sorted(request.app.state.backends), source=source)
+                  backends=sorted(services(request).backends), source=source)
 
 
 def _replica_dict(r) -> dict:
@@ -106,9 +106,9 @@ def launch_page(name: Name, request: Request, session: SessionDep, user: Member,
     if job is not None:
         name, version = job.template_name, job.template_version
     tv = templates.get_version(session, user.actor.team_id, name, version)
-    settings = request.app.state.settings
+    ui = services(request).ui_settings
     form = launch.new_form(tv.parameters, job.parameters if job else {},
-                           backend=job.backend if job else settings.default_backend,
+                           backend=job.backend if job else ui.default_backend,
                            labels=job.labels if job else None, overrides=job.overrides if job else None,
                            idempotency_key=secrets.token_urlsafe(16))
     return _launch_page(request, user, tv, form, source=source)
@@ -121,8 +121,8 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     except ValueError:
         version = None
     tv = templates.get_version(session, user.actor.team_id, name, version)
-    state = request.app.state
-    lf, body = launch.read_form(tv.parameters, form, backend=state.settings.default_backend)
+    state = services(request)
+    lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend)
     dry_run = form.get("action") != "launch"
     job_body = launch.job_create(name, tv.version, body, lf) if body is not None else None
     if job_body is None:

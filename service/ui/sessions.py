@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.requests import HTTPConnection
 
 from service.auth.service import Actor
 from service.persistence.models import ApiToken, ServiceSecret, Team
+from service.web.container import services
 
 SESSION_COOKIE = "trainjobs_session"
 LOGIN_COOKIE = "trainjobs_signin"      # before sign-in: binds the sign-in form's CSRF token
@@ -28,24 +30,32 @@ COOKIE_PATH = "/ui"
 SECRET_NAME = "ui-session-key"
 LOGIN_MAX_AGE = 3600
 
-_lock = threading.Lock()
+class SigningKey:
+    """The key that signs the UI's cookies, read (or made) once per process:
+    TRAINJOBS_UI_SESSION_SECRET if set, else one stored in the database and shared by every
+    worker. Read on first use, not at start, so a process starts while the database is down."""
+
+    def __init__(self, configured: str | None, session_factory: sessionmaker[Session]) -> None:
+        self._key = configured
+        self._session_factory = session_factory
+        self._lock = threading.Lock()
+
+    def get(self) -> str:
+        key = self._key
+        if key:
+            return key
+        with self._lock:
+            if not self._key:
+                self._key = _stored_key(self._session_factory)
+            return self._key
 
 
-def signing_key(app) -> str:
-    """The key, read (or made) once per process."""
-    key = getattr(app.state, "ui_signing_key", None)
-    if key:
-        return key
-    with _lock:
-        key = getattr(app.state, "ui_signing_key", None)
-        if not key:
-            configured = app.state.settings.ui_session_secret
-            key = configured.get_secret_value() if configured else _stored_key(app.state.session_factory)
-            app.state.ui_signing_key = key
-    return key
+def signing_key(request: HTTPConnection) -> str:
+    """This process's key (SigningKey), from the app's services."""
+    return services(request).ui_key.get()
 
 
-def _stored_key(session_factory) -> str:
+def _stored_key(session_factory: sessionmaker[Session]) -> str:
     with session_factory() as session:
         value = session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == SECRET_NAME))
         if value:
@@ -55,7 +65,9 @@ def _stored_key(session_factory) -> str:
             session.commit()
         except IntegrityError:  # another worker made it first: use theirs
             session.rollback()
-        return session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == SECRET_NAME))
+        stored = session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == SECRET_NAME))
+        assert stored, "a key was stored just now, by this or another worker"
+        return stored
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from starlette.responses import Response
 
 from service.core.errors import Unauthorized
 from service.persistence.session import unit_of_work
+from service.web.container import services
 
 T = TypeVar("T")
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
@@ -50,12 +51,12 @@ def lean_route(lean: Lean) -> type[APIRoute]:
 
 
 async def in_thread(request: Request, fn: Callable[..., T], *args, **kwargs) -> T:
-    """`fn(*args, **kwargs)` on the lean paths' own threads (app.state.lean_threads, one per
+    """`fn(*args, **kwargs)` on the lean paths' own threads (Services.lean_threads, one per
     request slot: a request holds one at a time), with the request's context (its request id
     in the logs). asyncio's executor, not anyio's to_thread: a third of the cost on the loop
     (no capacity limiter or cancel scope; the request slots already bound the threads)."""
     call = functools.partial(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
-    return await asyncio.get_running_loop().run_in_executor(request.app.state.lean_threads, call)
+    return await asyncio.get_running_loop().run_in_executor(services(request).lean_threads, call)
 
 
 def bearer_secret(request: Request) -> str | None:

@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 from prometheus_client import (
     CollectorRegistry,
@@ -53,7 +54,8 @@ class Metrics:
         self.reconcile_seconds = Histogram("trainjobs_reconcile_duration_seconds", "Reconciler pass duration",
                                            registry=self.registry,
                                            buckets=(.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
-        self.jobs_by_state_source = None  # set by the app: () -> {(backend, state): count}
+        # Set by the app: () -> {(backend, state): count}
+        self.jobs_by_state_source: Callable[[], dict[tuple[str, str], int]] | None = None
         # Job counts say what every team is doing: only a scrape with the metrics token sees them.
         self.private_registry = CollectorRegistry()
         self.private_registry.register(_JobsByState(self))
@@ -168,10 +170,9 @@ def configure_logging(level: str = "INFO") -> None:
     root.setLevel(level.upper())
 
 
-def metrics_access(settings, authorization: str | None) -> bool:
-    """True if this scrape may see job counts: it carries TRAINJOBS_METRICS_TOKEN.
-    Any other scrape (no token, a team's token) gets the process metrics only."""
-    expected = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+def metrics_access(expected: str, authorization: str | None) -> bool:
+    """True if this scrape may see job counts: it carries `expected`, TRAINJOBS_METRICS_TOKEN
+    (empty: none set). Any other scrape (no token, a team's token) gets the process metrics only."""
     scheme, _, token = (authorization or "").partition(" ")
     return bool(expected) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(),
                                                                                  expected.encode())

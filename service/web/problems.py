@@ -67,10 +67,8 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
-def _bounded(errors: list[dict], request: Request) -> dict:
-    """At most TRAINJOBS_MAX_PROBLEMS problems, each of bounded size, and how many were left out."""
-    settings = getattr(request.app.state, "settings", None)
-    limit = getattr(settings, "max_problems", DEFAULT_MAX_PROBLEMS)
+def _bounded(errors: list[dict], limit: int) -> dict:
+    """At most `limit` (TRAINJOBS_MAX_PROBLEMS) problems, each of bounded size, and how many were left out."""
     shown = [{k: _clip(str(v), MAX_FIELD_CHARS if k == "field" else MAX_TEXT_CHARS) for k, v in e.items()}
              for e in errors[:limit]]
     out: dict = {"errors": shown}
@@ -92,12 +90,12 @@ def _loc(loc: tuple) -> str:
     return ".".join(parts) or "body"
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError):
         extra = dict(exc.extra)
         if exc.problems:
-            extra.update(_bounded([p.as_dict() for p in exc.problems], request))
+            extra.update(_bounded([p.as_dict() for p in exc.problems], max_problems))
         resp = problem(exc.status, exc.title, exc.detail, exc.slug, request, **extra)
         resp.headers.update(exc.headers)
         return resp
@@ -119,7 +117,7 @@ def install(app: FastAPI) -> None:
         first = errors[0] if errors else {"field": "body", "message": "invalid"}
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         return problem(422, "Invalid request", f"{_clip(first['field'], MAX_FIELD_CHARS)}: {first['message']}{more}",
-                       "invalid-request", request, **_bounded(errors, request))
+                       "invalid-request", request, **_bounded(errors, max_problems))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

@@ -1,9 +1,10 @@
-"""The webhook settings the outbox, the API and the dispatcher need (from TRAINJOBS_WEBHOOK_*)."""
+"""The webhook settings the outbox, the API and the dispatcher need (from TRAINJOBS_WEBHOOK_*,
+built by service/slices.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.webhooks.destinations import Network, parse_networks
+from service.webhooks.destinations import Network
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,3 @@ class WebhookLimits:
     retention_days: float = 30.0
     public_url: str | None = None
 
-    @classmethod
-    def from_settings(cls, s) -> WebhookLimits:
-        return cls(max_per_team=s.webhook_max_per_team, allowed_networks=parse_networks(s.webhook_allowed_networks),
-                   max_payload_bytes=s.webhook_max_payload_bytes, request_timeout=s.webhook_request_timeout_seconds,
-                   max_attempts=s.webhook_max_attempts, retry_window=s.webhook_retry_window_seconds,
-                   retry_initial=s.webhook_retry_initial_seconds,
-                   retry_max_interval=s.webhook_retry_max_interval_seconds, retry_jitter=s.webhook_retry_jitter,
-                   batch_size=s.webhook_delivery_batch_size, concurrency=s.webhook_delivery_concurrency,
-                   interval=s.webhook_dispatch_interval_seconds, response_log_bytes=s.webhook_response_log_bytes,
-                   retention_days=s.webhook_log_retention_days,
-                   public_url=s.public_url.rstrip("/") if s.public_url else None)

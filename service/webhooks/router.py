@@ -14,7 +14,7 @@ from service.persistence.models import (
     WebhookDelivery,
     WebhookSubscription,
 )
-from service.persistence.session import SessionDep
+from service.web.container import SessionDep, services
 from service.web.problems import problem_responses
 from service.webhooks import service
 from service.webhooks.limits import WebhookLimits
@@ -33,7 +33,7 @@ router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 
 
 def _limits(request: Request) -> WebhookLimits:
-    return request.app.state.webhook_limits
+    return services(request).webhook_limits
 
 
 def _out(sub: WebhookSubscription) -> dict:
@@ -56,7 +56,7 @@ def _detail(d: WebhookDelivery, attempts: list[WebhookAttempt]) -> DeliveryDetai
 
 
 def _wake(request: Request) -> None:
-    request.app.state.wake_controller(DISPATCHER)   # this process; others hear a NOTIFY (PostgreSQL)
+    services(request).waker.wake(DISPATCHER)   # this process; others hear a NOTIFY (PostgreSQL)
 
 
 @router.post("", status_code=201, response_model=WebhookCreated, operation_id="webhooks_create",

@@ -49,7 +49,7 @@ def test_member_cancels_and_the_event_names_who(client, demo, tokens):
     assert job["created_by"] == "member-user@alpha"
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=bearer(tokens["viewer"])).status_code == 403
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=h).status_code == 202
-    client.app.state.controller.run_once()  # it never launched: the controller ends it
+    client.app.state.services.controller.run_once()  # it never launched: the controller ends it
     events = client.get(f"/v1/jobs/{job['id']}/events").json()
     assert [(e["to_state"], e["actor"]) for e in events] == [
         ("QUEUED", "member-user@alpha"), ("CANCELLING", "member-user@alpha"), ("CANCELLED", "controller")]

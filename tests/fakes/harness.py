@@ -66,10 +66,10 @@ class Harness:
 
     @property
     def backend(self):
-        return self.app.state.backends["vertex"]
+        return self.app.state.services.backends["vertex"]
 
     def reconcile(self):
-        return self.app.state.controller.run_once()
+        return self.app.state.services.controller.run_once()
 
     def submit(self, expect: int = 201, launch: bool = True, **body) -> dict:
         """POST the job; with `launch`, one controller pass submits it (as the controller's
@@ -125,7 +125,7 @@ class Harness:
         return handle_of_job(self.row(job_id))
 
     def row(self, job_id) -> Job:
-        with self.app.state.session_factory() as s:
+        with self.app.state.services.session_factory() as s:
             return s.get(Job, uuid.UUID(str(job_id)))
 
 

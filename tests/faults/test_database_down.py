@@ -53,7 +53,7 @@ def test_controller_steps_down_in_an_outage_and_comes_back(api_client, proxied, 
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5)
     with api_client(settings) as client:
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         # Each phase has its own bound: a loaded machine slows one without eating the next's.
         wait_for(lambda: controller.ticks >= 3, "the controller to start")
         first_epoch = controller.epoch
@@ -82,7 +82,7 @@ def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(api_
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5, controller_lease_seconds=3)
     with api_client(settings) as client:
-        controller = client.app.state.controller
+        controller = client.app.state.services.controller
         wait_for(lambda: controller.ticks >= 3, "the controller to start")
         first_epoch = controller.epoch
         proxy.cut(server_side=False)

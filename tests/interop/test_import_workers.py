@@ -59,7 +59,7 @@ def test_the_text_is_parsed_in_another_process(client, monkeypatch):
     r = client.post("/v1/templates:import", json=COMMAND)
     assert r.status_code == 200, r.text
     assert "img:1" in str(r.json()["spec"])
-    pids = client.app.state.import_workers.pids()
+    pids = client.app.state.services.import_workers.pids()
     assert pids and os.getpid() not in pids
     for pid in pids:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -82,7 +82,7 @@ def test_the_worker_imports_no_web_app_and_no_compiler():
 def test_a_worker_runs_under_memory_and_cpu_limits(app_client):
     with app_client(import_worker_memory_mb=300, import_parse_timeout_seconds=4.5) as c:
         assert c.post("/v1/templates:import", json=VALID).status_code == 200
-        (pid,) = c.app.state.import_workers.pids()
+        (pid,) = c.app.state.services.import_workers.pids()
         limits = {line[:26].strip(): line[26:].split() for line in Path(f"/proc/{pid}/limits").read_text().splitlines()}
         assert limits["Max address space"][:2] == [str(300 << 20), str(300 << 20)]
         cpu_soft = limits["Max cpu time"][0]
@@ -91,7 +91,7 @@ def test_a_worker_runs_under_memory_and_cpu_limits(app_client):
 
 def test_a_long_parse_is_killed_the_worker_replaced_and_healthz_answers_meanwhile(app_client):
     with app_client(**ROOMY) as c, ThreadPoolExecutor(1) as pool:
-        workers = c.app.state.import_workers
+        workers = c.app.state.services.import_workers
         assert c.post("/v1/templates:import", json=VALID).status_code == 200
         (first,) = workers.pids()
         bomb = pool.submit(c.post, "/v1/templates:import", json=LONG_PARSE)
@@ -111,7 +111,7 @@ def test_a_long_parse_is_killed_the_worker_replaced_and_healthz_answers_meanwhil
 
 def test_imports_at_once_are_bounded_503_with_retry_after(app_client):
     with app_client(**ROOMY, import_workers=1, import_queue=1) as c, ThreadPoolExecutor(2) as pool:
-        workers = c.app.state.import_workers
+        workers = c.app.state.services.import_workers
         bomb = pool.submit(c.post, "/v1/templates:import", json=LONG_PARSE)
         wait_until(lambda: workers.busy == 1, "the bomb to reach the worker")
         queued = pool.submit(c.post, "/v1/templates:import", json=VALID)
@@ -132,7 +132,7 @@ def test_a_worker_that_cannot_start_in_time_answers_503(app_client):
         r = c.post("/v1/templates:import", json=VALID)
         body = assert_problem(r, 503)
         assert "TRAINJOBS_IMPORT_WORKER_START_SECONDS" in body["detail"] and r.headers["Retry-After"]
-        assert c.app.state.import_workers.pids() == []
+        assert c.app.state.services.import_workers.pids() == []
         assert c.post("/v1/templates:import", json={"format": "worker-pool-specs", "source": [
             "machine-type=n1-standard-4,container-image-uri=img:1"]}).status_code == 200  # needs no worker
 
@@ -141,7 +141,7 @@ def test_stopping_kills_the_workers_and_answers_503():
     from service.core.config import Settings
     from service.core.errors import Unavailable
     from service.interop.import_workers import ImportWorkers
-    from service.interop.service import limits
+    from service.slices import interop_settings
     roomy = Settings(**ROOMY | {"import_parse_timeout_seconds": 60.0})  # no database: the pool alone
     workers = ImportWorkers(roomy)
     outcome: list[BaseException] = []
@@ -149,7 +149,7 @@ def test_stopping_kills_the_workers_and_answers_503():
     def parse():
         try:
             with workers.lease() as lease:
-                lease.run("yaml", LONG_PARSE["source"], limits(roomy))
+                lease.run("yaml", LONG_PARSE["source"], interop_settings(roomy).yaml)
         except BaseException as e:  # noqa: BLE001 - the test looks at what it was
             outcome.append(e)
 

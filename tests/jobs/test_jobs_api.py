@@ -100,7 +100,7 @@ def test_cancel_a_queued_job(client, demo):
     assert r.status_code == 202 and r.json()["state"] == "CANCELLING"
     again = client.post(f"/v1/jobs/{job['id']}/cancel")  # asking twice is no error
     assert again.status_code == 202 and again.json()["state"] == "CANCELLING"
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     assert client.get(f"/v1/jobs/{job['id']}").json()["state"] == "CANCELLED"
     events = client.get(f"/v1/jobs/{job['id']}/events").json()
     assert [e["to_state"] for e in events] == ["QUEUED", "CANCELLING", "CANCELLED"]
@@ -139,7 +139,7 @@ def test_list_filters(client, demo):
     b = submit(client, labels={"team": "nlp"})
     c = submit(client, labels={"team": "vision"})
     client.post(f"/v1/jobs/{c['id']}/cancel")
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
 
     def ids(**params):
         return [j["id"] for j in client.get("/v1/jobs", params=params).json()["items"]]

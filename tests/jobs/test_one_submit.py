@@ -54,7 +54,7 @@ def _every_path(client, tokens) -> dict[str, str]:
                                         "parameters": {"epochs": {"values": [3]}},
                                         "objective": {"metric": "loss", "goal": "minimize"}})
     assert r.status_code == 201, r.text
-    client.app.state.controller.run_once()       # the sweep launcher starts the trial
+    client.app.state.services.controller.run_once()       # the sweep launcher starts the trial
     trials = client.get(f"/v1/sweeps/{r.json()['id']}").json()["trials"]
     out["sweep"] = trials[0]["job_id"]
     assert all(out.values())
@@ -63,7 +63,7 @@ def _every_path(client, tokens) -> dict[str, str]:
 
 def test_every_submit_path_goes_through_the_submitter_and_wakes_for_admission_only(client, demo, tokens,
                                                                                    monkeypatch):
-    state = client.app.state
+    state = client.app.state.services
     state.controller.run_once()                       # this process now controls the database
     assert state.controller.active
     submitted: list[tuple[str, bool]] = []            # (backend, dry run) per JobSubmitter.submit
@@ -99,7 +99,7 @@ def test_the_controlling_process_sends_itself_no_notify_on_any_path(api_client, 
     plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
     with api_client(_settings(pg_database, tmp_path), make_token(pg_database)) as client, \
             psycopg.connect(plain, autocommit=True) as listener, psycopg.connect(plain, autocommit=True) as other:
-        client.app.state.controller.run_once()          # this process takes the controller lock
+        client.app.state.services.controller.run_once()          # this process takes the controller lock
         assert client.post("/v1/templates", json=DEMO).status_code == 201
         listener.execute(f"LISTEN {CHANNEL}")
         _every_path(client, tokens)
@@ -158,8 +158,8 @@ def test_a_retry_attempt_and_a_first_submit_are_written_by_the_one_writer(client
     r = client.post("/v1/jobs", json={"template": "mwms-demo", "labels": {"team": "vision"}, "overrides": overrides})
     assert r.status_code == 201, r.text
     first = uuid.UUID(r.json()["id"])
-    engine: Engine = client.app.state.lifecycle
-    with client.app.state.session_factory() as session:      # the backend reports exit code 3
+    engine: Engine = client.app.state.services.lifecycle
+    with client.app.state.services.session_factory() as session:      # the backend reports exit code 3
         engine.move(session, first, JobState.FAILED, reason="exit 3", actor="test",
                     values={"error": {"exit_code": 3, "message": "exit code 3"}})
         session.commit()

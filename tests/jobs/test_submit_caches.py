@@ -41,7 +41,7 @@ def anon_client(api_client, settings, tokens):
 
 def test_an_archived_template_refuses_new_jobs_at_once(client, other, demo):
     assert client.post("/v1/jobs", json=JOB).status_code == 201  # the version is now cached here
-    assert len(client.app.state.template_cache) == 1
+    assert len(client.app.state.services.template_cache) == 1
     assert other.post("/v1/templates/mwms-demo/archive").status_code == 200
     body = assert_problem(client.post("/v1/jobs", json=JOB), 409)
     assert "archived" in body["detail"]
@@ -84,7 +84,7 @@ def test_the_cache_keeps_at_most_its_size(api_client, settings, tokens, demo, cl
                 for i, name in enumerate(names):
                     job = c.post("/v1/jobs", json={"template": name}).json()
                     assert _workers(job) == i + 1
-            assert len(c.app.state.template_cache) == size
+            assert len(c.app.state.services.template_cache) == size
 
 
 def test_a_revoked_token_is_refused_on_the_next_request(client, db_url, demo):
@@ -95,7 +95,7 @@ def test_a_revoked_token_is_refused_on_the_next_request(client, db_url, demo):
     assert client.post("/v1/jobs", json=JOB, headers=member).status_code == 201
     keyed = {**member, "Idempotency-Key": "k-1"}
     assert client.post("/v1/jobs", json=JOB, headers=keyed).status_code == 201
-    assert len(client.app.state.token_cache) == 1
+    assert len(client.app.state.services.token_cache) == 1
     # ... and a revocation by another process (the `trainjobs tokens revoke` command on the
     # same database) still holds from the very next request, whatever the request is.
     env = {**os.environ, "TRAINJOBS_DATABASE_URL": db_url, "TRAINJOBS_LOG_FORMAT": "text"}
@@ -104,7 +104,7 @@ def test_a_revoked_token_is_refused_on_the_next_request(client, db_url, demo):
     assert done.returncode == 0, done.stderr
     assert_problem(client.get("/v1/templates", headers=member), 401)
     assert_problem(client.post("/v1/jobs", json=JOB, headers=member), 401)
-    assert len(client.app.state.token_cache) == 0   # forgotten once refused
+    assert len(client.app.state.services.token_cache) == 0   # forgotten once refused
     for request in [dict(json=JOB, params={"dry_run": True}),          # a preview
                     dict(json={"template": "no-such-template"}),        # not a 404: nothing is told
                     dict(json=JOB, headers=keyed)]:                     # a replay of its own job
@@ -134,7 +134,7 @@ def test_the_submit_path_checks_the_token_before_the_body(anon_client, tokens, d
 
 
 def test_every_outcome_of_a_submit_gives_its_connection_back(anon_client, tokens, demo):
-    pool = anon_client.app.state.engine.pool
+    pool = anon_client.app.state.services.engine.pool
     member = bearer(tokens["member"])
     outcomes = [
         ({"template": "mwms-demo"}, member, {}, 201),

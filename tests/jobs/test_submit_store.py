@@ -48,7 +48,7 @@ def test_the_stored_job_is_what_the_response_shows(client, demo, db_url):
     assert compiled.custom_job_dict == shown["custom_job"]
     # Each replica's env as its backend (local) gives it: the stored job's launch view.
     from service.jobs.service import cluster_view
-    view = client.app.state.backends["local"].launch_view(uuid.UUID(shown["id"]), compiled, None)
+    view = client.app.state.services.backends["local"].launch_view(uuid.UUID(shown["id"]), compiled, None)
     assert [r.env for r in cluster_view(compiled, view)] == [rep["env"] for rep in shown["cluster"]]
     assert labels == {"team": "vision", "run": ""}
     assert events == [(None, "QUEUED", "submitted", "admin-user@alpha")]
@@ -102,8 +102,8 @@ def test_the_controlling_process_wakes_its_own_loop_without_a_notify(api_client,
     plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
     with api_client(settings, make_token(pg_database)) as client, \
             psycopg.connect(plain, autocommit=True) as listener, psycopg.connect(plain, autocommit=True) as other:
-        client.app.state.controller.run_once()          # this process takes the controller lock
-        assert client.app.state.controller.active
+        client.app.state.services.controller.run_once()          # this process takes the controller lock
+        assert client.app.state.services.controller.active
         assert client.post("/v1/templates", json=DEMO).status_code == 201
         listener.execute(f"LISTEN {WAKE_CHANNEL}")
         assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201

@@ -55,7 +55,7 @@ def test_followers_share_one_reader_and_get_identical_lines(db_url, work_dir, to
         for t in threads:
             t.start()
         wait_for(lambda: "trainjobs_streams_open 6.0" in client.get("/metrics").text, "six followers attached")
-        hub = app.state.log_hub
+        hub = app.state.services.log_hub
         # All six joined one reader (its followers), not six readers.
         wait_for(lambda: len(hub.readers) == 1 and len(next(iter(hub.readers.values())).followers) == 6,
                  "six followers on one reader")
@@ -113,7 +113,7 @@ def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, 
         fast: list = []
         t = threading.Thread(target=follow_all, args=(url, token, job_id, fast))
         t.start()
-        hub = app.state.log_hub
+        hub = app.state.services.log_hub
         wait_for(lambda: len(hub.readers) == 1 and len(next(iter(hub.readers.values())).followers) == 2,
                  "both followers on the shared reader")
         gate.touch()

@@ -104,7 +104,7 @@ def test_a_follower_lagging_in_bytes_is_cut_and_the_process_holds_its_budget(db_
 
         t = threading.Thread(target=follow)
         t.start()
-        hub = app.state.log_hub
+        hub = app.state.services.log_hub
         wait_for(lambda: len(hub.readers) == 1 and len(next(iter(hub.readers.values())).followers) == 2,
                  "both followers on the shared reader")
         most = [0]

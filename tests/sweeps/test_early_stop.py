@@ -51,7 +51,7 @@ def test_a_sweep_stops_a_trial_clearly_behind(make_client, work_dir, tmp_path):
     now = wait_for(judged, "trial 4 (val_accuracy 0.1) to be stopped and trial 5 to reach epoch 2", 120)
     assert trial(now, 4)["stopped_early"].startswith("stopped early: best val_accuracy 0.1 by epoch 2 is below")
     # Trial 5, ahead of the median, is judged on every pass and runs on until its gate opens.
-    launcher = api.c.app.state.controller.services["sweeps"]
+    launcher = api.c.app.state.services.controller.services["sweeps"]
     passes = launcher.passes
     wait_for(lambda: launcher.passes >= passes + 3, "three more sweep passes")
     now = get(api.c, sweep["id"])

@@ -48,7 +48,7 @@ def test_revoking_the_creator_pauses_its_sweeps_at_once(client, db_url, tmpl):
     bob = bearer(make_token(db_url, "alpha", "member", "bob"))
     hers = create(client, headers=alice, parameters={"acc": {"values": [0.1, 0.2, 0.3]}})
     his = create(client, headers=bob, parameters={"acc": {"values": [0.1, 0.2, 0.3]}})
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     controller.run_once()
     assert len(started(client, hers["id"])) == 1 and len(started(client, his["id"])) == 1
 
@@ -79,11 +79,11 @@ def test_revoking_the_creator_pauses_its_sweeps_at_once(client, db_url, tmpl):
 def test_a_paused_sweep_can_be_cancelled(client, db_url, tmpl):
     alice = bearer(make_token(db_url, "alpha", "member", "alice"))
     sweep = create(client, headers=alice)
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     client.post(f"/v1/tokens/{token_id(client, 'alice')}/revoke")
     r = client.post(f"/v1/sweeps/{sweep['id']}/cancel")
     assert r.status_code == 202 and r.json()["state"] == "CANCELLING", r.text
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     assert get(client, sweep["id"])["state"] == "CANCELLED"
     assert_problem(client.post(f"/v1/sweeps/{sweep['id']}/resume"), 409)
 
@@ -92,11 +92,11 @@ def test_no_trial_starts_as_a_revoked_token_even_without_the_hook(client, db_url
     alice = bearer(make_token(db_url, "alpha", "member", "alice"))
     sweep = create(client, headers=alice)
     # Revoked behind the service's back (the hook did not run): the controller still checks.
-    with client.app.state.session_factory() as session:
+    with client.app.state.services.session_factory() as session:
         session.execute(update(ApiToken).where(ApiToken.id == uuid.UUID(token_id(client, "alice")))
                         .values(revoked_at=datetime.now(UTC)))
         session.commit()
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     now = get(client, sweep["id"])
     assert now["state"] == "PAUSED" and "revoked" in now["state_reason"] and started(client, sweep["id"]) == []
 
@@ -112,7 +112,7 @@ def test_trial_keys_cannot_be_taken_by_a_caller(client, db_url, tmpl):
     theirs = r.json()["id"]
     assert_problem(client.post("/v1/jobs", json=body, headers={**mallory, "Idempotency-Key": job_key(uuid.UUID(sid), 1)}),
                    422)
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     [trial] = started(client, sid)
     assert trial["state"] == "QUEUED" and trial["error"] is None and trial["job_id"] != theirs
     assert client.get(f"/v1/jobs/{trial['job_id']}").json()["parameters"] == {"acc": 0.1}

@@ -131,7 +131,7 @@ def _trial_jobs(client, sweep_id: str) -> list[dict]:
 
 def test_trials_start_as_room_frees_never_above_max_parallel(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2, 0.3, 0.4, 0.5]}}, max_parallel=2)
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     passes, started = 0, []
     while get(client, sweep["id"])["state"] == "RUNNING":
         passes += 1
@@ -154,7 +154,7 @@ def test_trials_start_as_room_frees_never_above_max_parallel(client, tmpl):
 def test_each_trial_is_a_job_that_knows_its_trial(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2]}}, max_parallel=2, labels={"study": "s1"},
                    display_name="lr-study")
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     jobs = sorted(_trial_jobs(client, sweep["id"]), key=lambda j: j["trial"])
     assert [j["parameters"] for j in jobs] == [{"acc": 0.1}, {"acc": 0.2}]
     for n, job in enumerate(jobs, 1):
@@ -172,7 +172,7 @@ def test_each_trial_is_a_job_that_knows_its_trial(client, tmpl):
 
 def test_cancel_stops_unfinished_trials_and_starts_no_more(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2, 0.3, 0.4]}}, max_parallel=2)
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     controller.run_once()
     assert len(_trial_jobs(client, sweep["id"])) == 2
     r = client.post(f"/v1/sweeps/{sweep['id']}/cancel")
@@ -190,7 +190,7 @@ def test_cancel_stops_unfinished_trials_and_starts_no_more(client, tmpl):
 
 def test_a_trial_is_never_started_twice(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2, 0.3]}}, max_parallel=3)
-    state = client.app.state
+    state = client.app.state.services
     controller = state.controller
     controller.run_once()
     assert len(_trial_jobs(client, sweep["id"])) == 3
@@ -210,11 +210,11 @@ def test_a_trial_is_never_started_twice(client, tmpl):
 
 def test_a_job_whose_link_was_lost_is_found_again(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2]}}, max_parallel=1)
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     controller.run_once()
     [job] = _trial_jobs(client, sweep["id"])
     # As if the controller died between the job's commit and the link's.
-    with client.app.state.session_factory() as session:
+    with client.app.state.services.session_factory() as session:
         session.execute(update(SweepTrial).values(job_id=None))
         session.commit()
     controller.run_once()
@@ -251,7 +251,7 @@ def test_unfinished_sweeps_per_team_are_limited(api_client, settings, tokens, tm
         body = assert_problem(c.post("/v1/sweeps", json=_grid()), 409)
         assert "TRAINJOBS_SWEEP_MAX_ACTIVE_PER_TEAM" in body["detail"]
         c.post(f"/v1/sweeps/{first['id']}/cancel")
-        c.app.state.controller.run_once()
+        c.app.state.services.controller.run_once()
         assert get(c, first["id"])["state"] == "CANCELLED"
         create(c)
 
@@ -269,7 +269,7 @@ def test_ranking_puts_the_best_first_for_either_goal():
 def test_a_trial_that_can_no_longer_be_created_fails_and_the_sweep_goes_on(client, tmpl):
     sweep = create(client, parameters={"acc": {"values": [0.1, 0.2]}}, max_parallel=2)
     assert client.post("/v1/templates/sweepable/archive").status_code == 200
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     controller.run_once()
     done = get(client, sweep["id"])
     assert [(t["state"], t["job_id"]) for t in done["trials"]] == [("FAILED", None), ("FAILED", None)]
@@ -282,11 +282,11 @@ def test_one_broken_sweep_does_not_hold_up_the_others(client, tmpl):
     from service.persistence.models import Sweep
     broken = create(client, max_parallel=1)
     # A plan shorter than its trial count (as no request can make): starting trial 3 fails.
-    with client.app.state.session_factory() as session:
+    with client.app.state.services.session_factory() as session:
         session.execute(update(Sweep).where(Sweep.id == uuid.UUID(broken["id"])).values(trial_count=3))
         session.commit()
     fine = create(client, max_parallel=1)
-    controller = client.app.state.controller
+    controller = client.app.state.services.controller
     for _ in range(3):
         controller.run_once()
         for sweep in (broken, fine):

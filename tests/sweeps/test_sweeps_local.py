@@ -89,8 +89,8 @@ def test_cancel_stops_running_trials_and_starts_no_more(make_client, work_dir, t
         events = api.c.get(f"/v1/jobs/{job_id}/events").json()
         assert any(e["to_state"] == "CANCELLING" and "sweep" in e["reason"] for e in events)
     # The controller keeps passing: still no third trial.
-    ticks = api.c.app.state.controller.ticks
-    wait_for(lambda: api.c.app.state.controller.ticks >= ticks + 3, "a few more controller passes")
+    ticks = api.c.app.state.services.controller.ticks
+    wait_for(lambda: api.c.app.state.services.controller.ticks >= ticks + 3, "a few more controller passes")
     assert get(api.c, sweep["id"])["counts"] == {"CANCELLED": 2, "WAITING": 1}
 
 
@@ -105,4 +105,4 @@ def test_two_service_processes_start_each_trial_once(make_client, work_dir):
     jobs = first.c.get("/v1/jobs", params={"limit": 50}).json()["items"]
     assert len(jobs) == 6 and sorted(j["display_name"] for j in jobs) == sorted(
         f"{sweep['display_name']}-{n}" for n in range(1, 7))
-    assert [first.c.app.state.controller.active, second.c.app.state.controller.active].count(True) == 1
+    assert [first.c.app.state.services.controller.active, second.c.app.state.services.controller.active].count(True) == 1

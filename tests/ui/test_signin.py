@@ -93,7 +93,7 @@ def test_a_tampered_or_expired_cookie_is_no_session(app, client, tokens, monkeyp
     import itsdangerous.timed
     real = itsdangerous.timed.TimestampSigner.get_timestamp
     monkeypatch.setattr(itsdangerous.timed.TimestampSigner, "get_timestamp",
-                        lambda self: real(self) - app.state.settings.ui_session_max_age_seconds - 5)
+                        lambda self: real(self) - app.state.services.ui_settings.session_max_age_seconds - 5)
     old = new_client(app, tokens["viewer"])  # signed in "long ago"
     monkeypatch.setattr(itsdangerous.timed.TimestampSigner, "get_timestamp", real)
     assert old.get("/ui/jobs", follow_redirects=False).status_code == 401

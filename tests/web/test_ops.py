@@ -30,7 +30,7 @@ def test_metrics_count_requests_and_jobs(api_client, settings, tokens):
 
 
 def test_reconciler_passes_are_counted(client, demo):
-    client.app.state.controller.run_once()
+    client.app.state.services.controller.run_once()
     text = client.get("/metrics").text
     assert "trainjobs_reconcile_ticks_total 1.0" in text
 

@@ -68,7 +68,7 @@ def test_a_bad_allowed_network_stops_the_service_from_starting():
 def _dispatcher(client, **limits) -> Dispatcher:
     base = WebhookLimits(allowed_networks=parse_networks(LOOPBACK), retry_initial=0.01, retry_jitter=0.0,
                          request_timeout=5.0)
-    return Dispatcher(client.app.state.session_factory, Engine(), dataclasses.replace(base, **limits), fence=None)
+    return Dispatcher(client.app.state.services.session_factory, Engine(), dataclasses.replace(base, **limits), fence=None)
 
 
 def _only(client, hook) -> dict:

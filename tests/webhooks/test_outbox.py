@@ -36,7 +36,7 @@ def test_no_delivery_for_a_state_change_that_rolls_back(make_client, session_fac
     add_template(client, QUICK)
     subscribe(client, receiver.url, event_types=["job.state_changed", "job.cancelled"])
     job_id = uuid.UUID(client.post("/v1/jobs", json={"template": "quick"}).json()["id"])
-    lifecycle = client.app.state.lifecycle
+    lifecycle = client.app.state.services.lifecycle
     with session_factory() as s:
         assert _deliveries(s) == ["job.state_changed"]          # its creation, with the job
         lifecycle.move(s, job_id, JobState.CANCELLED, reason="test", actor="tests")
@@ -65,15 +65,15 @@ def test_a_controller_that_never_sent_leaves_the_event_to_the_next(api_client, d
     with api_client(settings, tokens["admin"]) as client:
         add_template(client, QUICK)
         hook = subscribe(client, receiver.url, event_types=["job.created"])
-        first = client.app.state.controller
+        first = client.app.state.services.controller
         first._promote(first.leadership.try_acquire(), threads=False)   # controls: epoch N
         job = client.post("/v1/jobs", json={"template": "quick"}).json()
         epoch = first.epoch
         first.leadership.release()                                    # ... and dies before any pass
     with api_client(settings, tokens["admin"]) as client:
         assert receiver.nothing_more()
-        client.app.state.controller.run_once()                        # the next controller: epoch N+1
-        assert client.app.state.controller.epoch == epoch + 1
+        client.app.state.services.controller.run_once()                        # the next controller: epoch N+1
+        assert client.app.state.services.controller.epoch == epoch + 1
         got = receiver.next("the event recorded under the dead controller")
         assert got.verify(hook["secret"])["data"]["job"]["id"] == job["id"]
         delivery, = wait_delivery(client, hook["id"])
@@ -122,7 +122,7 @@ def test_a_deposed_controller_sends_nothing(make_client, receiver):
     client = make_client(run_reconciler=False)
     hook = subscribe(client, receiver.url)
     client.post(f"/v1/webhooks/{hook['id']}/test")
-    state = client.app.state
+    state = client.app.state.services
     controller = state.controller
     controller._promote(controller.leadership.try_acquire(), threads=False)
     stale = Dispatcher(state.session_factory, state.lifecycle, state.webhook_limits, fence=controller.epoch - 1)

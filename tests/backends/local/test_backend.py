@@ -280,10 +280,10 @@ def test_a_cancel_while_queued_means_it_never_launches(make_client, work_dir):
     api = make_client(local_max_running_jobs=0, run_reconciler=False)
     api.template("never", spec(["--exit", "0"]))
     job = api.submit("never")
-    api.c.app.state.controller.run_once()
+    api.c.app.state.services.controller.run_once()
     assert api.job(job["id"])["state"] == "QUEUED"  # the cap holds it
     assert api.c.post(f"/v1/jobs/{job['id']}/cancel").json()["state"] == "CANCELLING"
-    api.c.app.state.controller.run_once()
+    api.c.app.state.services.controller.run_once()
     done = api.job(job["id"])
     assert done["state"] == "CANCELLED" and done["backend_ref"] is None
     assert not (work_dir / job["id"]).exists()

@@ -167,7 +167,7 @@ def _make_legacy(h, fake_vertex, job_id: str) -> None:
     for cj in fake_vertex.find(job_id):
         labels = cj["labels"]
         labels["trainjobs-job-id"] = labels.pop("trainjobs_job_id")
-    with h.app.state.session_factory() as s:
+    with h.app.state.services.session_factory() as s:
         compiled = s.get(Job, uuid.UUID(job_id)).compiled
         compiled = json.loads(json.dumps(compiled))
         labels = compiled["custom_job"]["labels"]

@@ -1,0 +1,72 @@
+"""The settings half of the composition root: the one Settings (service/core/config.py, the
+only reader of the TRAINJOBS_* variables and the place that documents them) cut into the
+slice each package is given. A package sees its own fields, typed, and nothing else; which
+variable feeds which slice is said here, once. The backends' slices are cut where the
+backends are built (service/backends/__init__.py); the HTTP middleware take their few
+fields as keyword arguments where service/app.py adds them."""
+from __future__ import annotations
+
+from service.budgets.settings import BudgetSettings
+from service.core.config import Settings
+from service.interop.safe_yaml import YamlLimits
+from service.interop.settings import InteropSettings
+from service.jobs.epochs import EpochLimits
+from service.jobs.settings import JobSettings
+from service.logs.fanout import FanoutSettings
+from service.logs.settings import LogSettings
+from service.sweeps.service import SweepLimits
+from service.ui.settings import UiSettings
+from service.webhooks.destinations import parse_networks
+from service.webhooks.limits import WebhookLimits
+
+
+def job_settings(s: Settings) -> JobSettings:
+    return JobSettings(default_backend=s.default_backend,
+                       epochs=EpochLimits(s.job_epochs_max_per_job, s.job_epochs_max_metrics))
+
+
+def log_settings(s: Settings) -> LogSettings:
+    return LogSettings(page_max_bytes=s.logs_page_max_bytes, fanout=FanoutSettings(
+        min_interval=s.logs_follow_interval_seconds, max_interval=s.logs_follow_max_interval_seconds,
+        heartbeat=s.logs_heartbeat_seconds, buffer_lines=s.logs_reader_buffer_lines,
+        follower_lines=s.logs_follower_buffer_lines, loop_share=s.logs_fanout_loop_share,
+        buffer_bytes=s.logs_reader_buffer_bytes, follower_bytes=s.logs_follower_buffer_bytes,
+        process_bytes=s.logs_buffer_bytes, line_max_bytes=s.logs_stream_line_max_bytes,
+        batch_bytes=s.logs_stream_batch_bytes, max_seconds=s.logs_stream_max_seconds))
+
+
+def ui_settings(s: Settings) -> UiSettings:
+    return UiSettings(
+        session_secret=s.ui_session_secret.get_secret_value() if s.ui_session_secret else None,
+        session_max_age_seconds=s.ui_session_max_age_seconds, secure_cookies=s.ui_secure_cookies,
+        stream_interval_seconds=s.ui_stream_interval_seconds, stream_max_seconds=s.ui_stream_max_seconds,
+        heartbeat_seconds=s.logs_heartbeat_seconds, page_size=s.ui_page_size,
+        diff_max_lines=s.ui_diff_max_lines, log_tail_lines=s.ui_log_tail_lines, default_backend=s.default_backend)
+
+
+def interop_settings(s: Settings) -> InteropSettings:
+    return InteropSettings(
+        yaml=YamlLimits(s.import_max_bytes, s.import_max_yaml_aliases, s.import_max_yaml_nodes,
+                        s.import_max_yaml_depth, s.import_max_yaml_expanded_bytes),
+        vertex_location=s.vertex_location, vertex_project=s.vertex_project)
+
+
+def budget_settings(s: Settings) -> BudgetSettings:
+    return BudgetSettings(max_accelerator_types=s.team_limits_max_accelerator_types)
+
+
+def sweep_limits(s: Settings) -> SweepLimits:
+    return SweepLimits(s.sweep_max_trials, s.sweep_max_parallel, s.sweep_max_active_per_team)
+
+
+def webhook_limits(s: Settings) -> WebhookLimits:
+    return WebhookLimits(
+        max_per_team=s.webhook_max_per_team, allowed_networks=parse_networks(s.webhook_allowed_networks),
+        max_payload_bytes=s.webhook_max_payload_bytes, request_timeout=s.webhook_request_timeout_seconds,
+        max_attempts=s.webhook_max_attempts, retry_window=s.webhook_retry_window_seconds,
+        retry_initial=s.webhook_retry_initial_seconds, retry_max_interval=s.webhook_retry_max_interval_seconds,
+        retry_jitter=s.webhook_retry_jitter, batch_size=s.webhook_delivery_batch_size,
+        concurrency=s.webhook_delivery_concurrency, interval=s.webhook_dispatch_interval_seconds,
+        response_log_bytes=s.webhook_response_log_bytes, retention_days=s.webhook_log_retention_days,
+        public_url=s.public_url.rstrip("/") if s.public_url else None)
+
