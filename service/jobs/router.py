@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
@@ -69,8 +69,8 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
         # A job just created carries its estimate (service.create_job); a stored one is priced now.
         cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend)
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
-    refs = [AttemptRef(id=a.id, attempt=a.attempt, state=a.state) for a in attempts] if attempts is not None \
-        else [AttemptRef(id=job.id, attempt=job.attempt, state=job.state)]
+    refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
+        if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]
     retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
@@ -89,6 +89,7 @@ def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, 
         wake_others=not state.controller.active)
     if dry_run:
         return _json(result, 200)
+    result = cast(Job, result)  # not a dry run: the stored job (or, replayed, its stand-in)
     state.wake_controller(result.backend, admit_only=True)
     headers = {"Location": f"/v1/jobs/{result.id}"}
     if replayed:
@@ -168,7 +169,8 @@ def _json(model, status: int = 200, headers: dict | None = None) -> Response:
 @router.get("/{job_id}/events", response_model=list[JobEventOut], operation_id="jobs_events",
             summary="A job's state history", responses=problem_responses(401, 404, 422, 503))
 def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
-    return [JobEventOut(id=e.id, from_state=e.from_state, to_state=e.to_state, reason=e.reason,
+    return [JobEventOut(id=e.id, from_state=JobState(e.from_state) if e.from_state is not None else None,
+                        to_state=JobState(e.to_state), reason=e.reason,
                         actor=e.actor, at=e.at) for e in service.list_events(session, actor.team_id, job_id)]
 
 
