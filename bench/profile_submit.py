@@ -30,10 +30,9 @@ from service import demo
 from service.app import create_app  # noqa: E402
 from service.auth.service import bootstrap_admin  # noqa: E402
 from service.core.config import Settings  # noqa: E402
-from service.jobs import lean_paths  # noqa: E402
+from service.jobs import router as jobs_router  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
-from service.web import lean_route  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 BODY = json.dumps({"template": "mwms-demo", "parameters": {"epochs": 3}}).encode()
@@ -105,8 +104,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the raw profile here (pstats format)")
     args = ap.parse_args()
     anyio.to_thread.run_sync = _inline
-    lean_route.in_thread = _inline_lean   # the lean routes' own threads (service/web/lean_route.py)
-    lean_paths.in_thread = _inline_lean
+    jobs_router.in_thread = _inline_lean   # the job routes' request threads (service/web/request_threads.py)
     tmp = tempfile.mkdtemp()
     os.chmod(tmp, 0o711)  # local replicas (never started here) pass through it as other uids
     name = f"trainjobs_profile_{uuid.uuid4().hex[:8]}"

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import anyio
-from fastapi import FastAPI, Header, Request
+from fastapi import APIRouter, FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
@@ -79,16 +79,17 @@ Errors are RFC 9457 problem+json: `errors` names each bad field and how to fix i
 """
 
 
-def _hoist(app: FastAPI, *routers) -> None:
+def _hoist(app: FastAPI, *routers: APIRouter) -> None:
     """Put these routers' routes first on the app's own router, as plain routes. An included
     router is matched through FastAPI's included-router layer, which costs about a tenth of
     a submit's CPU per request (bench/submit_vs_floor.py --profile); these routers have no
     dependencies, prefixes or responses of their own to add at inclusion (their routes
-    already carry their full paths and tags), so serving them directly changes nothing else."""
+    already carry their full paths and tags), so serving them directly changes nothing else.
+    Called before any route is read (the OpenAPI document is built on first use, after
+    create_app), through the router's public route list."""
     for router in routers:
         assert not router.dependencies and not router.responses, "include this router instead"
     app.router.routes[0:0] = [route for router in routers for route in router.routes]
-    app.router._mark_routes_changed()  # FastAPI caches its matching by this version
 
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
@@ -121,8 +122,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                              pool_timeout=settings.db_pool_timeout_seconds)
         health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
-        # The lean routes' threads (service/web/lean_route.py): one per request slot.
-        lean_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-lean")
+        # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
+        request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")
         # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
         import_workers = ImportWorkers(settings)
         if engine.dialect.name == "sqlite":
@@ -170,7 +171,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             job_settings=jobs_cfg, log_settings=log_cfg, ui_settings=ui_cfg,
             interop_settings=slices.interop_settings(settings), budget_settings=slices.budget_settings(settings),
             sweep_limits=slices.sweep_limits(settings), webhook_limits=webhook_limits,
-            engine=engine, health_engine=health_engine, session_factory=session_factory, lean_threads=lean_threads,
+            engine=engine, health_engine=health_engine, session_factory=session_factory, request_threads=request_threads,
             backends=built, controller=controller, waker=waker, submitter=submitter,
             import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
             stopping=stopping, ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
@@ -188,7 +189,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             for backend in built.values():
                 backend.close()
             import_workers.close()
-            lean_threads.shutdown(wait=True)
+            request_threads.shutdown(wait=True)
             engine.dispose()
             health_engine.dispose()
 

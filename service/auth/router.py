@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response
 from service.auth import service
 from service.auth.deps import Admin, Viewer
 from service.auth.schemas import TokenCreate, TokenCreated, TokenOut
+from service.auth.service import unknown_token
 from service.persistence.models import ApiToken
 from service.web.container import SessionDep
 from service.web.problems import problem_responses
@@ -22,7 +23,10 @@ def _out(token: ApiToken, team: str) -> dict:
 @router.get("/me", response_model=TokenOut, operation_id="tokens_me", summary="The token making this request",
             responses=problem_responses(401, 503))
 def whoami(session: SessionDep, actor: Viewer):
-    return _out(session.get(ApiToken, actor.token_id), actor.team)
+    token = session.get(ApiToken, actor.token_id)
+    if token is None:  # deleted since this request authenticated
+        raise unknown_token()
+    return _out(token, actor.team)
 
 
 @router.post("", status_code=201, response_model=TokenCreated, operation_id="tokens_create",

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
 from sqlalchemy.orm import object_session
 
-from service.auth.deps import Member, Submitter, Viewer
+from service.auth.authenticate import Authenticated, authenticate, forgetting_revoked
+from service.auth.deps import CachedMember, Member, TokenHash, Viewer
 from service.backends.vertex import model_queue
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
-from service.jobs.lean_paths import lean_submit, lean_view
 from service.jobs.schemas import (
     AttemptRef,
     JobCreate,
@@ -29,10 +29,11 @@ from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_P
 from service.jobspec import CompiledJob
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, utcnow
+from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.web.container import SessionDep, services
-from service.web.lean_route import lean_route
 from service.web.problems import problem_responses
+from service.web.request_threads import in_thread
 
 # Google's label rules (international lowercase letters too) are checked by the service.
 LabelFilter = Annotated[str, StringConstraints(min_length=1, max_length=129)]
@@ -70,8 +71,8 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
         # A job just created carries its estimate (service.create_job); a stored one is priced now.
         cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend)
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
-    refs = [AttemptRef(id=a.id, attempt=a.attempt, state=a.state) for a in attempts] if attempts is not None \
-        else [AttemptRef(id=job.id, attempt=job.attempt, state=job.state)]
+    refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
+        if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]
     retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
@@ -82,8 +83,7 @@ def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pri
 
 def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
            dry_run: bool = False) -> Response:
-    """The work of POST /v1/jobs once its inputs are checked, on both of its paths
-    (create_job below, and lean_paths.lean_submit)."""
+    """The work of POST /v1/jobs once its inputs are checked: the one call into the submit."""
     result = state.submitter.submit(session, body, actor, dry_run=dry_run, idempotency_key=idempotency_key,
                                     verify_token=verify_token)
     if isinstance(result, Previewed):
@@ -94,26 +94,27 @@ def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, 
     return _json(job_out(result.job, state.backends, result.compiled, state.pricer), 201, headers)
 
 
-def create_job(body: JobCreate, request: Request, submitter: Submitter,
-               dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
-               idempotency_key: Annotated[str | None, Header(
-                   max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
-                   description="Retry-safe submit: the same key and body return the same job; "
-                               "the same key with another body answers 409.")] = None):
-    # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
-    # cheaper SessionDep + Member; create_job commits here, in this thread. A plain submit
-    # does not come here: lean_paths.lean_submit serves it with the same checks.
-    return submit(services(request), submitter.session, submitter.actor, body, idempotency_key,
-                  submitter.unverified_token, dry_run)
+@router.post("", status_code=201, response_model=JobOut, operation_id="jobs_create",
+             summary="Launch a job from a template (or preview it with ?dry_run=true)",
+             response_description="The job, stored and QUEUED (or already further along)",
+             responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
+                        **problem_responses(401, 403, 404, 409, 413, 422, 503)})
+async def create_job(body: JobCreate, request: Request, auth: CachedMember,
+                     dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
+                     idempotency_key: Annotated[str | None, Header(
+                         max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
+                         description="Retry-safe submit: the same key and body return the same job; "
+                                     "the same key with another body answers 409.")] = None) -> Response:
+    # async, with the whole unit of work in one trip through the thread pool (in_thread): the
+    # token comes from the auth cache with no I/O (CachedMember), its revocation checked in
+    # the submit's first query.
+    return await in_thread(request, _create_in_unit, services(request), auth, body, idempotency_key, dry_run)
 
 
-router.add_api_route(
-    "", create_job, methods=["POST"], route_class_override=lean_route(lean_submit(submit)), status_code=201,
-    response_model=JobOut, operation_id="jobs_create",
-    summary="Launch a job from a template (or preview it with ?dry_run=true)",
-    response_description="The job, stored and QUEUED (or already further along)",
-    responses={200: {"model": JobPreview, "description": "Dry run: what would be launched; nothing stored"},
-               **problem_responses(401, 403, 404, 409, 413, 422, 503)})
+def _create_in_unit(state, auth: Authenticated, body: JobCreate, idempotency_key: str | None,
+                    dry_run: bool) -> Response:
+    with unit_of_work(state.session_factory) as session, forgetting_revoked(auth, state.token_cache):
+        return submit(state, session, auth.actor, body, idempotency_key, auth.unverified_token, dry_run)
 
 
 @router.get("", response_model=JobPage, operation_id="jobs_list", summary="List jobs, newest first",
@@ -137,19 +138,24 @@ def list_jobs(session: SessionDep, actor: Viewer,
 
 
 def view(state, session, actor, job_id: uuid.UUID) -> Response:
-    """The work of GET /v1/jobs/{id}, on both of its paths (get_job, lean_paths.lean_view)."""
     job = service.get_job(session, actor.team_id, job_id)
     return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
 
 
-def get_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Viewer):
-    return view(services(request), session, actor, job_id)
+@router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",
+            summary="A job: state, error, progress, the rendered CustomJob",
+            responses=problem_responses(401, 404, 422, 503))
+async def get_job(job_id: uuid.UUID, request: Request, token_hash: TokenHash) -> Response:
+    # The token (from the database: every role may read, and a revocation holds at once), the
+    # job and its attempts, in one trip through the thread pool.
+    return await in_thread(request, _view_in_unit, services(request), token_hash, job_id)
 
 
-router.add_api_route("/{job_id}", get_job, methods=["GET"], route_class_override=lean_route(lean_view(view)),
-                     response_model=JobOut, operation_id="jobs_get",
-                     summary="A job: state, error, progress, the rendered CustomJob",
-                     responses=problem_responses(401, 404, 422, 503))
+def _view_in_unit(state, token_hash: str, job_id: uuid.UUID) -> Response:
+    with unit_of_work(state.session_factory) as session:
+        auth = authenticate(token_hash, "viewer", session=session)
+        assert auth is not None  # a session was given
+        return view(state, session, auth.actor, job_id)
 
 
 def _json(model, status: int = 200, headers: dict | None = None) -> Response:
@@ -160,7 +166,8 @@ def _json(model, status: int = 200, headers: dict | None = None) -> Response:
 @router.get("/{job_id}/events", response_model=list[JobEventOut], operation_id="jobs_events",
             summary="A job's state history", responses=problem_responses(401, 404, 422, 503))
 def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
-    return [JobEventOut(id=e.id, from_state=e.from_state, to_state=e.to_state, reason=e.reason,
+    return [JobEventOut(id=e.id, from_state=JobState(e.from_state) if e.from_state is not None else None,
+                        to_state=JobState(e.to_state), reason=e.reason,
                         actor=e.actor, at=e.at) for e in service.list_events(session, actor.team_id, job_id)]
 
 
@@ -180,13 +187,15 @@ def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: 
                      "with the changes in the body",
              response_description="The new job, stored and QUEUED, like POST /v1/jobs",
              responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
-def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body: JobRelaunch = JobRelaunch(),
+def relaunch_job(job_id: uuid.UUID, request: Request, auth: CachedMember, session: SessionDep,
+                 body: JobRelaunch = JobRelaunch(),
                  idempotency_key: Annotated[str | None, Header(
                      max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
                      description="Retry-safe relaunch: the same key and body return the same job")] = None):
     state = services(request)
-    result = state.submitter.relaunch(submitter.session, job_id, body, submitter.actor,
-                                      idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
+    with forgetting_revoked(auth, state.token_cache):
+        result = state.submitter.relaunch(session, job_id, body, auth.actor,
+                                          idempotency_key=idempotency_key, verify_token=auth.unverified_token)
     headers = {"Location": f"/v1/jobs/{result.job.id}"}
     if result.replayed:
         headers["Idempotent-Replayed"] = "true"

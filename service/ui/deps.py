@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.datastructures import FormData
 
+from service.auth.authenticate import authenticate_session
 from service.auth.service import Actor
-from service.core.errors import Forbidden
+from service.core.errors import Forbidden, Unauthorized
 from service.ui import sessions
 from service.web.container import SessionDep, services
 
@@ -40,9 +41,10 @@ def ui_user(request: Request, session: SessionDep) -> UiUser:
                                  services(request).ui_settings.session_max_age_seconds)
     if data is None:
         raise SignInRequired
-    actor = sessions.actor_of(session, data.token_id)
-    if actor is None:  # the token was revoked since sign-in
-        raise SignInRequired
+    try:
+        actor = authenticate_session(session, data.token_id)
+    except Unauthorized:  # the token was revoked since sign-in
+        raise SignInRequired from None
     request.state.ui_nonce = data.nonce
     request.state.ui_user = user = UiUser(actor, sessions.csrf_token(key, data.nonce))
     return user

@@ -69,7 +69,7 @@ class Services:
     engine: SqlEngine
     health_engine: SqlEngine           # /readyz's own connection: it answers whatever the load
     session_factory: sessionmaker[Session]
-    lean_threads: ThreadPoolExecutor   # the lean routes' threads (service/web/lean_route.py)
+    request_threads: ThreadPoolExecutor  # the busiest routes' threads (service/web/request_threads.py)
     backends: Mapping[str, Backend]
     controller: Controller
     waker: Waker                       # wakes the controller after a commit (service/lifecycle/wake.py)

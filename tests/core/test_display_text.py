@@ -23,7 +23,7 @@ def _where(body: dict, field: str) -> str:
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_display_names_refuse_control_and_bidi_characters(client, demo, name):
-    # Through the submit's lean path (a plain JSON body) and the full one (?dry_run).
+    # A plain submit and a dry run (?dry_run).
     for params in ({}, {"dry_run": "true"}):
         body = assert_problem(client.post("/v1/jobs", params=params, json={"template": "mwms-demo",
                                                                            "display_name": name}), 422)

@@ -14,7 +14,7 @@ from service.jobs.epochs import (
     EpochLimits,
     clean_metrics,
     list_epochs,
-    on_change,
+    listener,
     record_epoch,
 )
 from service.lifecycle.engine import Engine
@@ -41,7 +41,7 @@ def job_id(client) -> str:
 def _apply(session, obs):
     """Through the lifecycle engine, with the epoch history listening as in the app."""
     engine = Engine()
-    engine.listen(on_change)
+    engine.listen(listener(EpochLimits()))
     return engine.apply(session, obs)
 
 
