@@ -23,7 +23,7 @@ no longer the replica's parent and cannot waitpid() it.
 Standard library only, and run by path with -I -S: it must start in
 milliseconds and must never import the service (or TensorFlow).
 
-Log record format (read by service.backends.local.logfiles), one per line:
+Log record format (read by service.backends.replica_logs), one per line:
     2026-01-31T12:00:00.123456Z stdout the line as the program wrote it
 Timestamps are taken here, as each line is read from the pipe, so they stay
 true when the logs are read later (after a restart, or by a slow client).

@@ -28,7 +28,6 @@ from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
-from service.core.config import Settings
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import (
@@ -71,10 +70,6 @@ class SlurmBackend(Backend):
         self._listed_at: float | None = None
         self._in_pass = False
         self._now = _utcnow
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SlurmBackend:
-        return cls(SlurmConfig.from_settings(settings))
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start_client(self) -> None:
