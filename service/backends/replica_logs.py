@@ -55,10 +55,11 @@ def decode_cursor(cursor: str | None) -> dict[str, int]:
         entries = [_ENTRY.match(e) for e in raw.split(",")]
     except (binascii.Error, ValueError):
         entries = [None]
-    if not all(entries) or len({m.group(1) for m in entries}) != len(entries):
+    matched = [m for m in entries if m is not None]
+    if len(matched) != len(entries) or len({m.group(1) for m in matched}) != len(matched):
         raise Invalid.of([Problem("since", "not a log cursor this service handed out",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
-    offsets = {_long(m.group(1)): int(m.group(2)) for m in entries}
+    offsets = {_long(m.group(1)): int(m.group(2)) for m in matched}
     if any(offset > MAX_OFFSET for offset in offsets.values()):
         raise Invalid.of([Problem("since", f"log cursor points beyond {MAX_OFFSET} bytes, past any log",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
