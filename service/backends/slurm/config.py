@@ -1,8 +1,10 @@
 """The slurm backend's slice of the settings, checked once at start-up.
 
-The backend receives only this (never the whole Settings; service/backends/__init__.py maps
-the TRAINJOBS_SLURM_* settings to it): what it needs to find the
-cluster, where run folders live, who jobs run as, and its limits."""
+The backend receives only this, never the whole Settings: what it needs to find the
+cluster, where run folders live, who jobs run as, and its limits. service/backends/__init__.py
+(slurm_config_of) maps the TRAINJOBS_SLURM_* settings to it, so this package does not import
+service.core.config. (The slurm backend's counterpart of local/settings.py; named SlurmConfig
+since before the other slices, and kept so.)"""
 from __future__ import annotations
 
 import os
