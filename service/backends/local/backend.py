@@ -169,9 +169,14 @@ class LocalBackend(Backend):
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
         return self.launcher.view(job_id, compiled, backend_ref)
 
-    # The launcher's answer, under the name tests have used.
+    # The launcher's answers, under the names tests have used.
     def command_of(self, replica: Replica) -> list[str]:
         return self.launcher.command_of(replica)
+
+    @property
+    def sandboxed(self) -> bool:
+        """Each job runs in namespaces of its own (root, TRAINJOBS_LOCAL_SANDBOX=namespaces)."""
+        return self.launcher.sandboxed
 
     # -- where a job's run is ------------------------------------------------------------
 
