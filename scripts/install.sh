@@ -27,7 +27,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # --frozen: exactly the lock, never a new resolution; --inexact: keep uv itself.
     UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --quiet \
         --python .venv/bin/python --extra trainer --extra test
-    # The client's own dependencies (httpx, pydantic) are in the lock already.
-    .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps -e clients/python
     echo "$want" > "$stamp"
 fi

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # OS packages some tests drive, installed once: headless Chromium for the UI's browser
 # tests (tests/ui); gcc for the local sandbox's attack test (it builds a .so as a job would,
-# tests/backends/test_local_sandbox_env.py), util-linux's setpriv (a machine without
-# CAP_SYS_ADMIN, tests/backends/test_local_sandbox_start.py), iproute2 and nftables for the
+# tests/backends/local/test_sandbox_env.py), util-linux's setpriv (a machine without
+# CAP_SYS_ADMIN, tests/backends/local/test_sandbox_start.py), iproute2 and nftables for the
 # partition test (tests/faults/test_partition.py: a network namespace of its own and a DROP
 # rule in it).
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v gcc >/dev/null \

@@ -32,11 +32,13 @@ from service.interop.router import router as interop_router
 from service.jobs import epochs
 from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
+from service.jobs.submitter import JobSubmitter
 from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for
 from service.lifecycle.protocol import Backend
 from service.lifecycle.retries import RetryLimits
+from service.lifecycle.wake import Waker
 from service.logs.fanout import FanoutSettings, Hub
 from service.logs.router import router as logs_router
 from service.persistence.locks import sqlite_path
@@ -131,6 +133,11 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             engine.dispose()
             raise
         app.state.backends = built
+        # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
+        app.state.waker = waker = Waker()
+        app.state.submitter = submitter = JobSubmitter(built, lifecycle, template_cache=app.state.template_cache,
+                                                       pricer=pricer, default_backend=settings.default_backend,
+                                                       waker=waker)
         leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
         controller = Controller(leadership, built, app.state.session_factory,
                                 lifecycle, interval=settings.reconcile_interval_seconds,
@@ -140,12 +147,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                 services=[lambda fence: Dispatcher(app.state.session_factory, lifecycle,
                                                                    webhook_limits, fence=fence),
                                           lambda fence: SweepLauncher(
-                                              app.state.session_factory, lifecycle, built,
-                                              template_cache=app.state.template_cache,
-                                              default_backend=settings.default_backend, pricer=pricer,
+                                              app.state.session_factory, lifecycle, submitter,
                                               interval=settings.sweep_interval_seconds,
-                                              batch_size=settings.sweep_batch_size, fence=fence,
-                                              wake_backend=lambda b: app.state.wake_controller(b))],
+                                              batch_size=settings.sweep_batch_size, fence=fence)],
                                 gate=BudgetGate(pricer.table.currency))
         metrics.jobs_by_state_source = lambda: _jobs_by_state(app.state.session_factory)
         team_limits.source = lambda: limits_by_team(app.state.session_factory, pricer.table.currency)
@@ -155,7 +159,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         # with a `reconnect` event, so open followers and tabs never hold the exit.
         app.state.stopping = stopping = asyncio.Event()
         stopping_task = asyncio.get_running_loop().create_task(_end_streams(app, stopping))
-        app.state.wake_controller = controller.wake
+        waker.controller = controller
+        app.state.wake_controller = waker.wake
         if settings.run_reconciler:
             controller.start()
         try:

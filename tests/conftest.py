@@ -25,6 +25,11 @@ from service.persistence.session import make_engine, make_session_factory
 os.environ.setdefault("TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS",
                       '["' + str(Path(tempfile.gettempdir()) / "trainjobs-tests") + '"]')
 
+# The API fixtures (settings, tokens, client, api_client, demo, live_server) for every
+# folder: the tests of one route live with its domain (tests/jobs, tests/templates, ...),
+# not under one tests/api folder whose conftest only its own files could see.
+pytest_plugins = ["tests.apikit"]
+
 PG_ADMIN = os.environ.get("TRAINJOBS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 

@@ -8,10 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "tj_" + secrets.token_urlsafe(32)   # TRAINJOBS_BOOTSTRAP_TOKEN: the first admin token
@@ -53,17 +54,18 @@ class Serve:
         return self.log_path.read_text(errors="replace")
 
     def ready(self, timeout: float = 120) -> Serve:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"serve exited with {self.proc.returncode}: {self.log()[-3000:]}")
             try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return self
+                return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"serve did not become ready: {self.log()[-3000:]}")
+                return False
+        try:
+            wait_for(answers, "serve to become ready", timeout, 0.1)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {self.log()[-3000:]}") from None
+        return self
 
     def readyz(self) -> dict:
         # A new connection each time: with several workers it may land on any of them.
@@ -95,17 +97,6 @@ class Serve:
         self._log.close()
 
 
-def wait_until(predicate, what: str, timeout: float = 60.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
 def wait_state(client: httpx.Client, job_id: str, *states: str, timeout: float = 90.0) -> dict:
     last = {}
 
@@ -114,6 +105,6 @@ def wait_state(client: httpx.Client, job_id: str, *states: str, timeout: float =
         last = client.get(f"/v1/jobs/{job_id}").json()
         return last if last.get("state") in states else None
     try:
-        return wait_until(reached, f"job {job_id} to reach {states}", timeout, 0.2)
+        return wait_for(reached, f"job {job_id} to reach {states}", timeout, 0.2)
     except AssertionError as e:
         raise AssertionError(f"{e}; last: {last.get('state')} {last.get('error')}") from None

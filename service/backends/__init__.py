@@ -52,8 +52,8 @@ def make_backends(settings: Settings) -> dict[str, Backend]:
             from service.backends.local import LocalBackend
             backends[name] = LocalBackend(local_settings_of(settings))
         elif name == "vertex":
-            from service.backends.vertex import VertexBackend
-            backends[name] = VertexBackend(settings)
+            from service.backends.vertex import VertexBackend, VertexSettings
+            backends[name] = VertexBackend(VertexSettings.model_validate(settings))   # only its slice
         elif name == "slurm":
             from service.backends.slurm import SlurmBackend
             backends[name] = SlurmBackend(slurm_config_of(settings))

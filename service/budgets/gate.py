@@ -33,7 +33,7 @@ class BudgetGate:
             limits = lock_limits(session, team_id)
             if limits is None:
                 return None
-            team = session.scalar(select(Team.name).where(Team.id == team_id))
+            team = session.execute(select(Team.name).where(Team.id == team_id)).scalar_one()
             crossed = rules.check(limits, team_use(session, team_id, utcnow(), launched_only=True), job, team,
                                   self.currency)
             if crossed is None:

@@ -9,6 +9,7 @@ import json
 import uuid
 from datetime import datetime
 from decimal import Decimal
+from typing import overload
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -42,6 +43,14 @@ def demand_of(est: CostEstimate) -> rules.Demand:
     return rules.Demand(accelerators=dict(est.accelerators),
                         spend_micros=job_spend_to_timeout(micros(est.exact_per_hour), est.timeout_seconds),
                         complete=est.complete)
+
+
+@overload
+def _money(m: int) -> Decimal: ...
+@overload
+def _money(m: None) -> None: ...
+@overload
+def _money(m: int | None) -> Decimal | None: ...
 
 
 def _money(m: int | None) -> Decimal | None:
@@ -131,7 +140,7 @@ def check_submit(session: Session, team_id: uuid.UUID, team: str, est: CostEstim
 
 def cost_row(job_id: uuid.UUID, team_id: uuid.UUID, est: CostEstimate) -> dict:
     """The job's job_costs row: its estimate as its team's budgets count it, written with the
-    job (jobs.store.insert_job; JSON as text)."""
+    job (persistence.jobrows.insert_job; JSON as text)."""
     return dict(job_id=job_id, team_id=team_id, per_hour_micros=micros(est.exact_per_hour),
                 timeout_seconds=est.timeout_seconds, complete=est.complete,
                 accelerators=json.dumps(dict(est.accelerators)), currency=est.currency)

@@ -13,11 +13,12 @@ from sqlalchemy.orm import Session
 from service.cost.estimate import hours_between, micros
 from service.lifecycle.states import ACTIVE, JobState
 from service.persistence.models import Job, JobCost, TeamLimits
+from service.persistence.rows import rows_changed
 
 _ACTIVE = [s.value for s in ACTIVE]
 
 
-def lock_limits(session: Session, team_id: uuid.UUID):
+def lock_limits(session: Session, team_id: uuid.UUID) -> TeamLimits | None:
     """The team's limits row, locked until this transaction ends (None: no limits).
 
     Every check that may let a job in (a submit in refuse mode, a launch in the controller)
@@ -29,12 +30,12 @@ def lock_limits(session: Session, team_id: uuid.UUID):
       held until commit, the second check's UPDATE waits (busy_timeout), and, since
       pysqlite opens the transaction at that UPDATE, its reads after it see the first job.
     """
-    if session.bind.dialect.name == "postgresql":
+    if session.get_bind().dialect.name == "postgresql":
         return session.execute(select(TeamLimits).where(TeamLimits.team_id == team_id)
                                .with_for_update().execution_options(populate_existing=True)).scalar_one_or_none()
     bumped = session.execute(update(TeamLimits).where(TeamLimits.team_id == team_id)
                              .values(checks=TeamLimits.checks + 1))
-    if not bumped.rowcount:
+    if not rows_changed(bumped):
         return None
     return session.execute(select(TeamLimits).where(TeamLimits.team_id == team_id)
                            .execution_options(populate_existing=True)).scalar_one()

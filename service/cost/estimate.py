@@ -73,7 +73,7 @@ def _pool(index: int, pool: dict, region: str, prices: Any, pricing: str,
             per_replica += price * factor
 
     add("machine", mtype, prices.machines if prices else {}, Decimal(1))
-    if acount:
+    if atype and acount:   # a count only with a type (acount above)
         add("accelerator", atype, prices.accelerators if prices else {}, Decimal(acount))
     add("disk", dtype, prices.disks if prices else {}, Decimal(dsize) / hours_per_month)
     line = PoolCost(pool=index, role=ROLES[index] if index < len(ROLES) else f"pool {index}",

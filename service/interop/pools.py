@@ -42,7 +42,8 @@ def to_spec(pools: list[Pool | None], warnings: list[Problem]) -> tuple[dict, li
         return {}, [Problem("pools[0]", "the first pool is the chief (Vertex's primary replica); it cannot be "
                             "empty", "describe the chief's machine and image in the first pool")]
     if len(pools) > MAX_POOLS:
-        problems.append(Problem(pools[MAX_POOLS].where if pools[MAX_POOLS] else f"pools[{MAX_POOLS}]",
+        extra = pools[MAX_POOLS]
+        problems.append(Problem(extra.where if extra is not None else f"pools[{MAX_POOLS}]",
                                 f"{len(pools)} pools; Vertex has four (chief, workers, parameter servers or "
                                 "Reduction Server, evaluator)", "remove the pools after the fourth"))
     chief = pools[0]

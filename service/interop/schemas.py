@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
 from service.core.schema_base import RequestBody
 from service.core.text import MultilineText
@@ -14,7 +15,7 @@ ExportFormat = Literal["gcloud", "config", "sdk"]
 # Each text is bounded by TRAINJOBS_IMPORT_MAX_BYTES in the service; these only keep a hostile body small.
 PoolSpecText = Annotated[str, StringConstraints(max_length=4096)]
 
-_EXAMPLE = {"format": "aiplatform-config", "name": "legacy-census", "dry_run": False,
+_EXAMPLE: JsonDict = {"format": "aiplatform-config", "name": "legacy-census", "dry_run": False,
             "source": "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-highcpu-16\n"
                       "  masterConfig: {imageUri: gcr.io/my-project/trainer:1}\n"
                       "  workerType: complex_model_m\n  workerCount: 2\n  args: [--epochs, '5']\n"}

@@ -95,8 +95,9 @@ def _as_stored(spec: dict) -> tuple[dict, jobspec.JobSpec]:
 
 
 def store(session: Session, team_id: uuid.UUID, name: str, description: str, spec: dict, actor: str):
-    return templates.create(session, team_id, TemplateCreate(name=name, description=description, spec=spec),
-                            actor)
+    # `spec` is the stored (JSON) form: the body validates it back into a JobSpec.
+    body = TemplateCreate.model_validate({"name": name, "description": description, "spec": spec})
+    return templates.create(session, team_id, body, actor)
 
 
 def export_job(session: Session, backends: Mapping[str, Backend], team_id: uuid.UUID, job_id: uuid.UUID, fmt: str,

@@ -137,9 +137,9 @@ def record_epoch(session: Session, job_id: uuid.UUID, progress: Any, limits: Epo
                         .values(metrics=metrics, steps=steps, seconds=seconds))
     if new:
         # At most max_per_job rows: the window of the latest epoch numbers.
-        newest = select(func.max(JobEpoch.epoch)).where(JobEpoch.job_id == job_id).scalar_subquery()
+        top = select(func.max(JobEpoch.epoch)).where(JobEpoch.job_id == job_id).scalar_subquery()
         session.execute(delete(JobEpoch).where(JobEpoch.job_id == job_id,
-                                               JobEpoch.epoch <= newest - limits.max_per_job)
+                                               JobEpoch.epoch <= top - limits.max_per_job)
                         .execution_options(synchronize_session=False))
     return len(new) + len(changed)
 

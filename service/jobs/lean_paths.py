@@ -10,7 +10,6 @@ attempts read in one trip through the thread pool (the token from the database, 
 declared path does)."""
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 
@@ -20,10 +19,9 @@ from starlette.responses import Response
 
 from service.auth.service import hash_token, resolve, unknown_token
 from service.jobs.schemas import JobCreate
+from service.jobs.submitter import is_idempotency_key
 from service.web.lean_route import bearer_secret, in_session, in_thread
 
-# The Idempotency-Key header's declared constraints (router.create_job): the same, or the full path.
-_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 _JOB_ID = TypeAdapter(uuid.UUID)   # the path parameter, parsed as the declared path parses it
 
 
@@ -39,7 +37,7 @@ def lean_submit(submit: Callable[..., Response]):
             return None
         secret = bearer_secret(request)
         key = headers.get("idempotency-key")
-        if secret is None or key is not None and not _KEY.fullmatch(key):
+        if secret is None or key is not None and not is_idempotency_key(key):
             return None
         token_hash = hash_token(secret)
         state = request.app.state

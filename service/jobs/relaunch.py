@@ -1,28 +1,19 @@
 """POST /v1/jobs/{id}/relaunch: a new job from what an earlier one was launched with.
 
 The earlier job's template version, parameters, overrides, backend, labels and display
-name, changed by the request, make a JobCreate that goes through create_job like any
-submit: the caller's role decides which overrides are allowed (a member cannot relaunch
+name, changed by the request, make a JobCreate that goes through JobSubmitter.relaunch
+like any submit: the caller's role decides which overrides are allowed (a member cannot relaunch
 an admin's job with overrides beyond the template's `overridable` list), the template
 must not be archived, and the compiled job is checked again."""
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from service import jobspec
-from service.auth.service import Actor
 from service.core.errors import Invalid
-from service.cost.estimate import Pricer
-from service.jobs import service
 from service.jobs.schemas import JobCreate, JobRelaunch
-from service.lifecycle.engine import Engine
-from service.lifecycle.protocol import Backend
-from service.templates import service as templates
-from service.templates.cache import TemplateCache
 
 
 def compose_patches(first: Any, second: Any) -> Any:
@@ -54,17 +45,3 @@ def relaunch_body(job, change: JobRelaunch) -> JobCreate:
         return JobCreate.model_validate(fields)
     except ValidationError as e:  # e.g. more parameters or labels together than a job may have
         raise Invalid.of(jobspec.pydantic_problems(e, "relaunch")) from None
-
-
-def relaunch_job(session, backends: Mapping[str, Backend], engine: Engine, job_id: uuid.UUID,
-                 change: JobRelaunch, *, template_cache: TemplateCache, default_backend: str, pricer: Pricer,
-                 actor: Actor, idempotency_key: str | None = None, verify_token: str = ""):
-    """Returns create_job's (job, replayed, compiled) for the new job. `verify_token`: as
-    create_job's, checked before the earlier job is even looked up."""
-    if verify_token:
-        templates.check_token_live(session, verify_token)
-    job = service.get_job(session, actor.team_id, job_id)
-    body = relaunch_body(job, change)
-    return service.create_job(session, backends, engine, body, template_cache=template_cache,
-                              default_backend=default_backend, pricer=pricer, dry_run=False, actor=actor,
-                              idempotency_key=idempotency_key, relaunch_of=job_id)

@@ -12,7 +12,7 @@ from service.auth.deps import Member, Submitter, Viewer
 from service.backends.vertex import model_queue
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
-from service.jobs import relaunch, service
+from service.jobs import service
 from service.jobs.lean_paths import lean_submit, lean_view
 from service.jobs.schemas import (
     AttemptRef,
@@ -25,6 +25,7 @@ from service.jobs.schemas import (
     JobSummary,
     TemplateRef,
 )
+from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, utcnow
@@ -83,24 +84,20 @@ def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, 
            dry_run: bool = False) -> Response:
     """The work of POST /v1/jobs once its inputs are checked, on both of its paths
     (create_job below, and lean_paths.lean_submit)."""
-    result, replayed, compiled = service.create_job(
-        session, state.backends, state.lifecycle, body, template_cache=state.template_cache,
-        default_backend=state.settings.default_backend, dry_run=dry_run, actor=actor,
-        pricer=state.pricer, idempotency_key=idempotency_key, verify_token=verify_token,
-        wake_others=not state.controller.active)
-    if dry_run:
-        return _json(result, 200)
-    state.wake_controller(result.backend, admit_only=True)
-    headers = {"Location": f"/v1/jobs/{result.id}"}
-    if replayed:
+    result = state.submitter.submit(session, body, actor, dry_run=dry_run, idempotency_key=idempotency_key,
+                                    verify_token=verify_token)
+    if isinstance(result, Previewed):
+        return _json(result.preview, 200)
+    headers = {"Location": f"/v1/jobs/{result.job.id}"}
+    if result.replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(result, state.backends, compiled, state.pricer), 201, headers)
+    return _json(job_out(result.job, state.backends, result.compiled, state.pricer), 201, headers)
 
 
 def create_job(body: JobCreate, request: Request, submitter: Submitter,
                dry_run: Annotated[bool, Query(description="Validate and compile only; store nothing.")] = False,
                idempotency_key: Annotated[str | None, Header(
-                   max_length=255, pattern=r"^[\x21-\x7e]+$",
+                   max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
                    description="Retry-safe submit: the same key and body return the same job; "
                                "the same key with another body answers 409.")] = None):
     # Submitter: the session and a member's actor (auth.deps.member_session), the submit path's
@@ -171,7 +168,7 @@ def job_events(job_id: uuid.UUID, session: SessionDep, actor: Viewer):
              summary="Cancel a job: it is CANCELLING until the controller has stopped it",
               responses=problem_responses(401, 403, 404, 409, 422, 502, 503))
 def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: Member):
-    job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor)
+    job = service.cancel_job(session, request.app.state.lifecycle, job_id, actor, waker=request.app.state.waker)
     request.app.state.wake_controller(job.backend)
     return job_out(job, request.app.state.backends, pricer=request.app.state.pricer,
                    attempts=service.attempts_of(session, job))
@@ -184,16 +181,12 @@ def cancel_job(job_id: uuid.UUID, request: Request, session: SessionDep, actor: 
              responses=problem_responses(401, 403, 404, 409, 413, 422, 503))
 def relaunch_job(job_id: uuid.UUID, request: Request, submitter: Submitter, body: JobRelaunch = JobRelaunch(),
                  idempotency_key: Annotated[str | None, Header(
-                     max_length=255, pattern=r"^[\x21-\x7e]+$",
+                     max_length=IDEMPOTENCY_KEY_MAX_LENGTH, pattern=IDEMPOTENCY_KEY_PATTERN,
                      description="Retry-safe relaunch: the same key and body return the same job")] = None):
     state = request.app.state
-    job, replayed, compiled = relaunch.relaunch_job(
-        submitter.session, state.backends, state.lifecycle, job_id, body,
-        template_cache=state.template_cache, default_backend=state.settings.default_backend,
-        pricer=state.pricer, actor=submitter.actor, idempotency_key=idempotency_key,
-        verify_token=submitter.unverified_token)
-    state.wake_controller(job.backend)
-    headers = {"Location": f"/v1/jobs/{job.id}"}
-    if replayed:
+    result = state.submitter.relaunch(submitter.session, job_id, body, submitter.actor,
+                                      idempotency_key=idempotency_key, verify_token=submitter.unverified_token)
+    headers = {"Location": f"/v1/jobs/{result.job.id}"}
+    if result.replayed:
         headers["Idempotent-Replayed"] = "true"
-    return _json(job_out(job, state.backends, compiled, state.pricer), 201, headers)
+    return _json(job_out(result.job, state.backends, result.compiled, state.pricer), 201, headers)

@@ -3,7 +3,7 @@
 Both backends consume the CompiledJob, so the worker-pool rules live here only."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ def _depth(value: Any) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, d = stack.pop()
+        items: Iterable[Any]
         if isinstance(item, dict):
             items = item.values()
         elif isinstance(item, list):
@@ -80,7 +81,7 @@ def _string_fields(spec: JobSpec) -> list[tuple[str, str]]:
     return out
 
 
-def _substituted(spec: JobSpec, values: Mapping[str, Any]) -> JobSpec:
+def _substituted(spec: JobSpec, values: Mapping[str, params_mod.Value]) -> JobSpec:
     data = spec.model_dump()
     sub = lambda s: params_mod.substitute(s, values)  # noqa: E731
 
@@ -176,6 +177,10 @@ class Prepared:
 
 
 def prepare(template_spec: dict, declared: list[dict]) -> Prepared:
+    parsed: JobSpec | None
+    params: tuple[Parameter, ...] | None
+    spec_problems: tuple[Problem, ...]
+    params_problems: tuple[Problem, ...]
     try:
         parsed, spec_problems = JobSpec.model_validate(template_spec), ()
     except ValidationError as e:

@@ -103,7 +103,7 @@ class CompiledJob:
                                    base_output_directory or self.base_output_directory, trial_in_task)
 
     def to_json(self) -> dict:
-        out = {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
+        out: dict[str, Any] = {"custom_job": self.custom_job_dict, "replicas": [r.as_dict() for r in self.replicas],
                "job_spec": self.job_spec_dict}
         if self.stall_timeout_seconds:
             out["stall_timeout_seconds"] = self.stall_timeout_seconds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from service.core.errors import Problem
@@ -30,8 +31,8 @@ def check_declarations(params: list[Parameter]) -> list[Problem]:
             problems.append(Problem(where, f"bounds only apply to int and float, not {p.type}",
                                     "remove minimum/maximum or change the type"))
         if p.default is not None:
-            _, problem = _coerce(p, p.default)
-            if problem:
+            problem = _coerce(p, p.default)
+            if isinstance(problem, Problem):
                 problems.append(problem.prefixed(f"{where}.default") if problem.field
                                 else Problem(f"{where}.default", problem.message, problem.fix))
     return problems
@@ -49,9 +50,9 @@ def resolve(params: list[Parameter], values: dict[str, Any]) -> tuple[dict[str, 
     resolved: dict[str, Value] = {}
     for p in params:
         if p.name in values:
-            value, problem = _coerce(p, values[p.name])
-            if problem:
-                problems.append(Problem(f"parameters.{p.name}", problem.message, problem.fix))
+            value = _coerce(p, values[p.name])
+            if isinstance(value, Problem):
+                problems.append(Problem(f"parameters.{p.name}", value.message, value.fix))
                 continue
             resolved[p.name] = value
         elif p.default is not None:
@@ -62,7 +63,8 @@ def resolve(params: list[Parameter], values: dict[str, Any]) -> tuple[dict[str, 
     return resolved, problems
 
 
-def _coerce(p: Parameter, value: Any) -> tuple[Value | None, Problem | None]:
+def _coerce(p: Parameter, value: Any) -> Value | Problem:
+    """The value as the parameter's type, or why it cannot be (a Problem with no field)."""
     # bool is a subclass of int in Python: refuse it where a number is wanted.
     ok = {
         "int": isinstance(value, int) and not isinstance(value, bool),
@@ -71,27 +73,27 @@ def _coerce(p: Parameter, value: Any) -> tuple[Value | None, Problem | None]:
         "bool": isinstance(value, bool),
     }[p.type]
     if not ok:
-        return None, Problem("", f"expected {p.type}, got {type(value).__name__} {value!r}",
-                             f"pass a JSON {'number' if p.type in ('int', 'float') else p.type}")
+        return Problem("", f"expected {p.type}, got {type(value).__name__} {value!r}",
+                      f"pass a JSON {'number' if p.type in ('int', 'float') else p.type}")
     if isinstance(value, float) and not math.isfinite(value):
-        return None, Problem("", f"{value} is not a number a job can use", "pass a finite number")
+        return Problem("", f"{value} is not a number a job can use", "pass a finite number")
     if p.type == "float":
         try:
             value = float(value)
         except OverflowError:
-            return None, Problem("", "too large for a float", "pass a number below 1.8e308")
+            return Problem("", "too large for a float", "pass a number below 1.8e308")
     numeric = p.type in ("int", "float")  # bounds on other types are refused in check_declarations
     if numeric and p.minimum is not None and value < p.minimum:
-        return None, Problem("", f"{value} is below the minimum {_num(p.minimum)}",
-                             f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
+        return Problem("", f"{value} is below the minimum {_num(p.minimum)}",
+                      f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
     if numeric and p.maximum is not None and value > p.maximum:
-        return None, Problem("", f"{value} is above the maximum {_num(p.maximum)}",
-                             f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
+        return Problem("", f"{value} is above the maximum {_num(p.maximum)}",
+                      f"use a value between {_num(p.minimum)} and {_num(p.maximum)}")
     if p.choices is not None and value not in p.choices:
-        return None, Problem("", f"{value!r} is not one of {p.choices}", "pick one of the choices")
+        return Problem("", f"{value!r} is not one of {p.choices}", "pick one of the choices")
     if isinstance(value, str) and len(value) > 4096:
-        return None, Problem("", "string longer than 4096 characters", "shorten it")
-    return value, None
+        return Problem("", "string longer than 4096 characters", "shorten it")
+    return value
 
 
 def _num(x: float | None) -> str:
@@ -104,7 +106,7 @@ def references(text: str) -> set[str]:
     return {m.group(2) for m in _REF.finditer(text) if not m.group(1)}
 
 
-def substitute(text: str, values: dict[str, Value]) -> str:
+def substitute(text: str, values: Mapping[str, Value]) -> str:
     def repl(m: re.Match) -> str:
         if m.group(1):
             return "${" + m.group(2) + "}"

@@ -9,7 +9,7 @@ from service.core.text import control_problem
 from service.jobspec import vertex_names
 from service.jobspec.machines import check_machine
 from service.jobspec.reserved import RESERVED_LABEL_PREFIXES
-from service.jobspec.spec import JobSpec
+from service.jobspec.spec import JobSpec, ReductionServer
 
 # CustomJob.labels (Vertex AI REST reference): "Label keys and values can be no longer
 # than 64 characters (Unicode codepoints), can only contain lowercase letters, numeric
@@ -43,7 +43,7 @@ def check_spec(spec: JobSpec) -> list[Problem]:
             problems.append(Problem("parameter_servers", "a parameter_server job needs parameter servers",
                                     "add parameter_servers with replica_count >= 1"))
     if spec.reduction_server:
-        problems += _check_reduction_server(spec)
+        problems += _check_reduction_server(spec, spec.reduction_server)
 
     for where, role in _roles(spec):
         problems += check_machine(where, role.machine_type, role.accelerator_type, role.accelerator_count)
@@ -56,7 +56,7 @@ def check_spec(spec: JobSpec) -> list[Problem]:
     return problems
 
 
-def _check_reduction_server(spec: JobSpec) -> list[Problem]:
+def _check_reduction_server(spec: JobSpec, rs: ReductionServer) -> list[Problem]:
     problems = []
     if spec.parameter_servers:
         problems.append(Problem("reduction_server",
@@ -75,7 +75,7 @@ def _check_reduction_server(spec: JobSpec) -> list[Problem]:
         problems.append(Problem("chief.accelerator_count",
                                 "with Reduction Server the chief takes part in NCCL all-reduce and needs GPUs too",
                                 "give the chief the same accelerators as the workers"))
-    if not spec.reduction_server.client_installed:
+    if not rs.client_installed:
         # The service cannot look inside images, so their template must say so.
         problems.append(Problem(
             "reduction_server.client_installed",

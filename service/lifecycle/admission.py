@@ -29,7 +29,7 @@ def launched_active(backend: str):
 
 
 def running_count(session: Session, backend: str) -> int:
-    return session.scalar(select(func.count()).select_from(Job).where(launched_active(backend)))
+    return session.execute(select(func.count()).select_from(Job).where(launched_active(backend))).scalar_one()
 
 
 def room(session: Session, backend: str, caps: Capabilities, batch: int) -> int:

@@ -11,27 +11,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.lifecycle.admission import AdmissionGate
 from service.lifecycle.engine import Engine
-from service.lifecycle.leader import WAKE_CHANNEL, Leadership
+from service.lifecycle.leader import Leadership
 from service.lifecycle.loop import BackendLoop, TickStats
 from service.lifecycle.protocol import Backend
 from service.lifecycle.services import LoopService, ServiceFactory
+from service.lifecycle.wake import parse
 
 log = logging.getLogger("trainjobs.controller")
 
 STOP_SECONDS = 15.0   # the most a step-down waits for its loops to finish what they are doing
-ADMIT_SUFFIX = ":admit"   # a wake-up for admission only (a new job): BackendLoop.run_admission
-
-
-def notify_controller(session: Session, backend: str) -> None:
-    """Wake the controller, wherever it runs, when this transaction commits
-    (PostgreSQL NOTIFY; on SQLite the controller's interval is the only wake-up)."""
-    if session.bind.dialect.name == "postgresql":
-        session.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": WAKE_CHANNEL, "payload": backend})
 
 
 class Controller:
@@ -78,16 +70,19 @@ class Controller:
         self.leadership.release()
 
     def wake(self, backend: str | None = None, admit_only: bool = False) -> None:
-        """`backend`: whose loop (None: all); a NOTIFY's payload may name it as
-        "<backend>:admit" (store.insert_job): a new job, for which admission is enough."""
-        if backend and backend.endswith(ADMIT_SUFFIX):
-            backend, admit_only = backend[:-len(ADMIT_SUFFIX)], True
+        """Wake `backend`'s loop, or the loop service of that name (None: all); `admit_only`:
+        admission is enough (a new job). Callers go through lifecycle.wake.Waker."""
         for name, loop in list(self.loops.items()):
             if backend in (None, "", name):
                 loop.wake(admit_only)
         for name, service in list(self.services.items()):
             if backend in (None, "", name):
                 service.wake()
+
+    def on_notify(self, payload: str) -> None:
+        """A NOTIFY from another process (lifecycle.wake's payload)."""
+        woken = parse(payload)
+        self.wake(woken.target, woken.admit_only)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -98,7 +93,7 @@ class Controller:
                     continue
                 self._promote(epoch)
                 continue
-            still = self.leadership.check(min(1.0, self.election_interval / 2), self.wake)
+            still = self.leadership.check(min(1.0, self.election_interval / 2), self.on_notify)
             if not still or self._deposed.is_set():
                 self._demote("lost the controller lock" if not still else "a newer controller took over")
                 self.leadership.release()
@@ -163,7 +158,7 @@ class Controller:
             epoch, self.epoch = self.epoch, None   # from now on this process does not control
             self._term = None
             log.warning("this process stopped being the controller (epoch %d): %s", epoch, why)
-            workers = [*self.loops.values(), *self.services.values()]
+            workers: list[BackendLoop | LoopService] = [*self.loops.values(), *self.services.values()]
             self.loops, self.services = {}, {}
             # Ask every thread to stop first, then wait for them together, within one bound:
             # a thread stuck on a dead connection (a partition) must not hold up the others,

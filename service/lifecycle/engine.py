@@ -15,17 +15,19 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy import exists, insert, select, update
 from sqlalchemy.orm import Session
 
+from service.core.clock import utcnow
 from service.core.errors import Conflict, NotFound
 from service.lifecycle import retries, sanitize
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
 from service.persistence.models import ControllerLease, Job, JobEvent
+from service.persistence.rows import rows_changed
 
 log = logging.getLogger("trainjobs.lifecycle")
 S = JobState
@@ -60,10 +62,6 @@ class Change:
     context: dict | None = None
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def decide(current: JobState, proposed: JobState | None) -> JobState | None:
     """The state a job moves to when a backend reports `proposed`; None: it stays."""
     if proposed is None or proposed == current or current in TERMINAL:
@@ -94,7 +92,7 @@ class Engine:
         stmt = update(Job).where(Job.id == job_id, Job.state == seen)
         if fence is not None:
             stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
-        if session.execute(stmt.values(**values)).rowcount == 1:
+        if rows_changed(session.execute(stmt.values(**values))) == 1:
             return True
         if fence is not None and not self.fence_holds(session, fence):
             raise Deposed(f"controller epoch {fence} is no longer current")
@@ -118,8 +116,9 @@ class Engine:
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
         self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
         if plan.row is not None:
-            retries.insert_attempt(session, plan, job_id)
-            self.created(session, plan.row["id"], "lifecycle", at, reason=plan.first_reason)
+            first = self.creation_event(plan.row["id"], "lifecycle", at, reason=plan.first_reason)
+            retries.insert_attempt(session, plan, job_id, first)   # the job-row writer, as a submit
+            self.announce_created(session, first)
 
     def _notify(self, session: Session, change: Change) -> None:
         for listener in self.listeners:

@@ -28,13 +28,25 @@ import os
 import socket
 from collections.abc import Callable
 from datetime import UTC
+from typing import TYPE_CHECKING, Any
 
+from service.lifecycle.wake import CHANNEL as WAKE_CHANNEL
 from service.persistence.locks import advisory_key, is_sqlite, libpq_url, lock_file
+
+if TYPE_CHECKING:   # imported where used: a SQLite deployment needs no PostgreSQL driver
+    import psycopg
 
 log = logging.getLogger("trainjobs.leader")
 
 CONTROLLER_KEY = "trainjobs/controller"
-WAKE_CHANNEL = "trainjobs_wake"
+
+
+def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
+    """The one value of a query that always answers one row (a function call)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the query answered no row")
+    return row[0]
 
 
 def holder_id() -> str:
@@ -64,9 +76,14 @@ class PostgresLeadership(Leadership):
         self.connect_timeout = connect_timeout
         self.lease_seconds = lease_seconds
         self._statement_ms = 5000   # the lock session's statement_timeout (set at _connect)
-        self.conn = None
+        self.conn: psycopg.Connection[Any] | None = None
 
-    def _connect(self):
+    def _live(self) -> psycopg.Connection[Any]:
+        if self.conn is None:   # dropped: the caller treats this like any lost session
+            raise RuntimeError("the controller's lock session is closed")
+        return self.conn
+
+    def _connect(self) -> psycopg.Connection[Any]:
         import psycopg
 
         # Both ends give up on a session that stops answering. Client: keepalives for an
@@ -88,8 +105,7 @@ class PostgresLeadership(Leadership):
                                application_name="trainjobs-controller")
 
     def _try_lock(self) -> bool:
-        return bool(self.conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                      (advisory_key(CONTROLLER_KEY),)).fetchone()[0])
+        return bool(_scalar(self._live().execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(CONTROLLER_KEY),))))
 
     def try_acquire(self) -> int | None:
         try:
@@ -97,13 +113,14 @@ class PostgresLeadership(Leadership):
                 self.conn = self._connect()
             if not self._try_lock() and not (self._break_stale() and self._try_lock()):
                 return None
-            row = self.conn.execute(
+            conn = self._live()
+            row = conn.execute(
                 "UPDATE controller_leases SET epoch = epoch + 1, holder = %s, acquired_at = now() "
                 "WHERE name = 'controller' RETURNING epoch", (holder_id(),)).fetchone()
             if row is None:  # an unmigrated database: nothing to control yet
-                self.conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(CONTROLLER_KEY),))
+                conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(CONTROLLER_KEY),))
                 return None
-            self.conn.execute(f"LISTEN {WAKE_CHANNEL}")
+            conn.execute(f"LISTEN {WAKE_CHANNEL}")
             self.epoch = int(row[0])
             return self.epoch
         except Exception as e:  # noqa: BLE001 - the database may be down: try again later
@@ -121,7 +138,7 @@ class PostgresLeadership(Leadership):
         Seeing it needs the same database role as the holder (or pg_read_all_stats), and
         terminating it the same role (or pg_signal_backend): every controller uses one URL."""
         key = advisory_key(CONTROLLER_KEY) & 0xFFFF_FFFF_FFFF_FFFF
-        row = self.conn.execute(
+        row = self._live().execute(
             "SELECT a.pid, a.client_addr::text, a.client_port, extract(epoch FROM now() - a.state_change) "
             "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
@@ -136,16 +153,17 @@ class PostgresLeadership(Leadership):
                     "terminating it to take over", pid, addr, port, float(silent), self.lease_seconds)
         # Wait (bounded, within this session's statement_timeout) for the backend to exit:
         # its lock is released as it goes.
-        return bool(self.conn.execute("SELECT pg_terminate_backend(%s, %s)",
-                                      (pid, max(100, self._statement_ms - 500))).fetchone()[0])
+        return bool(_scalar(self._live().execute("SELECT pg_terminate_backend(%s, %s)",
+                                                 (pid, max(100, self._statement_ms - 500)))))
 
     def check(self, wait: float, on_wake: Callable[[str], None]) -> bool:
         try:
-            for note in self.conn.notifies(timeout=wait):
+            conn = self._live()
+            for note in conn.notifies(timeout=wait):
                 on_wake(note.payload)
             # The heartbeat the lease is judged by (_break_stale): a query, so the server
             # sees it (pg_stat_activity.state_change); unanswered, it fails after half the lease.
-            self.conn.execute("SELECT 1")
+            conn.execute("SELECT 1")
             return True
         except Exception as e:  # noqa: BLE001 - whatever broke, the lock may be gone
             log.error("controller: lost the database session holding the lock (%s); stepping down", e)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +20,9 @@ from sqlalchemy import tuple_
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.core.clock import utcnow
 from service.lifecycle import admission, stalls
-from service.lifecycle.engine import Deposed, Engine, utcnow
+from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.handles import handle_of_row, read_handles
 from service.lifecycle.protocol import (
     Backend,
@@ -191,7 +193,8 @@ class BackendLoop:
         with self.session_factory() as session:
             caps = self.backend.capabilities
             check = self.gate.start_pass() if self.gate is not None else None
-            free = admission.room(session, self.name, caps, self.batch_size) if check else None
+            # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
+            free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
             rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
             session.rollback()
             window = caps.resubmit_after_seconds
@@ -320,9 +323,9 @@ class BackendLoop:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
-        full_ended = None   # when the last full pass ended: the next one starts `interval` after
+        full_ended = -math.inf   # when the last full pass ended (none yet): the next one starts `interval` after
         while not self._stop.is_set():
-            full = self._full_asked or full_ended is None or time.monotonic() - full_ended >= self.interval
+            full = self._full_asked or time.monotonic() - full_ended >= self.interval
             self._full_asked = False
             try:
                 if full:

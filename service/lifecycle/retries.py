@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import JSON, Table, select
 from sqlalchemy.orm import Session
 
 from service.core.errors import Problem
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.jobspec.spec import INFRASTRUCTURE_CODES
 from service.lifecycle.states import JobState
-from service.persistence.models import Job, JobCost, JobLabel
+from service.persistence import jobrows
+from service.persistence.models import Job, JobCost
 
+_COSTS: Table = JobCost.__table__   # type: ignore[assignment]  # a declarative class's Table
 _INFRA = {code: name for name, code in INFRASTRUCTURE_CODES.items()}
 # Vertex AI's words for a replica that ended (its error.message); shared/VERTEX.md.
 _VERTEX_EXIT = "non-zero status of "
@@ -41,7 +44,7 @@ class RetryLimits:
     max_backoff_seconds: float = 86_400.0
 
 
-def limit_problems(policy: dict | None, limits: RetryLimits) -> list[Problem]:
+def limit_problems(policy: Mapping[str, Any] | None, limits: RetryLimits) -> list[Problem]:
     """A job's effective policy against the service's bounds (checked at submit)."""
     if not policy:
         return []
@@ -138,8 +141,8 @@ class Plan:
     with `row`, a new attempt is inserted (its first event reads `first_reason`)."""
 
     note: str = ""
-    row: dict | None = None
-    labels: dict | None = None
+    row: dict[str, Any] | None = None
+    labels: dict[str, str] | None = None
     first_reason: str = ""
 
 
@@ -186,14 +189,14 @@ def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: d
                              f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
 
 
-def insert_attempt(session: Session, p: Plan, failed_id: uuid.UUID) -> None:
-    session.execute(insert(Job), [p.row])
-    if p.labels:
-        session.execute(insert(JobLabel), [{"job_id": p.row["id"], "key": k, "value": v}
-                                           for k, v in p.labels.items()])
+def insert_attempt(session: Session, p: Plan, failed_id: uuid.UUID, event: Mapping[str, Any]) -> None:
+    """Write the attempt `p` plans (p.row set) through the job-row writer, as a submit is
+    written: its row, labels, first event (`event`: Engine.creation_event) and cost row."""
+    if p.row is None:
+        raise ValueError("this plan makes no new attempt")
     # The same CustomJob costs the same: team budgets count the attempt at the failed one's estimate.
-    cost = JobCost.__table__
-    session.execute(insert(cost).from_select(
-        [c.name for c in cost.columns],
-        select(*[bindparam("new_id", p.row["id"], type_=cost.c.job_id.type) if c.name == "job_id" else c
-                 for c in cost.columns]).where(cost.c.job_id == failed_id)))
+    cost = session.execute(select(_COSTS).where(_COSTS.c.job_id == failed_id)).mappings().first()
+    cost_row = None if cost is None else {
+        **{k: jobrows.encode(v) if isinstance(_COSTS.c[k].type, JSON) else v for k, v in cost.items()},
+        "job_id": p.row["id"]}
+    jobrows.insert_job(session, jobrows.job_row(p.row), p.labels or {}, event, cost_row)

@@ -390,7 +390,7 @@ class Hub:
             if self.stopped:
                 follower.finish(reconnect_event(since, "the service is stopping"))
             got = await anyio.to_thread.run_sync(batches_of, first, since, limit, cfg, 1)
-            first = None  # not kept for the stream's life (it may be a megabyte of raw lines)
+            del first  # not kept for the stream's life (it may be a megabyte of raw lines)
             # Catch up alone while more is waiting (or while ahead of the reader), then join it.
             while not follower.done:
                 while got.batches:

@@ -22,9 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+# Re-exported: domain modules stamp rows with the same clock as the column defaults.
+from service.core.clock import utcnow as utcnow
 
 
 class UTCDateTime(TypeDecorator):

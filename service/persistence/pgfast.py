@@ -11,42 +11,53 @@ SQLite goes through Core unchanged (no round trips to save)."""
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import psycopg
-from sqlalchemy import exc
+from sqlalchemy import Delete, Insert, Select, TextClause, Update, exc
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ClauseElement
+
+# What comes here: a module constant built with select(), insert(), update(), delete() or text().
+Statement = Select[Any] | Insert | Update | Delete | TextClause
 
 
 class _Compiled(NamedTuple):
-    statement: ClauseElement
+    statement: Statement
     sql: str
-    row: type | None   # a namedtuple of its columns, made once (psycopg's namedtuple_row makes one a cursor)
+    # Makes a row: a namedtuple of its columns, made once (psycopg's namedtuple_row makes one a
+    # cursor). None: the statement names no columns (text(), DML without RETURNING).
+    make_row: Callable[[Iterable[Any]], tuple[Any, ...]] | None
 
 
 _COMPILED: dict[int, _Compiled] = {}
 
 
-def _compiled(conn: Connection, statement: ClauseElement) -> _Compiled:
+def _row_maker(fields: list[str]) -> Callable[[Iterable[Any]], tuple[Any, ...]]:
+    # The fields are known at run time only: mypy wants them literal to make a static type,
+    # and there is none to make, so the class is typed Any.
+    row: Any = namedtuple("Row", fields, rename=True)  # type: ignore[misc]
+    return row._make
+
+
+def _compiled(conn: Connection, statement: Statement) -> _Compiled:
     found = _COMPILED.get(id(statement))
     if found is None or found.statement is not statement:
         columns = getattr(statement, "selected_columns", None)
-        row = namedtuple("Row", [c.key for c in columns], rename=True) if columns is not None else None
-        found = _Compiled(statement, str(statement.compile(dialect=conn.dialect)), row)
+        make_row = _row_maker([c.key for c in columns]) if columns is not None else None
+        found = _Compiled(statement, str(statement.compile(dialect=conn.dialect)), make_row)
         _COMPILED[id(statement)] = found
     return found
 
 
-def first(conn: Connection, statement: ClauseElement, params: Mapping[str, Any]):
+def first(conn: Connection, statement: Statement, params: Mapping[str, Any]) -> Any:
     """The first row (attribute access by column name), or None. `statement`: a select()."""
     if conn.dialect.name != "postgresql":
         return conn.execute(statement, params).first()
     return _run(conn, statement, params, fetch=True)
 
 
-def execute(conn: Connection, statement: ClauseElement, params: Mapping[str, Any]) -> None:
+def execute(conn: Connection, statement: Statement, params: Mapping[str, Any]) -> None:
     """Run it; its rows, if any, are dropped."""
     if conn.dialect.name != "postgresql":
         conn.execute(statement, params).close()
@@ -54,19 +65,24 @@ def execute(conn: Connection, statement: ClauseElement, params: Mapping[str, Any
     _run(conn, statement, params, fetch=False)
 
 
-def _run(conn: Connection, statement: ClauseElement, params: Mapping[str, Any], *, fetch: bool):
+def _run(conn: Connection, statement: Statement, params: Mapping[str, Any], *, fetch: bool) -> Any:
     compiled = _compiled(conn, statement)
     sql = compiled.sql
+    make_row = compiled.make_row
+    if fetch and make_row is None:
+        raise TypeError("pgfast.first needs a statement that names its columns (a select())")
     if not conn.in_transaction():
         conn.begin()  # what Core's execute does (autobegin): its commit or rollback then ends ours
     raw = conn.connection.driver_connection
+    if not isinstance(raw, psycopg.Connection):
+        raise TypeError(f"pgfast runs on psycopg connections, not {type(raw).__name__} (the database URL's driver)")
     try:
         with raw.cursor() as cur:
             cur.execute(sql, params)
-            if not fetch:
+            if not fetch or make_row is None:
                 return None
             found = cur.fetchone()
-            return None if found is None else compiled.row._make(found)
+            return None if found is None else make_row(found)
     except psycopg.Error as e:
         lost = raw.closed or isinstance(e, psycopg.OperationalError) and raw.broken
         if lost:

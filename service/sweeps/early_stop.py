@@ -34,9 +34,9 @@ def laggards(curves: dict[uuid.UUID, Curve], running: set[uuid.UUID], *, metric:
             continue
         epoch = curve[-1][0]
         mine = _best_upto(curve, epoch, goal)
-        others = [_best_upto(c, epoch, goal) for other, c in curves.items()
-                  if other != job_id and c and c[-1][0] >= epoch]
-        others = [v for v in others if v is not None]
+        bests = [_best_upto(c, epoch, goal) for other, c in curves.items()
+                 if other != job_id and c and c[-1][0] >= epoch]
+        others = [v for v in bests if v is not None]
         if mine is None or len(others) < min_trials:
             continue
         median = statistics.median(others)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -21,10 +20,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from service import jobspec
 from service.budgets.service import LimitExceeded
 from service.core.errors import Conflict, DomainError
-from service.cost.estimate import Pricer
-from service.jobs import service as jobs
+from service.jobs.submitter import JobSubmitter, Submitted
 from service.lifecycle.engine import LEASE, Deposed, Engine
-from service.lifecycle.protocol import Backend
 from service.lifecycle.services import LoopService
 from service.lifecycle.states import TERMINAL, JobState
 from service.persistence.models import (
@@ -46,7 +43,6 @@ from service.sweeps.service import (
     token_live,
     trial_body,
 )
-from service.templates.cache import TemplateCache
 
 log = logging.getLogger("trainjobs.sweeps")
 _TERMINAL_JOB = [s.value for s in TERMINAL]
@@ -56,19 +52,14 @@ _OPEN = [SweepState.RUNNING.value, SweepState.CANCELLING.value]
 class SweepLauncher(LoopService):
     name = LAUNCHER
 
-    def __init__(self, session_factory: sessionmaker[Session], engine: Engine, backends: Mapping[str, Backend], *,
-                 template_cache: TemplateCache, default_backend: str, pricer: Pricer, interval: float, batch_size: int,
-                 fence: int | None, wake_backend: Callable[[str], None] | None = None) -> None:
+    def __init__(self, session_factory: sessionmaker[Session], engine: Engine, submitter: JobSubmitter, *,
+                 interval: float, batch_size: int, fence: int | None) -> None:
         super().__init__(interval=interval)
         self.session_factory = session_factory
         self.engine = engine
-        self.backends = backends
-        self.template_cache = template_cache
-        self.default_backend = default_backend
-        self.pricer = pricer
+        self.submitter = submitter   # trials are submitted like any job, and it wakes the controller
         self.batch_size = batch_size
         self.fence = fence
-        self.wake_backend = wake_backend or (lambda _backend: None)
         self.started = 0    # trials this launcher started (tests, metrics)
         self.passes = 0
         self.errors = 0
@@ -142,7 +133,7 @@ class SweepLauncher(LoopService):
         sweep.checked_at = utcnow()
         session.commit()
         for backend in self._wake_after_commit:
-            self.wake_backend(backend)
+            self.submitter.waker.wake(backend)   # cancels: a full pass
         self._wake_after_commit.clear()
         return False
 
@@ -169,9 +160,10 @@ class SweepLauncher(LoopService):
 
     def _stop_laggards(self, session: Session, sweep: Sweep) -> None:
         rule = sweep.request["early_stopping"]
-        running = set(session.scalars(select(SweepTrial.job_id).join(Job, Job.id == SweepTrial.job_id).where(
-            SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
-            Job.state == JobState.RUNNING.value)))
+        running: set[uuid.UUID] = set(session.scalars(
+            select(Job.id).select_from(SweepTrial).join(Job, Job.id == SweepTrial.job_id).where(
+                SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
+                Job.state == JobState.RUNNING.value)))
         if not running:
             return
         value = JobEpoch.metrics[sweep.objective_metric].as_float()
@@ -202,11 +194,8 @@ class SweepLauncher(LoopService):
         try:
             session.flush()
             # Commits the trial row, the job and the sweep's timestamps together.
-            job, _, _ = jobs.create_job(session, self.backends, self.engine, body,
-                                        template_cache=self.template_cache, default_backend=self.default_backend,
-                                        pricer=self.pricer, dry_run=False, actor=actor_of(sweep),
-                                        idempotency_key=job_key(sweep_id, number),
-                                        trial=jobspec.Trial(sweep_id, number))
+            result = self.submitter.submit(session, body, actor_of(sweep), idempotency_key=job_key(sweep_id, number),
+                                           trial=jobspec.Trial(sweep_id, number))
         except LimitExceeded as e:
             # The team's budget is full now (refuse mode): the trial waits for room, like a
             # job in queue mode would, instead of failing. The next pass tries again.
@@ -224,11 +213,12 @@ class SweepLauncher(LoopService):
         except IntegrityError:
             session.rollback()   # started already (cannot happen under one controller): next pass
             return False
+        assert isinstance(result, Submitted)   # not a dry run
+        # The submitter woke the controller for admission when the job committed.
         session.execute(update(SweepTrial).where(SweepTrial.sweep_id == sweep_id, SweepTrial.number == number)
-                        .values(job_id=job.id))
+                        .values(job_id=result.job.id))
         session.commit()
         self.started += 1
-        self.wake_backend(job.backend)
         return True
 
     def _end(self, session: Session, sweep: Sweep) -> None:

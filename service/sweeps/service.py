@@ -7,6 +7,7 @@ import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.orm import Session
@@ -17,12 +18,13 @@ from service.auth.service import Actor
 from service.core.errors import Conflict, DomainError, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
 from service.cost.estimate import Pricer
-from service.jobs import service as jobs
+from service.jobs import precheck
 from service.jobs.schemas import JobCreate, TemplateRef
-from service.lifecycle.controller import notify_controller
+from service.jobs.submitter import JobSubmitter
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import TERMINAL, JobState
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     ApiToken,
     Job,
@@ -31,6 +33,7 @@ from service.persistence.models import (
     SweepTrial,
     utcnow,
 )
+from service.persistence.rows import rows_changed
 from service.sweeps import space
 from service.sweeps.schemas import (
     SWEEP_ACTIVE,
@@ -41,11 +44,10 @@ from service.sweeps.schemas import (
     SweepSummary,
     TrialOut,
 )
-from service.templates import service as templates
 from service.templates.cache import TemplateCache
 
 LAUNCHER = "sweeps"      # the controller's loop service: notify_controller wakes it by this name
-WAITING = "WAITING"
+WAITING: Final = "WAITING"
 _ACTIVE = [s.value for s in SWEEP_ACTIVE]
 _TERMINAL_JOB = [s.value for s in TERMINAL]
 
@@ -94,11 +96,10 @@ def pause_sweeps_of(session: Session, token: ApiToken) -> int:
     reason = (f"paused: token {token.name!r} ({token.id}), which created it and launches its trials, was "
               f"revoked at {token.revoked_at:%Y-%m-%d %H:%M:%S} UTC; a member may resume it (its trials then run "
               "as them) or cancel it")
-    return session.execute(update(Sweep).where(Sweep.team_id == token.team_id,
-                                               Sweep.state == SweepState.RUNNING.value,
-                                               Sweep.actor["token_id"].as_string() == str(token.id))
-                           .values(state=SweepState.PAUSED.value, state_reason=reason[:500], updated_at=utcnow())
-                           ).rowcount
+    return rows_changed(session.execute(
+        update(Sweep).where(Sweep.team_id == token.team_id, Sweep.state == SweepState.RUNNING.value,
+                            Sweep.actor["token_id"].as_string() == str(token.id))
+        .values(state=SweepState.PAUSED.value, state_reason=reason[:500], updated_at=utcnow())))
 
 
 auth.ON_REVOKE.append(pause_sweeps_of)
@@ -131,7 +132,7 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
                  template_cache: TemplateCache, default_backend: str, pricer: Pricer, actor: Actor,
                  limits: SweepLimits, dry_run: bool = False) -> Sweep:
     """The sweep, stored RUNNING (dry_run: checked and planned, not stored)."""
-    tv = templates.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
+    tv = precheck.for_submit(session, template_cache, actor.team_id, body.template, body.template_version)
     if tv.archived:
         raise Conflict(f"template {body.template!r} is archived; "
                        f"POST /v1/templates/{body.template}/unarchive to use it again")
@@ -162,11 +163,12 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
                   created_by=actor.name, created_at=now, updated_at=now)
     # Every trial as the job it will be, with every check a job gets (override policy,
     # parameter bounds, the backend's): a sweep that starts is one whose trials can all start.
+    preview = JobSubmitter(backends, engine, template_cache=template_cache, pricer=pricer,
+                           default_backend=default_backend)   # dry runs only: nothing stored, nobody woken
     for number in range(1, len(plan) + 1):
         try:
-            jobs.create_job(session, backends, engine, trial_body(sweep, number), template_cache=template_cache,
-                            default_backend=default_backend, pricer=pricer, dry_run=True, actor=actor,
-                            trial=jobspec.Trial(sweep_id, number))
+            preview.submit(session, trial_body(sweep, number), actor, dry_run=True,
+                           trial=jobspec.Trial(sweep_id, number))
         except DomainError as e:
             values = ", ".join(f"{k}={v!r}" for k, v in plan[number - 1].items())
             e.detail = f"trial {number} ({values}) cannot run: {e.detail}"
@@ -176,8 +178,8 @@ def create_sweep(session: Session, backends: Mapping[str, Backend], engine: Engi
             raise
     if dry_run:
         return sweep
-    active = session.scalar(select(func.count()).select_from(Sweep)
-                            .where(Sweep.team_id == actor.team_id, Sweep.state.in_(_ACTIVE)))
+    active = session.execute(select(func.count()).select_from(Sweep)
+                             .where(Sweep.team_id == actor.team_id, Sweep.state.in_(_ACTIVE))).scalar_one()
     if active >= limits.max_active_per_team:
         raise Conflict(f"your team has {active} unfinished sweeps, the most TRAINJOBS_SWEEP_MAX_ACTIVE_PER_TEAM "
                        f"allows ({limits.max_active_per_team}); wait for one to end or cancel one")
@@ -231,9 +233,9 @@ def cancel_sweep(session: Session, engine: Engine, sweep_id: uuid.UUID, actor: A
     sweep = get_sweep(session, actor.team_id, sweep_id)
     if sweep.state == SweepState.CANCELLING.value:
         return sweep
-    moved = session.execute(update(Sweep).where(Sweep.id == sweep_id,
-                                                Sweep.state.in_([SweepState.RUNNING.value, SweepState.PAUSED.value]))
-                            .values(state=SweepState.CANCELLING.value, updated_at=utcnow())).rowcount
+    moved = rows_changed(session.execute(
+        update(Sweep).where(Sweep.id == sweep_id, Sweep.state.in_([SweepState.RUNNING.value, SweepState.PAUSED.value]))
+        .values(state=SweepState.CANCELLING.value, updated_at=utcnow())))
     if not moved:
         session.rollback()
         sweep = get_sweep(session, actor.team_id, sweep_id)
@@ -281,7 +283,7 @@ def trials_of(session: Session, sweep: Sweep) -> list[TrialOut]:
         value, epoch = best.get(r.job_id, (None, None))
         metrics = (r.progress or {}).get("metrics") if isinstance(r.progress, dict) else None
         last = _number(metrics.get(sweep.objective_metric)) if isinstance(metrics, dict) else None
-        state = r.state or (JobState.FAILED.value if r.error else JobState.QUEUED.value)
+        state = JobState(r.state) if r.state else (JobState.FAILED if r.error else JobState.QUEUED)
         out.append(TrialOut(number=r.number, parameters=r.parameters, state=state, job_id=r.job_id,
                             objective_value=value, objective_epoch=epoch, last_value=last, error=r.error,
                             stopped_early=r.stopped_early))
@@ -305,7 +307,7 @@ def _summary_fields(sweep: Sweep, trials: list[TrialOut]) -> dict:
     return dict(id=sweep.id, display_name=sweep.display_name,
                 template=TemplateRef(name=sweep.template_name, version=sweep.template_version),
                 backend=sweep.backend, algorithm=sweep.algorithm, state=sweep.state, state_reason=sweep.state_reason,
-                objective=Objective(metric=sweep.objective_metric, goal=sweep.objective_goal),
+                objective=Objective.model_validate({"metric": sweep.objective_metric, "goal": sweep.objective_goal}),
                 max_parallel=sweep.max_parallel, trial_count=sweep.trial_count, counts=counts, best=best,
                 created_by=sweep.created_by, created_at=sweep.created_at, updated_at=sweep.updated_at,
                 ended_at=sweep.ended_at)

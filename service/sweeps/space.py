@@ -113,16 +113,16 @@ def _check_one(algorithm: str, p: Parameter, space: ParameterSpace, where: str, 
                         f"{_declared_text(p)})", "list the values to try in values")]
     lo = space.min if space.min is not None else p.minimum
     hi = space.max if space.max is not None else p.maximum
-    for bound, value in (("min", lo), ("max", hi)):
-        if value is None:
+    for bound, end in (("min", lo), ("max", hi)):
+        if end is None:
             problems.append(Problem(f"{where}.{bound}", f"parameter {p.name!r} declares no {bound}imum to "
                                     "default to", f"give {bound} for the range"))
         else:
-            problem = _value_problem(p, int(value) if p.type == "int" and float(value).is_integer() else value,
+            problem = _value_problem(p, int(end) if p.type == "int" and float(end).is_integer() else end,
                                      f"{where}.{bound}")
             if problem:
                 problems.append(problem)
-    if problems:
+    if problems or lo is None or hi is None:   # a missing bound is a problem above
         return problems
     if lo > hi:
         problems.append(Problem(where, f"min {_num(lo)} is above max {_num(hi)}", "swap or correct them"))
@@ -157,12 +157,21 @@ def plan(body: SweepCreate, declared: list[Parameter], *, max_trials: int, seed:
     by_name = {p.name: p for p in declared}
     names = list(body.parameters)
     if body.algorithm == "grid":
-        lists = [_choices(by_name[n], body.parameters[n]) for n in names]
+        lists = [_grid_values(by_name[n], body.parameters[n]) for n in names]
         trials = [dict(zip(names, combo, strict=False)) for combo in itertools.product(*lists)]
     else:
+        if body.trial_count is None:
+            raise AssertionError("check() lets a random search through only with a trial_count")
         rng = random.Random(seed)
         trials = [{n: _draw(rng, by_name[n], body.parameters[n]) for n in names} for _ in range(body.trial_count)]
     return [{**body.fixed_parameters, **t} for t in trials]
+
+
+def _grid_values(p: Parameter, space: ParameterSpace) -> list[Value]:
+    choices = _choices(p, space)
+    if choices is None:
+        raise AssertionError(f"check() lets a grid through only with values for {p.name!r}")
+    return choices
 
 
 def _draw(rng: random.Random, p: Parameter, space: ParameterSpace) -> Value:
@@ -171,13 +180,15 @@ def _draw(rng: random.Random, p: Parameter, space: ParameterSpace) -> Value:
         return choices[rng.randrange(len(choices))]
     lo = space.min if space.min is not None else p.minimum
     hi = space.max if space.max is not None else p.maximum
+    if lo is None or hi is None:
+        raise AssertionError(f"check() lets a range through only with both bounds ({p.name!r})")
     if p.type == "int":
         lo_i, hi_i = math.ceil(lo), math.floor(hi)
         if space.scale == "log":
-            value = round(math.exp(rng.uniform(math.log(lo_i), math.log(hi_i))))
+            whole = round(math.exp(rng.uniform(math.log(lo_i), math.log(hi_i))))
         else:
-            value = rng.randint(lo_i, hi_i)
-        return min(max(value, lo_i), hi_i)
+            whole = rng.randint(lo_i, hi_i)
+        return min(max(whole, lo_i), hi_i)
     if space.scale == "log":
         value = math.exp(rng.uniform(math.log(lo), math.log(hi)))
     else:

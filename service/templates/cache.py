@@ -3,7 +3,7 @@
 A version never changes once written, so (template id, version) names one Prepared
 for good: nothing needs invalidating. What can change — the latest version, the
 archive flag, the template itself — is read from the database on every submit
-(templates.service.for_submit), so an update, archive or unarchive holds from the
+(jobs.precheck.for_submit), so an update, archive or unarchive holds from the
 next request on, in every process."""
 from __future__ import annotations
 

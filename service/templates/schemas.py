@@ -4,6 +4,7 @@ from datetime import datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
 
 from service.core.schema_base import RequestBody
 from service.core.text import MultilineText
@@ -14,7 +15,7 @@ TemplateName = Annotated[str, StringConstraints(pattern=TEMPLATE_NAME_PATTERN)]
 # Versions are INTEGER columns: PostgreSQL's holds up to 2**31 - 1 (a larger number is an error, not a miss).
 MAX_VERSION = 2**31 - 1
 
-_EXAMPLE = {
+_EXAMPLE: JsonDict = {
     "description": "Chief and two workers, MultiWorkerMirroredStrategy",
     "spec": {"distribution": "multi_worker_mirrored",
              "container": {"image_uri": "trainjobs-trainer:latest", "command": ["python", "-m", "trainer.task"],

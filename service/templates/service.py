@@ -3,25 +3,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 
-from sqlalchemy import bindparam, exists, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, contains_eager
 
 from service import jobspec
-from service.auth.service import unknown_token
 from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.core.pagination import decode_cursor, encode_cursor
-from service.persistence import pgfast
-from service.persistence.models import (
-    ApiToken,
-    TeamLimits,
-    Template,
-    TemplateVersion,
-    WebhookSubscription,
-    utcnow,
-)
+from service.persistence.models import Template, TemplateVersion, utcnow
 from service.templates.cache import TemplateCache
 from service.templates.schemas import (
     TEMPLATE_NAME_PATTERN,
@@ -76,69 +66,25 @@ def get_version(session: Session, team_id: uuid.UUID, name: str, version: int | 
     raise NotFound(f"template {name!r} has no version {version}; versions are 1 to {template.latest_version}")
 
 
-@dataclass(frozen=True)
-class Launchable:
-    """What a submit needs of a template version."""
-
-    template_id: uuid.UUID
-    name: str
-    version: int
-    archived: bool
-    prepared: jobspec.Prepared
-    # Two facts the submit needs, read in the same round trip as the template's head:
-    token_live: bool          # the caller's token is still unrevoked (auth.cache: a cached actor is checked here)
-    team_webhooks: bool       # the team has an active webhook (else the outbox skips its own query)
-    team_limited: bool        # the team has budgets (else the submit takes no limits lock)
-
-
 # Built once: a statement built per call costs more than its round trip (SQLAlchemy's cache key).
-_T, _TV = Template.__table__.c, TemplateVersion.__table__.c
-_TOK, _HOOK, _LIM = ApiToken.__table__.c, WebhookSubscription.__table__.c, TeamLimits.__table__.c
-_HEAD = select(
-    _T.id, _T.name, _T.latest_version, _T.archived_at,
-    exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)).label("token_live"),
-    exists().where(_HOOK.team_id == _T.team_id, _HOOK.paused_at.is_(None)).label("team_webhooks"),
-    exists().where(_LIM.team_id == _T.team_id).label("team_limited"),
-).where(_T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
+_TV = TemplateVersion.__table__.c
 _VERSION = select(_TV.spec, _TV.parameters).where(
     _TV.template_id == bindparam("template_id"), _TV.version == bindparam("version"))
 
 
-def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name: str,
-               version: int | None = None, *, token_hash: str = "") -> Launchable:
-    """The submit path's template lookup: one small query for the template's current
-    state (latest version, archived) — which also tells whether the token `token_hash`
-    is still live and whether the team has webhooks — and the version itself parsed and
-    checked only the first time this process sees it (versions are immutable).
-    A revoked token raises Unauthorized here, before anything else is told."""
-    conn = session.connection()
-    head = pgfast.first(conn, _HEAD, {"team_id": team_id, "name": name, "token_hash": token_hash})
-    if head is None:
-        if token_hash:
-            check_token_live(session, token_hash)
-        raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
-    if token_hash and not head.token_live:
-        raise unknown_token()
-    wanted = version or head.latest_version
-    prepared = cache.get((head.id, wanted))
+def prepared_version(session: Session, cache: TemplateCache, template_id: uuid.UUID, name: str, version: int,
+                     latest: int) -> jobspec.Prepared:
+    """Version `version` of the template (`latest`: its newest, for the 404's text), parsed
+    and checked only the first time this process sees it (versions are immutable). The
+    submit reads the template's head first (jobs.precheck)."""
+    prepared = cache.get((template_id, version))
     if prepared is None:
-        row = conn.execute(_VERSION, {"template_id": head.id, "version": wanted}).first()
+        row = session.connection().execute(_VERSION, {"template_id": template_id, "version": version}).first()
         if row is None:
-            raise NotFound(f"template {name!r} has no version {version}; "
-                           f"versions are 1 to {head.latest_version}")
+            raise NotFound(f"template {name!r} has no version {version}; versions are 1 to {latest}")
         prepared = jobspec.prepare(row.spec, row.parameters)
-        cache.put((head.id, wanted), prepared)
-    return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared,
-                      bool(head.token_live), bool(head.team_webhooks), bool(head.team_limited))
-
-
-_TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)))
-
-
-def check_token_live(session: Session, token_hash: str) -> None:
-    if not session.connection().execute(_TOKEN_LIVE, {"token_hash": token_hash}).scalar():
-        raise unknown_token()
-
+        cache.put((template_id, version), prepared)
+    return prepared
 
 
 def update(session: Session, team_id: uuid.UUID, name: str, body: TemplateBody, actor: str) -> TemplateVersion:

@@ -73,7 +73,7 @@ class JobFeed:
         self.subscribers: set[Subscriber] = set()
         self.reads = 0                       # queries made by the shared reader (tests, metrics)
         self._task: asyncio.Task | None = None
-        self._since: datetime | None = None
+        self._since: datetime = datetime.now(UTC)   # the reader's cursor; reset when a reader starts
         self._handed: dict[uuid.UUID, datetime] = {}
 
     def subscribe(self, team_id: uuid.UUID, job_id: uuid.UUID | None = None) -> Subscriber:
@@ -118,12 +118,12 @@ class JobFeed:
             if self._handed.get(row.id) == row.updated_at:
                 continue
             self._handed[row.id] = row.updated_at
-            if self._since is None or row.updated_at > self._since:
+            if row.updated_at > self._since:
                 self._since = row.updated_at
             change = None
             for sub in self.subscribers:
                 if sub.wants(row):
                     change = change or change_of(row)
                     sub.offer(change)
-        horizon = (self._since or datetime.now(UTC)) - LOOKBACK * 2
+        horizon = self._since - LOOKBACK * 2
         self._handed = {k: v for k, v in self._handed.items() if v >= horizon}

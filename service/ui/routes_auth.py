@@ -45,9 +45,8 @@ def _sign_in_page(request: Request, next_url: str, *, error: str | None = None, 
     key = sessions.signing_key(request.app)
     signed = request.cookies.get(sessions.LOGIN_COOKIE)
     nonce = sessions.read_login_nonce(key, signed)
-    if nonce is None:
-        signed = sessions.new_login_nonce(key)
-        nonce = sessions.read_login_nonce(key, signed)
+    if signed is None or nonce is None:   # no cookie, or one that is stale or not ours
+        nonce, signed = sessions.new_login_nonce(key)
     resp = render(request, "login.html", status, next_url=next_url, error=error,
                   csrf=sessions.csrf_token(key, nonce))
     _cookie(resp, request, sessions.LOGIN_COOKIE, signed, sessions.LOGIN_MAX_AGE)

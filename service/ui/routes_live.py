@@ -82,8 +82,8 @@ async def job_changes(request: Request, user: User,
         sub = feed.subscribe(team, job)  # before the catch-up read, so nothing falls between the two
         try:
             yield "retry: 2000\n: job changes\n\n"
-            for change in await anyio.to_thread.run_sync(feed.catch_up, team, job, start):
-                yield _event("job", change, change["updated_at"])
+            for caught in await anyio.to_thread.run_sync(feed.catch_up, team, job, start):
+                yield _event("job", caught, caught["updated_at"])
             while time.monotonic() < deadline:
                 if sub.overflowed:
                     yield _event("reload", {"reason": "too many changes at once"})

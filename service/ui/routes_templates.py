@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from service.core.errors import Conflict, Forbidden, Invalid
 from service.jobs import service as jobs
 from service.jobs.schemas import JobPreview
+from service.jobs.submitter import Previewed
 from service.jobspec import CompiledJob
 from service.persistence.models import TemplateVersion
 from service.persistence.session import SessionDep
@@ -127,11 +128,8 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     if job_body is None:
         return _launch_page(request, user, tv, lf, status=422)
     try:
-        result, _, _ = jobs.create_job(session, state.backends, state.lifecycle, job_body,
-                                       template_cache=state.template_cache,
-                                       default_backend=state.settings.default_backend, pricer=state.pricer,
-                                    dry_run=dry_run, actor=user.actor,
-                                    idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
+        result = state.submitter.submit(session, job_body, user.actor, dry_run=dry_run,
+                                        idempotency_key=None if dry_run else (lf.idempotency_key[:255] or None))
     except (Invalid, Forbidden) as e:
         # Bad values (422) and overrides this member may not make (403): beside their fields.
         session.rollback()
@@ -148,7 +146,7 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
         lf.other_errors.append(f"This form already launched job {e.extra['job_id']} with other values. "
                                "Launch again to start a new job with these.")
         return _launch_page(request, user, tv, lf, status=409)
-    if dry_run:
-        return _launch_page(request, user, tv, lf, preview=result)
-    state.wake_controller(result.backend)
-    return RedirectResponse(f"/ui/jobs/{result.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)
+    if isinstance(result, Previewed):
+        return _launch_page(request, user, tv, lf, preview=result.preview)
+    # The submitter woke the controller for admission (lifecycle.wake).
+    return RedirectResponse(f"/ui/jobs/{result.job.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)

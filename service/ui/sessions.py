@@ -82,8 +82,10 @@ def read_session(key: str, value: str | None, max_age: int) -> SessionData | Non
         return None
 
 
-def new_login_nonce(key: str) -> str:
-    return _serializer(key, "trainjobs.ui.signin").dumps(secrets.token_urlsafe(16))
+def new_login_nonce(key: str) -> tuple[str, str]:
+    """A fresh sign-in nonce and the signed cookie value that carries it."""
+    nonce = secrets.token_urlsafe(16)
+    return nonce, _serializer(key, "trainjobs.ui.signin").dumps(nonce)
 
 
 def read_login_nonce(key: str, value: str | None) -> str | None:
@@ -102,8 +104,9 @@ def csrf_token(key: str, nonce: str) -> str:
 def csrf_ok(key: str, nonce: str | None, sent: object) -> bool:
     # Bytes: compare_digest refuses str with non-ASCII characters (a TypeError, once a 500 for any
     # form posted with such a token).
-    return bool(nonce) and isinstance(sent, str) and hmac.compare_digest(
-        csrf_token(key, nonce).encode(), sent.encode("utf-8", "surrogatepass"))
+    if not nonce or not isinstance(sent, str):
+        return False
+    return hmac.compare_digest(csrf_token(key, nonce).encode(), sent.encode("utf-8", "surrogatepass"))
 
 
 def actor_of(session: Session, token_id: uuid.UUID) -> Actor | None:

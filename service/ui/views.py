@@ -98,8 +98,9 @@ def tensorboard_dir(job: Job, compiled: CompiledJob) -> LogDir | None:
 
 def progress_summary(progress: dict | None) -> dict:
     p = progress if isinstance(progress, dict) else {}
-    metrics = p.get("metrics") if isinstance(p.get("metrics"), dict) else {}
-    evaluation = p.get("evaluation") if isinstance(p.get("evaluation"), dict) else None
+    raw_metrics, raw_evaluation = p.get("metrics"), p.get("evaluation")
+    metrics = raw_metrics if isinstance(raw_metrics, dict) else {}
+    evaluation = raw_evaluation if isinstance(raw_evaluation, dict) else None
     return {"epoch": _int(p.get("epoch")), "epochs": _int(p.get("epochs")), "phase": p.get("phase"),
             "metrics": {k: v for k, v in sorted(metrics.items())[:64] if isinstance(v, (int, float)) or v is None},
             "examples_per_sec": p.get("examples_per_sec") if isinstance(p.get("examples_per_sec"), (int, float))

@@ -85,7 +85,7 @@ class BodySizeLimitMiddleware:
                 self.budget.reading -= 1
             if body is None:
                 return
-            buffered = {"type": "http.request", "body": body, "more_body": False}
+            buffered: dict[str, object] | None = {"type": "http.request", "body": body, "more_body": False}
 
             async def replay():
                 nonlocal buffered

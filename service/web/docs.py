@@ -91,7 +91,7 @@ def framed_off(page: HTMLResponse) -> HTMLResponse:
     from service.web.security_headers import SECURITY_HEADERS
 
     hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(m.encode()).digest()).decode()}'"
-                      for m in _INLINE_SCRIPT.findall(page.body.decode()))
+                      for m in _INLINE_SCRIPT.findall(bytes(page.body).decode()))
     csp = (f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
            "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")

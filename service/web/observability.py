@@ -159,9 +159,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
+    formatter = JsonFormatter()
+    formatter.converter = time.gmtime
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    handler.formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -3,7 +3,7 @@
 Without it, requests beyond the thread pool waited for threads while the requests
 holding database connections waited for a thread to commit and close: at ~70
 requests in flight everything stalled for the pool timeout and then answered
-500s (tests/api/test_overload.py; bench/load.py). So, per process:
+500s (tests/web/test_overload.py; bench/load.py). So, per process:
 
 - at most TRAINJOBS_MAX_CONCURRENT_REQUESTS ordinary requests run at once; one that
   finds no slot within TRAINJOBS_REQUEST_QUEUE_SECONDS is answered 503 with

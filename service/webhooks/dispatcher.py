@@ -31,6 +31,7 @@ from service.persistence.models import (
     WebhookSubscription,
     utcnow,
 )
+from service.persistence.rows import rows_changed, table_of
 from service.webhooks import events, sender, signing
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import DISPATCHER
@@ -170,11 +171,11 @@ class Dispatcher(LoopService):
                 else:
                     values.update(next_attempt_at=next_at)
             # Core statements on the table: one per delivery, without the ORM's per-statement cost.
-            t = WebhookDelivery.__table__
+            t = table_of(WebhookDelivery)
             stmt = update(t).where(t.c.id == d.id, t.c.status == "pending", t.c.attempts == d.attempts)
             if self.fence is not None:
                 stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == self.fence))
-            if session.execute(stmt.values(**values)).rowcount != 1:
+            if rows_changed(session.execute(stmt.values(**values))) != 1:
                 self._check_fence(session)
                 continue  # deleted (with its subscription) while it was being sent
             attempts.append({"delivery_id": d.id, "number": number, "at": now, "status_code": o.status_code,
@@ -182,7 +183,7 @@ class Dispatcher(LoopService):
             if not o.ok:
                 log.info("webhook delivery %s (%s) attempt %d failed: %s", d.id, d.message_id, number, o.error)
         if attempts:
-            session.execute(insert(WebhookAttempt.__table__), attempts)
+            session.execute(insert(table_of(WebhookAttempt)), attempts)
 
     def _clean(self) -> None:
         self._last_clean = time.monotonic()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from service.lifecycle.sanitize import clean_text
 from service.lifecycle.states import JobState
@@ -22,7 +22,11 @@ EVENT_TYPES: dict[str, str] = {
     "job.cancelled": "a job ended CANCELLED",
     "job.expired": "a job ended EXPIRED",
 }
-DEFAULT_EVENT_TYPES = ["job.succeeded", "job.failed", "job.cancelled", "job.expired"]
+# The names of EVENT_TYPES as a type: request bodies validate against it (webhooks.schemas).
+EventType = Literal["job.state_changed", "job.created", "job.running", "job.succeeded", "job.failed",
+                    "job.cancelled", "job.expired"]
+assert set(get_args(EventType)) == set(EVENT_TYPES)  # one list
+DEFAULT_EVENT_TYPES: list[EventType] = ["job.succeeded", "job.failed", "job.cancelled", "job.expired"]
 TEST_EVENT = "webhook.test"   # POST /v1/webhooks/{id}/test; sent whatever the subscription's types
 _BY_STATE = {S.RUNNING: "job.running", S.SUCCEEDED: "job.succeeded", S.FAILED: "job.failed",
              S.CANCELLED: "job.cancelled", S.EXPIRED: "job.expired"}
@@ -134,7 +138,9 @@ def _slack(payload: dict) -> dict:
     where = f" ({_slack_escape(str(template.get('name')))} v{template.get('version')}" \
             f", team {_slack_escape(str(job.get('team')))})" if template else ""
     was = f" (was {data['from_state']})" if data.get("from_state") else ""
-    text = f"{_EMOJI.get(_state(to), ':information_source:')} Job {title}{where} is *{to}*{was}"
+    state = _state(to)
+    emoji = _EMOJI.get(state, ":information_source:") if state is not None else ":information_source:"
+    text = f"{emoji} Job {title}{where} is *{to}*{was}"
     if data.get("reason"):
         text += f": {_slack_escape(_clip(data['reason'], 500))}"
     error = job.get("error") or {}

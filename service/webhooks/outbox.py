@@ -10,8 +10,8 @@ import uuid
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service.lifecycle.controller import notify_controller
 from service.lifecycle.engine import Change
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     Job,
     Team,
@@ -42,7 +42,10 @@ class Outbox:
         self.limits = limits
 
     def on_change(self, session: Session, change: Change) -> None:
-        types = events.types_for(change.from_state, change.to_state)
+        to_state = change.to_state
+        if to_state is None:
+            return   # progress only: no event
+        types = events.types_for(change.from_state, to_state)
         if not types or (change.context or {}).get("team_webhooks") is False:
             return
         # One query on every state change; more only when the job's team has a webhook that wants it.
@@ -61,7 +64,7 @@ class Outbox:
         for subscription_id, event_type in wanted:
             if event_type not in messages:
                 messages[event_type] = (new_message_id(), events.job_payload(
-                    event_type, job, job.team, from_state=change.from_state, to_state=change.to_state,
+                    event_type, job, job.team, from_state=change.from_state, to_state=to_state,
                     reason=change.reason, actor=change.actor, at=change.at, public_url=self.limits.public_url,
                     max_bytes=self.limits.max_payload_bytes))
             message_id, payload = messages[event_type]

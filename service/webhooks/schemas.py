@@ -8,11 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from service.core.schema_base import RequestBody
 from service.core.text import PlainText
-from service.webhooks.events import DEFAULT_EVENT_TYPES, EVENT_TYPES
+from service.webhooks.events import DEFAULT_EVENT_TYPES, EVENT_TYPES, EventType
 
-EventType = Literal["job.state_changed", "job.created", "job.running", "job.succeeded", "job.failed",
-                    "job.cancelled", "job.expired"]
-assert set(EventType.__args__) == set(EVENT_TYPES)  # one list: events.EVENT_TYPES
 Format = Literal["standard", "slack"]
 EVENTS_HELP = "; ".join(f"`{k}`: {v}" for k, v in EVENT_TYPES.items())
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
-from service.lifecycle.controller import notify_controller
+from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     Team,
     WebhookAttempt,
@@ -34,8 +34,8 @@ def create(session: Session, team_id: uuid.UUID, body: WebhookCreate, actor: str
         raise Invalid.of([Problem("url", e.message, e.fix)]) from None
     # The team row, locked (PostgreSQL): two creates at once cannot both pass the count.
     session.execute(select(Team.id).where(Team.id == team_id).with_for_update()).one()
-    count = session.scalar(select(func.count()).select_from(WebhookSubscription)
-                           .where(WebhookSubscription.team_id == team_id))
+    count = session.execute(select(func.count()).select_from(WebhookSubscription)
+                            .where(WebhookSubscription.team_id == team_id)).scalar_one()
     if count >= limits.max_per_team:
         raise Conflict(f"your team has {count} webhooks, the most TRAINJOBS_WEBHOOK_MAX_PER_TEAM allows "
                        f"({limits.max_per_team}); delete one it no longer needs (DELETE /v1/webhooks/{{id}})")
@@ -103,7 +103,7 @@ def send_test(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, actor
 def _queue(session: Session, row: dict) -> WebhookDelivery:
     session.execute(insert(WebhookDelivery), [row])
     notify_controller(session, DISPATCHER)
-    return session.get(WebhookDelivery, row["id"])
+    return session.get_one(WebhookDelivery, row["id"])   # inserted just above
 
 
 def list_deliveries(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, *, status: str | None,

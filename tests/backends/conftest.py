@@ -1,9 +1,7 @@
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from tests.backends.localkit import Api, kill_all, settings_for
-from tests.conftest import bearer, make_token
+from tests.conftest import make_token
 
 
 @pytest.fixture
@@ -19,15 +17,14 @@ def token(db_url) -> str:
 
 
 @pytest.fixture
-def make_client(db_url, work_dir, token):
+def make_client(api_client, db_url, work_dir, token):
     """make_client(**settings) -> Api over a TestClient whose lifespan (backend,
     reconciler thread) runs until the test ends."""
     clients = []
 
     def make(**overrides) -> Api:
         settings = settings_for(db_url, work_dir, **overrides)
-        client = TestClient(create_app(settings), headers=bearer(token))
-        client.__enter__()
+        client = api_client(settings, token)
         clients.append(client)
         return Api(client)
     yield make

@@ -11,9 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import psutil
 
 from service.backends.local.processes import MARKER
 from service.core.config import Settings
+from tests.waiting import wait_for
 
 PROGRAM = Path(__file__).parent / "programs" / "replica.py"
 TIMEOUT = 60.0
@@ -73,17 +72,6 @@ def run_path(job_or_ref) -> Path:
     host, _, path = ref.partition(":")
     assert host == socket.gethostname(), ref
     return Path(path)
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 class Api:

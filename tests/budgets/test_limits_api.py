@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from fastapi.testclient import TestClient
-
-from service.app import create_app
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer
 
 T4 = {"chief": {"accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}}
@@ -110,11 +107,9 @@ def test_usage_and_metrics_show_use_and_limit(client, demo):
     assert 'trainjobs_team_limit_max{limit="max_accelerators.NVIDIA_TESLA_T4",team="alpha"} 4.0' in text
 
 
-def test_racing_submits_for_the_last_slot_do_not_both_pass(settings, tokens, demo, client):
+def test_racing_submits_for_the_last_slot_do_not_both_pass(api_client, settings, tokens, demo, client):
     """Two API processes' apps (own engines and pools) on one database, submits released at once."""
-    apps = [TestClient(create_app(settings), headers=bearer(tokens["admin"])) for _ in range(2)]
-    for a in apps:
-        a.__enter__()
+    apps = [api_client(settings, tokens["admin"]) for _ in range(2)]
     try:
         for limit in range(1, 6):
             _limits(client, max_concurrent_jobs=limit)

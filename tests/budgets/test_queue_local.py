@@ -3,8 +3,9 @@ limit as its waiting_reason, and launches once the team's running job ends."""
 from __future__ import annotations
 
 from tests.backends.conftest import make_client, token, work_dir  # noqa: F401 (fixtures)
-from tests.backends.localkit import spec, wait_for
+from tests.backends.localkit import spec
 from tests.cost.conftest import TEST_PRICES
+from tests.waiting import wait_for
 
 GATE = {"name": "gate", "type": "string"}
 

@@ -1,92 +1,68 @@
-"""A TCP proxy in front of the real service that breaks chosen HTTP exchanges:
-it drops the answer to a request (after the service has handled it, so only the
-answer is lost), or cuts a followed log stream partway through an event."""
+"""The suite's TCP proxy (tests/faults/tcp_proxy.py) in front of the real service, with a
+Tap that breaks chosen HTTP exchanges: it drops the answer to a request (after the
+service has handled it, so only the answer is lost), or cuts a followed log stream
+partway through an event."""
 from __future__ import annotations
 
 import socket
-import threading
+
+from tests.faults.tcp_proxy import Tap, TcpProxy
 
 EVENT = b"event: log"
 
 
-class _Conn:
-    def __init__(self) -> None:
-        self.drop_next_response = False
-        self.cut_after_events: int | None = None
-        self.events_seen = 0
-
-
-class FaultyProxy:
+class FaultyProxy(TcpProxy):
     def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.lock = threading.Lock()
         self.drop_response_to: list[bytes] = []  # request-line prefixes, each used once
         self.cut_streams_after: list[int] = []   # followed logs: cut inside the Nth event, each used once
         self.dropped = 0
         self.cuts = 0
         self.follow_requests: list[bytes] = []   # the head of every followed-log request
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(connect=lambda: socket.create_connection(("127.0.0.1", target_port), timeout=10),
+                         tap=lambda: _HttpFaults(self))
+        self.url = f"http://127.0.0.1:{self.port}"
 
-    def close(self) -> None:
-        self._closed = True
-        self.listener.close()
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target, timeout=10)
-            upstream.settimeout(None)
-            conn = _Conn()
-            threading.Thread(target=self._requests, args=(client, upstream, conn), daemon=True).start()
-            threading.Thread(target=self._responses, args=(upstream, client, conn), daemon=True).start()
+class _HttpFaults(Tap):
+    """One connection's faults, chosen when its request goes by (the lists above, each
+    entry used once)."""
 
-    def _requests(self, src: socket.socket, dst: socket.socket, conn: _Conn) -> None:
-        try:
-            while data := src.recv(65536):
-                with self.lock:
-                    for prefix in list(self.drop_response_to):
-                        if data.startswith(prefix):
-                            self.drop_response_to.remove(prefix)
-                            conn.drop_next_response = True
-                            break
-                    if b"follow=true" in data.split(b"\r\n", 1)[0]:
-                        self.follow_requests.append(data.split(b"\r\n\r\n", 1)[0])
-                        if self.cut_streams_after:
-                            conn.cut_after_events = self.cut_streams_after.pop(0)
-                            conn.events_seen = 0
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _close(src, dst)
+    def __init__(self, proxy: FaultyProxy) -> None:
+        self.proxy = proxy
+        self.drop_next_response = False
+        self.cut_after_events: int | None = None
+        self.events_seen = 0
 
-    def _responses(self, src: socket.socket, dst: socket.socket, conn: _Conn) -> None:
-        try:
-            while data := src.recv(65536):
-                if conn.drop_next_response:
-                    # The service has answered, so it has done the work; the client never hears of it.
-                    with self.lock:
-                        self.dropped += 1
-                    return
-                if conn.cut_after_events is not None:
-                    cut = _nth(data, EVENT, conn.cut_after_events - conn.events_seen)
-                    if cut is not None:
-                        dst.sendall(data[:cut + len(EVENT) + 3])  # part of the event, not its end
-                        with self.lock:
-                            self.cuts += 1
-                        return
-                    conn.events_seen += data.count(EVENT)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _close(src, dst)
+    def to_server(self, data: bytes) -> tuple[bytes, bool]:
+        p = self.proxy
+        with p._lock:
+            for prefix in list(p.drop_response_to):
+                if data.startswith(prefix):
+                    p.drop_response_to.remove(prefix)
+                    self.drop_next_response = True
+                    break
+            if b"follow=true" in data.split(b"\r\n", 1)[0]:
+                p.follow_requests.append(data.split(b"\r\n\r\n", 1)[0])
+                if p.cut_streams_after:
+                    self.cut_after_events = p.cut_streams_after.pop(0)
+                    self.events_seen = 0
+        return data, True
+
+    def to_client(self, data: bytes) -> tuple[bytes, bool]:
+        p = self.proxy
+        if self.drop_next_response:
+            # The service has answered, so it has done the work; the client never hears of it.
+            with p._lock:
+                p.dropped += 1
+            return b"", False
+        if self.cut_after_events is not None:
+            cut = _nth(data, EVENT, self.cut_after_events - self.events_seen)
+            if cut is not None:
+                with p._lock:
+                    p.cuts += 1
+                return data[:cut + len(EVENT) + 3], False  # part of the event, not its end
+            self.events_seen += data.count(EVENT)
+        return data, True
 
 
 def _nth(data: bytes, needle: bytes, n: int) -> int | None:
@@ -96,12 +72,3 @@ def _nth(data: bytes, needle: bytes, n: int) -> int | None:
         if at < 0:
             return None
     return at if n > 0 else None
-
-
-def _close(*socks: socket.socket) -> None:
-    for s in socks:
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        s.close()

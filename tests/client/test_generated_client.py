@@ -11,8 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.backends.localkit import wait_for
 from tests.client.conftest import TINY_PARAMETERS, tiny_spec
+from tests.waiting import wait_for
 
 PACKAGE = "trainjobs_generated"
 

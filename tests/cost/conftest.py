@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from service.core.config import Settings
-from tests.api.conftest import client, demo, tokens  # noqa: F401 (fixtures: they use `settings` below)
+from tests.apikit import client, demo, tokens  # noqa: F401 (fixtures: they use `settings` below)
 
 TEST_PRICES = Path(__file__).with_name("prices-test.json")
 

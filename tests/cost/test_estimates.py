@@ -11,7 +11,6 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.cost.prices import PriceFileError
@@ -69,10 +68,9 @@ def test_a_missing_price_is_named_not_guessed(client, demo):
     assert cost["per_hour"] == "0.241233"
 
 
-def test_the_shipped_table_prices_what_it_has_and_names_the_rest(db_url, settings, tokens, demo):
-    from tests.conftest import bearer
+def test_the_shipped_table_prices_what_it_has_and_names_the_rest(api_client, db_url, settings, tokens, demo):
     shipped = settings.model_copy(update={"price_file": None})
-    with TestClient(create_app(shipped), headers=bearer(tokens["admin"])) as c:
+    with api_client(shipped, tokens["admin"]) as c:
         cost = _dry(c)
     assert cost["prices_date"] == "2026-11-22" and "cloud.google.com/vertex-ai/pricing" in cost["prices_source"]
     assert cost["per_hour"] == "0.436998"   # n1-standard-4 at 0.21849885, twice; no disk price shipped

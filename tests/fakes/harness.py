@@ -12,7 +12,6 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.core.config import Settings
 from service.demo import demo_template
 from service.persistence.models import Job
@@ -131,7 +130,7 @@ class Harness:
 
 
 @pytest.fixture
-def make_harness(db_url, fake_vertex, fake_logging):
+def make_harness(api_client, db_url, fake_vertex, fake_logging):
     """make_harness(**settings) -> a context manager giving a Harness (one app "process")."""
     headers = _auth_headers(db_url)
     state = {"template": False}
@@ -139,7 +138,7 @@ def make_harness(db_url, fake_vertex, fake_logging):
     @contextmanager
     def make(**over):
         settings = vertex_settings(db_url, fake_vertex, fake_logging, **over)
-        with TestClient(create_app(settings), headers=headers) as client:
+        with api_client(settings, headers=headers) as client:
             if not state["template"]:
                 r = client.post("/v1/templates", json=demo_template().model_dump(mode="json", exclude_none=True))
                 assert r.status_code == 201, r.text

@@ -18,6 +18,8 @@ import subprocess
 import threading
 import uuid
 
+from tests.faults.tcp_proxy import TcpProxy
+
 CLONE_NEWNET = 0x40000000
 
 
@@ -45,7 +47,7 @@ class NetNs:
             self.close()
             raise
         self.dropped = False
-        self._relays: list[Relay] = []
+        self._relays: list[TcpProxy] = []
 
     def command(self, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.name, *argv]
@@ -71,16 +73,16 @@ class NetNs:
             raise RuntimeError(f"could not make a socket in {self.name}: {made}")
         return made[0]
 
-    def relay(self, target_port: int) -> Relay:
+    def relay(self, target_port: int) -> TcpProxy:
         """127.0.0.1:<port> inside the namespace, relayed to 127.0.0.1:target_port here."""
         listener = self.socket_inside()
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
-        relay = Relay(listener, lambda: socket.create_connection(("127.0.0.1", target_port), timeout=5))
+        relay = TcpProxy("127.0.0.1", target_port, listener=listener)
         self._relays.append(relay)
         return relay
 
-    def expose(self, inner_port: int) -> Relay:
+    def expose(self, inner_port: int) -> TcpProxy:
         """127.0.0.1:<port> here, relayed to 127.0.0.1:inner_port inside the namespace
         (to talk to a server running there)."""
         listener = socket.create_server(("127.0.0.1", 0))
@@ -90,7 +92,7 @@ class NetNs:
             s.settimeout(5)
             s.connect(("127.0.0.1", inner_port))
             return s
-        relay = Relay(listener, connect)
+        relay = TcpProxy(listener=listener, connect=connect)
         self._relays.append(relay)
         return relay
 
@@ -112,60 +114,3 @@ class NetNs:
         for relay in self._relays:
             relay.close()
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=30)
-
-
-class Relay:
-    """Accepts on `listener`; pipes each connection to a fresh `connect()`."""
-
-    def __init__(self, listener: socket.socket, connect) -> None:
-        self.listener = listener
-        self.port = listener.getsockname()[1]
-        self._connect = connect
-        self._closed = False
-        self._socks: list[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            socks, self._socks = self._socks, []
-        for s in [self.listener, *socks]:
-            # shutdown() first: close() alone leaves a socket that another thread is
-            # reading open (no FIN), and PostgreSQL would keep the session.
-            for end in (lambda: s.shutdown(socket.SHUT_RDWR), s.close):
-                try:
-                    end()
-                except OSError:
-                    pass
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = self._connect()
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._socks += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

@@ -19,7 +19,8 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from tests.faults.netns import NetNs
-from tests.servekit import Serve, wait_until
+from tests.servekit import Serve
+from tests.waiting import wait_for
 
 
 @dataclass
@@ -67,7 +68,7 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
         old.url = f"http://127.0.0.1:{ns.expose(old.port).port}"
         old.client = httpx.Client(base_url=old.url, timeout=30)
         old.ready()
-        wait_until(old.is_controller, "the namespaced process to become the controller", 60)
+        wait_for(old.is_controller, "the namespaced process to become the controller", 60)
         old_epoch, old_holder = lease_row(pg_url)
 
         new = Serve(work / "new", {**env, "TRAINJOBS_DATABASE_URL": pg_url}, name="new").ready()
@@ -75,16 +76,16 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
 
         ns.drop(relay.port)
         dropped_at, dropped_wall = time.monotonic(), datetime.now()   # logs' asctime: local wall time
-        wait_until(new.is_controller, "a new controller after the partition", lease_seconds * 3 + 30, 0.05)
+        wait_for(new.is_controller, "a new controller after the partition", lease_seconds * 3 + 30, 0.05)
         took = time.monotonic() - dropped_at
-        wait_until(lambda: ticks(new) >= 1, "the new controller's first pass", 30, 0.05)
+        wait_for(lambda: ticks(new) >= 1, "the new controller's first pass", 30, 0.05)
         first_pass = time.monotonic() - dropped_at
         epoch, holder = lease_row(pg_url)
         assert epoch > old_epoch and holder != old_holder, (epoch, holder, old_holder)
 
         # The old controller gave up its half-open session by itself (tcp_user_timeout).
         try:
-            wait_until(lambda: "stopped being the controller" in old.log(), "the old controller to step down",
+            wait_for(lambda: "stopped being the controller" in old.log(), "the old controller to step down",
                        lease_seconds * 3 + 30, 0.05)
         except AssertionError as e:
             raise AssertionError(f"{e}; its log: {old.log()[-3000:]}") from None
@@ -97,8 +98,8 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
         base = len(old.log())
         # Its election thread is back on the database: a second controller session (the
         # first is the new controller's, holding the lock) that did not get the lock.
-        wait_until(lambda: controller_sessions(pg_url) >= 2, "the old process standing for election again", 60, 0.1)
-        wait_until(lambda: _answers(old), "the old process's readiness", 60, 0.1)
+        wait_for(lambda: controller_sessions(pg_url) >= 2, "the old process standing for election again", 60, 0.1)
+        wait_for(lambda: _answers(old), "the old process's readiness", 60, 0.1)
         assert not old.is_controller()
         assert lease_row(pg_url) == (epoch, holder)
         assert new.is_controller()

@@ -1,14 +1,12 @@
 """Database down: 503 with a clear message, and recovery by itself when it is back."""
-import time
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.core.config import Settings
-from tests.api.conftest import DEMO, assert_problem
-from tests.conftest import bearer, make_token
+from tests.apikit import DEMO, assert_problem
+from tests.conftest import make_token
 from tests.faults.tcp_proxy import TcpProxy
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -22,12 +20,12 @@ def proxied(pg_database, tmp_path):
     proxy.close()
 
 
-def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
+def test_database_cut_mid_request_is_503_then_recovers(api_client, proxied, tmp_path):
     proxy, url = proxied
     token = make_token(url, "alpha", "admin")
     settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
-    with TestClient(create_app(settings), headers=bearer(token)) as client:
+    with api_client(settings, token) as client:
         assert client.post("/v1/templates", json=DEMO).status_code == 201
         assert client.get("/v1/jobs").status_code == 200
 
@@ -41,10 +39,7 @@ def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
         assert client.get("/healthz").status_code == 200
 
         proxy.restore()
-        deadline = time.monotonic() + 20
-        while client.get("/readyz").status_code != 200:
-            assert time.monotonic() < deadline, "did not recover"
-            time.sleep(0.2)
+        wait_for(lambda: client.get("/readyz").status_code == 200, "/readyz to recover", 20, 0.2)
         assert client.get("/v1/jobs").status_code == 200
         job = client.post("/v1/jobs", json={"template": "mwms-demo"})
         assert job.status_code == 201
@@ -52,38 +47,32 @@ def test_database_cut_mid_request_is_503_then_recovers(proxied, tmp_path):
         assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [job.json()["id"]]
 
 
-def test_controller_steps_down_in_an_outage_and_comes_back(proxied, tmp_path, caplog):
+def test_controller_steps_down_in_an_outage_and_comes_back(api_client, proxied, tmp_path, caplog):
     proxy, url = proxied
     settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5)
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         controller = client.app.state.controller
-        def until(done, what: str, seconds: float = 60.0) -> None:
-            # Each phase has its own bound: a loaded machine slows one without eating the next's.
-            deadline = time.monotonic() + seconds
-            while not done():
-                assert time.monotonic() < deadline, what
-                time.sleep(0.05)
-
-        until(lambda: controller.ticks >= 3, "the controller did not start")
+        # Each phase has its own bound: a loaded machine slows one without eating the next's.
+        wait_for(lambda: controller.ticks >= 3, "the controller to start")
         first_epoch = controller.epoch
         proxy.cut()
         # Its lock lives on a connection through the proxy: losing it means stepping down.
-        until(lambda: not controller.active, "the controller did not step down")
+        wait_for(lambda: not controller.active, "the controller to step down")
         assert client.get("/healthz").status_code == 200
         proxy.restore()
-        until(lambda: controller.active, "the controller did not come back")
+        wait_for(lambda: controller.active, "the controller to come back")
         assert controller.epoch > first_epoch  # a new term: writes of the old one are fenced off
         # The cut ended the old lock session at the server too: no lease had to be broken.
         assert "terminating it to take over" not in caplog.text
         ticks = controller.ticks
-        until(lambda: controller.ticks >= ticks + 3, "the loops did not resume")
+        wait_for(lambda: controller.ticks >= ticks + 3, "the loops to resume")
         assert controller._thread.is_alive()
         assert "trainjobs_reconcile_ticks_total" in client.get("/metrics").text
 
 
-def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(proxied, tmp_path, caplog):
+def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(api_client, proxied, tmp_path, caplog):
     """The client's side of every connection ends, the server's stays open (a half-open
     path): PostgreSQL keeps the old lock session, and its lock. The controller must
     come back all the same, by breaking its own stale lease (issue 23: the suite's
@@ -92,21 +81,13 @@ def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(prox
     settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, reconcile_interval_seconds=0.05, seed_demo_template=False,
                         election_interval_seconds=0.5, controller_lease_seconds=3)
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         controller = client.app.state.controller
-        deadline = time.monotonic() + 60
-        while controller.ticks < 3:
-            assert time.monotonic() < deadline, "the controller did not start"
-            time.sleep(0.05)
+        wait_for(lambda: controller.ticks >= 3, "the controller to start")
         first_epoch = controller.epoch
         proxy.cut(server_side=False)
-        while controller.active:
-            assert time.monotonic() < deadline + 60, "the controller did not step down"
-            time.sleep(0.05)
+        wait_for(lambda: not controller.active, "the controller to step down")
         proxy.restore()
-        deadline = time.monotonic() + 60
-        while not controller.active:
-            assert time.monotonic() < deadline, "the controller did not come back"
-            time.sleep(0.05)
+        wait_for(lambda: controller.active, "the controller to come back")
         assert controller.epoch > first_epoch
         assert "terminating it to take over" in caplog.text   # the stale session, by its lease

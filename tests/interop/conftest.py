@@ -1,1 +1,1 @@
-from tests.api.conftest import assert_problem, client, demo, settings, tokens  # noqa: F401
+from tests.apikit import assert_problem, client, demo, settings, tokens  # noqa: F401

@@ -93,19 +93,15 @@ def test_bombs_answer_422_for_the_right_reason(client, fmt, source, why):
     assert any(why in f"{e['message']} {e['fix']}" for e in body["errors"]), body
 
 
-def test_the_expanded_bytes_bound_is_a_setting(settings, tokens):
-    from fastapi.testclient import TestClient
+def test_the_expanded_bytes_bound_is_a_setting(api_client, settings, tokens):
 
-    from service.app import create_app
-    from tests.conftest import bearer
     source = ("trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n"
               f"  masterConfig: {{imageUri: 'img:1', containerArgs: [&a '{'x' * 600}', *a, *a, *a]}}\n")
     body = {"format": "aiplatform-config", "source": source}
-    with TestClient(create_app(settings.model_copy(update={"import_max_yaml_expanded_bytes": 2048})),
-                    headers=bearer(tokens["admin"])) as c:
+    with api_client(settings.model_copy(update={"import_max_yaml_expanded_bytes": 2048}), tokens["admin"]) as c:
         problem = assert_problem(c.post("/v1/templates:import", json=body), 422, "source")
         assert "more than 2048 bytes" in problem["errors"][0]["message"]
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as c:
+    with api_client(settings, tokens["admin"]) as c:
         r = c.post("/v1/templates:import", json=body)
         assert r.status_code == 200, r.text
         assert r.json()["spec"]["container"]["args"] == ["x" * 600] * 4

@@ -7,10 +7,8 @@ import json
 import math
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from service.app import create_app
 from service.backends import progress as local_progress
 from service.jobs.epochs import (
     EpochLimits,
@@ -22,13 +20,13 @@ from service.jobs.epochs import (
 from service.lifecycle.engine import Engine
 from service.lifecycle.protocol import Observation
 from service.persistence.models import Job, JobEpoch
-from tests.api.conftest import DEMO, assert_problem, settings, tokens  # noqa: F401
+from tests.apikit import DEMO, assert_problem, settings, tokens  # noqa: F401
 from tests.conftest import bearer, make_token
 
 
 @pytest.fixture
-def client(settings, tokens):  # noqa: F811
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as c:
+def client(api_client, settings, tokens):  # noqa: F811
+    with api_client(settings, tokens["admin"]) as c:
         yield c
 
 

@@ -13,7 +13,8 @@ from service.demo import demo_template
 from tests.backends.localkit import PROGRAM, job_processes, kill_all
 from tests.conftest import truncate_all
 from tests.fakes.harness import LOCATION, PROJECT, fake_logging, fake_vertex  # noqa: F401 - fixtures
-from tests.servekit import Serve, wait_state, wait_until
+from tests.servekit import Serve, wait_state
+from tests.waiting import wait_for
 
 TAKEOVER_SECONDS = 10.0  # what the service promises (docs/deploy.md)
 
@@ -38,7 +39,7 @@ def run_scenario(services: list[Serve], fake, runs) -> None:
     for s in services:
         s.ready()
     # Exactly one controller, whichever started first.
-    only = wait_until(lambda: controllers(services) if len(controllers(services)) == 1 else None,
+    only = wait_for(lambda: controllers(services) if len(controllers(services)) == 1 else None,
                       "exactly one controller", 30)
     assert len(only) == 1
     leader = only[0]
@@ -56,7 +57,7 @@ def run_scenario(services: list[Serve], fake, runs) -> None:
     wait_state(api, survivor["id"], "RUNNING")
     wait_state(api, doomed["id"], "RUNNING")
     for j in on_vertex:
-        wait_until(lambda: fake.find(j["id"]), f"the CustomJob of {j['id']}", 60)
+        wait_for(lambda: fake.find(j["id"]), f"the CustomJob of {j['id']}", 60)
 
     # A cancel asked of a process that does not control ends CANCELLED, never FAILED(143).
     r = others[-1].client.post(f"/v1/jobs/{doomed['id']}/cancel")
@@ -66,7 +67,7 @@ def run_scenario(services: list[Serve], fake, runs) -> None:
     # kill -9 of the controller: another process takes over within the promised time.
     leader.kill9()
     killed_at = time.monotonic()
-    new = wait_until(lambda: controllers(others), "a new controller", 60, 0.1)
+    new = wait_for(lambda: controllers(others), "a new controller", 60, 0.1)
     took = time.monotonic() - killed_at
     print(f"takeover took {took:.1f} s")
     assert took <= TAKEOVER_SECONDS, f"takeover took {took:.1f} s"
@@ -75,7 +76,7 @@ def run_scenario(services: list[Serve], fake, runs) -> None:
     # The survivor's replicas outlived the old controller and are followed again: never failed.
     assert len(job_processes(runs, survivor["id"])) == 2  # wrapper + replica
     late = api.post("/v1/jobs", json={"template": "on-vertex", "backend": "vertex"}).json()
-    wait_until(lambda: fake.find(late["id"]), "the CustomJob created by the new controller", 60)
+    wait_for(lambda: fake.find(late["id"]), "the CustomJob created by the new controller", 60)
     gate.touch()
     done = wait_state(api, survivor["id"], "SUCCEEDED", "FAILED")
     assert done["state"] == "SUCCEEDED", done["error"]

@@ -8,8 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from service.core.config import Settings
-from service.lifecycle.controller import ADMIT_SUFFIX, Controller
+from service.lifecycle.controller import Controller
 from service.lifecycle.loop import BackendLoop, gap_left
+from service.lifecycle.wake import ADMIT_SUFFIX
 
 
 def test_a_pass_waits_out_the_gap_after_the_previous_one():
@@ -67,7 +68,7 @@ def test_a_notify_payload_can_ask_for_admission_only():
     woken = []
     for name, loop in controller.loops.items():
         loop.wake = lambda admit_only=False, name=name: woken.append((name, admit_only))
-    controller.wake("local" + ADMIT_SUFFIX)
-    controller.wake("vertex")
-    controller.wake(None)
+    controller.on_notify("local" + ADMIT_SUFFIX)
+    controller.on_notify("vertex")
+    controller.on_notify("")
     assert woken == [("local", True), ("vertex", False), ("local", False), ("vertex", False)]

@@ -14,14 +14,9 @@ from httpx_sse import connect_sse
 
 from service.app import create_app
 from service.logs.service import cut_message
-from tests.backends.localkit import (
-    Api,
-    assert_no_processes,
-    settings_for,
-    thread_server,
-    wait_for,
-)
+from tests.backends.localkit import Api, assert_no_processes, settings_for, thread_server
 from tests.conftest import bearer
+from tests.waiting import wait_for
 
 HOSTILE = ("import os, sys, time\n"
            "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"

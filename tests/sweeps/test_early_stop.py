@@ -4,8 +4,8 @@ from __future__ import annotations
 import uuid
 
 from service.sweeps.early_stop import laggards
-from tests.backends.localkit import wait_for
 from tests.sweeps.helpers import create, get, template
+from tests.waiting import wait_for
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
 

@@ -11,7 +11,7 @@ from sqlalchemy import update
 
 from service.persistence.models import ApiToken
 from service.sweeps.service import job_key
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer, make_token
 from tests.sweeps.helpers import get, sweep_body, template
 

@@ -7,14 +7,12 @@ import math
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from service.app import create_app
 from service.lifecycle.engine import Deposed
 from service.persistence.models import SweepTrial
 from service.sweeps.launcher import SweepLauncher
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.conftest import bearer
 from tests.sweeps.helpers import create, get, template, unfinished
 
@@ -93,9 +91,8 @@ def test_a_bad_space_is_refused_before_anything_starts(client, tmpl, body, field
     assert client.get("/v1/jobs").json()["items"] == []
 
 
-def test_the_trial_limit_is_a_setting(settings, tokens, tmpl):
-    with TestClient(create_app(settings.model_copy(update={"sweep_max_trials": 4})),
-                    headers=bearer(tokens["admin"])) as c:
+def test_the_trial_limit_is_a_setting(api_client, settings, tokens, tmpl):
+    with api_client(settings.model_copy(update={"sweep_max_trials": 4}), tokens["admin"]) as c:
         r = c.post("/v1/sweeps", json={**_grid(), "parameters": {"acc": {"values": [0.1, 0.2, 0.3]}, "opt": {}}})
         body = assert_problem(r, 422, "parameters")
         assert "6 combinations" in body["detail"] and "TRAINJOBS_SWEEP_MAX_TRIALS" in body["errors"][0]["fix"]
@@ -198,17 +195,15 @@ def test_a_trial_is_never_started_twice(client, tmpl):
     controller.run_once()
     assert len(_trial_jobs(client, sweep["id"])) == 3
     # A second launcher (as in another process) that believes trial 1 is still to start.
-    other = SweepLauncher(state.session_factory, state.lifecycle, state.backends, template_cache=state.template_cache,
-                          pricer=state.pricer,
-                          default_backend="local", interval=1, batch_size=10, fence=None)
+    other = SweepLauncher(state.session_factory, state.lifecycle, state.submitter,
+                          interval=1, batch_size=10, fence=None)
     from service.persistence.models import Sweep
     with state.session_factory() as session:
         other._start(session, session.get(Sweep, uuid.UUID(sweep["id"])), 1)
     assert len(client.get("/v1/jobs").json()["items"]) == 3
     # A deposed controller (an older epoch) starts nothing at all.
-    stale = SweepLauncher(state.session_factory, state.lifecycle, state.backends, template_cache=state.template_cache,
-                          pricer=state.pricer,
-                          default_backend="local", interval=1, batch_size=10, fence=controller.epoch - 1)
+    stale = SweepLauncher(state.session_factory, state.lifecycle, state.submitter,
+                          interval=1, batch_size=10, fence=controller.epoch - 1)
     with pytest.raises(Deposed):
         stale.run_once()
 
@@ -250,9 +245,8 @@ def test_another_team_sees_nothing(client, db_url, tmpl):
     assert client.get("/v1/sweeps", headers=other).json()["items"] == []
 
 
-def test_unfinished_sweeps_per_team_are_limited(settings, tokens, tmpl):
-    with TestClient(create_app(settings.model_copy(update={"sweep_max_active_per_team": 1})),
-                    headers=bearer(tokens["admin"])) as c:
+def test_unfinished_sweeps_per_team_are_limited(api_client, settings, tokens, tmpl):
+    with api_client(settings.model_copy(update={"sweep_max_active_per_team": 1}), tokens["admin"]) as c:
         first = create(c)
         body = assert_problem(c.post("/v1/sweeps", json=_grid()), 409)
         assert "TRAINJOBS_SWEEP_MAX_ACTIVE_PER_TEAM" in body["detail"]

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from tests.backends.localkit import assert_no_processes, job_processes, wait_for
+from tests.backends.localkit import assert_no_processes, job_processes
 from tests.sweeps.helpers import create, get, template, unfinished
+from tests.waiting import wait_for
 
 
 def _wait_sweep(api, sweep_id: str, states: tuple[str, ...], max_parallel: int, timeout: float = 120) -> dict:

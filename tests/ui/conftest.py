@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from tests.backends.conftest import work_dir  # noqa: F401  (kills leftover replicas at teardown)
-from tests.backends.localkit import Api, settings_for, thread_server, wait_for
+from tests.backends.localkit import Api, settings_for, thread_server
 from tests.conftest import bearer, make_token
+from tests.waiting import wait_for
 
 PROGRAM = Path(__file__).parent / "programs" / "trainer_like.py"
 ROOT = Path(__file__).resolve().parents[2]

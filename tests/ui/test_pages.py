@@ -88,16 +88,13 @@ def test_the_jobs_list_shows_state_progress_and_filters(app, finished, running, 
     assert c.get("/ui/jobs?cursor=forged").status_code == 422
 
 
-def test_pages_of_the_list_follow_the_cursor(db_url, work_dir, tokens, api):
-    from fastapi.testclient import TestClient
-
-    from service.app import create_app
+def test_pages_of_the_list_follow_the_cursor(api_client, db_url, work_dir, tokens, api):
     from tests.backends.localkit import settings_for
     body = template_body("t", workers=0)
     api.template("t", body["spec"], parameters=body["parameters"])
     ids = [api.submit("t")["id"] for _ in range(3)]
-    app = create_app(settings_for(db_url, work_dir, ui_page_size=2, run_reconciler=False, local_max_running_jobs=0))
-    with TestClient(app) as c:
+    with api_client(settings_for(db_url, work_dir, ui_page_size=2, run_reconciler=False,
+                                 local_max_running_jobs=0)) as c:
         from tests.ui.conftest import sign_in
         sign_in(c, tokens["viewer"])
         first = c.get("/ui/jobs").text
@@ -336,16 +333,12 @@ def _sse(response) -> list[tuple[str, str]]:
     return out
 
 
-def test_versions_too_long_to_diff_on_a_page_say_so(db_url, work_dir, api, tokens):
-    from fastapi.testclient import TestClient
-
-    from service.app import create_app
+def test_versions_too_long_to_diff_on_a_page_say_so(api_client, db_url, work_dir, api, tokens):
     from tests.backends.localkit import settings_for
     from tests.ui.conftest import sign_in
     body = template_body("t")
     api.template("t", body["spec"], parameters=body["parameters"])
-    app = create_app(settings_for(db_url, work_dir, ui_diff_max_lines=10, run_reconciler=False))
-    with TestClient(app) as c:
+    with api_client(settings_for(db_url, work_dir, ui_diff_max_lines=10, run_reconciler=False)) as c:
         sign_in(c, tokens["viewer"])
         r = c.get("/ui/templates/t/diff?a=1&b=1")
         assert r.status_code == 200 and 'id="diff-too-long"' in r.text and "<ins>" not in r.text

@@ -8,7 +8,6 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from service.app import create_app
 from service.persistence.models import ServiceSecret
 from service.ui import sessions
 from tests.ui.conftest import csrf_of, new_client, sign_in
@@ -39,10 +38,10 @@ def test_sign_in_sets_a_signed_httponly_strict_cookie_that_holds_no_token(client
     assert page.status_code == 200 and "member-alice@alpha" in page.text
 
 
-def test_cookies_are_secure_when_the_setting_says_so(db_url, work_dir, tokens):
+def test_cookies_are_secure_when_the_setting_says_so(api_client, db_url, work_dir, tokens):
     from tests.backends.localkit import settings_for
-    app = create_app(settings_for(db_url, work_dir, ui_secure_cookies=True, run_reconciler=False))
-    with TestClient(app, base_url="https://testserver") as c:
+    with api_client(settings_for(db_url, work_dir, ui_secure_cookies=True, run_reconciler=False),
+                    base_url="https://testserver") as c:
         page = c.get("/ui/login")
         assert "Secure" in page.headers["set-cookie"]
         r = c.post("/ui/login", data={"csrf": csrf_of(page.text), "token": tokens["viewer"]}, follow_redirects=False)
@@ -109,10 +108,10 @@ def test_revoking_the_token_ends_its_ui_sessions(app, client, tokens):
     assert c.get("/ui/jobs", follow_redirects=False).status_code == 401
 
 
-def test_the_signing_key_is_made_once_stored_and_shared_by_every_worker(db_url, work_dir, tokens, session_factory):
+def test_the_signing_key_is_made_once_stored_and_shared_by_every_worker(api_client, db_url, work_dir, tokens, session_factory):
     from tests.backends.localkit import settings_for
     settings = settings_for(db_url, work_dir, run_reconciler=False)
-    with TestClient(create_app(settings)) as one, TestClient(create_app(settings)) as two:
+    with api_client(settings) as one, api_client(settings) as two:
         sign_in(one, tokens["viewer"])
         two.cookies = one.cookies          # the same browser, answered by another worker
         assert two.get("/ui/jobs").status_code == 200
@@ -122,7 +121,7 @@ def test_the_signing_key_is_made_once_stored_and_shared_by_every_worker(db_url, 
 
     # A configured secret replaces the stored one: cookies signed with another key are refused.
     configured = settings_for(db_url, work_dir, run_reconciler=False, ui_session_secret="x" * 40)
-    with TestClient(create_app(configured)) as three:
+    with api_client(configured) as three:
         three.cookies = one.cookies
         assert three.get("/ui/jobs", follow_redirects=False).status_code == 401
         sign_in(three, tokens["viewer"])

@@ -3,10 +3,10 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.core.config import Settings
-from tests.backends.localkit import kill_all, settings_for, spec, wait_for
-from tests.conftest import bearer, make_token
+from tests.backends.localkit import kill_all, settings_for, spec
+from tests.conftest import make_token
+from tests.waiting import wait_for
 from tests.webhooks.receiver import Receiver
 
 LOOPBACK = ["127.0.0.1/32"]
@@ -41,12 +41,11 @@ def hook_settings(db_url: str, work_dir, **overrides) -> Settings:
 
 
 @pytest.fixture
-def make_client(db_url, work_dir, tokens):
+def make_client(api_client, db_url, work_dir, tokens):
     clients = []
 
     def make(**overrides) -> TestClient:
-        client = TestClient(create_app(hook_settings(db_url, work_dir, **overrides)), headers=bearer(tokens["admin"]))
-        client.__enter__()
+        client = api_client(hook_settings(db_url, work_dir, **overrides), tokens["admin"])
         clients.append(client)
         return client
     yield make

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import assert_problem
-from tests.backends.localkit import wait_for
+from tests.apikit import assert_problem
 from tests.conftest import bearer, make_token
+from tests.waiting import wait_for
 from tests.webhooks.conftest import (
     QUICK,
     add_template,

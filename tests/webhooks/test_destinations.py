@@ -15,7 +15,7 @@ from service.webhooks import events
 from service.webhooks.destinations import parse_networks
 from service.webhooks.dispatcher import Dispatcher, backoff
 from service.webhooks.limits import WebhookLimits
-from tests.api.conftest import assert_problem
+from tests.apikit import assert_problem
 from tests.webhooks.conftest import LOOPBACK, subscribe
 
 REFUSED = ["http://127.0.0.1:9/x", "http://127.8.9.10/", "http://10.1.2.3/", "http://172.16.0.1/",

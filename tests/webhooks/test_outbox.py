@@ -7,18 +7,15 @@ import json
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from service.app import create_app
 from service.lifecycle.engine import Deposed
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, WebhookDelivery
 from service.webhooks.dispatcher import Dispatcher
-from tests.backends.localkit import wait_for
-from tests.conftest import bearer
-from tests.servekit import Serve, wait_until
+from tests.servekit import Serve
+from tests.waiting import wait_for
 from tests.webhooks.conftest import (
     LOOPBACK,
     QUICK,
@@ -61,11 +58,11 @@ def test_no_delivery_for_a_state_change_that_rolls_back(make_client, session_fac
     assert receiver.nothing_more()
 
 
-def test_a_controller_that_never_sent_leaves_the_event_to_the_next(db_url, work_dir, tokens, receiver):
+def test_a_controller_that_never_sent_leaves_the_event_to_the_next(api_client, db_url, work_dir, tokens, receiver):
     """The event was recorded (with the job) while a controller held the lock and died without
     a pass; the next controller, a later epoch, sends it."""
     settings = hook_settings(db_url, work_dir, run_reconciler=False, local_max_running_jobs=0)
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as client:
+    with api_client(settings, tokens["admin"]) as client:
         add_template(client, QUICK)
         hook = subscribe(client, receiver.url, event_types=["job.created"])
         first = client.app.state.controller
@@ -73,7 +70,7 @@ def test_a_controller_that_never_sent_leaves_the_event_to_the_next(db_url, work_
         job = client.post("/v1/jobs", json={"template": "quick"}).json()
         epoch = first.epoch
         first.leadership.release()                                    # ... and dies before any pass
-    with TestClient(create_app(settings), headers=bearer(tokens["admin"])) as client:
+    with api_client(settings, tokens["admin"]) as client:
         assert receiver.nothing_more()
         client.app.state.controller.run_once()                        # the next controller: epoch N+1
         assert client.app.state.controller.epoch == epoch + 1
@@ -94,7 +91,7 @@ def test_a_controller_killed_while_sending_leaves_it_to_the_next(db_url, tmp_pat
     first = Serve(tmp_path / "a", env, name="a").ready()
     services = [first]
     try:
-        wait_until(first.is_controller, "the first process to control")
+        wait_for(first.is_controller, "the first process to control")
         second = Serve(tmp_path / "b", env, name="b").ready()
         services.append(second)
         api = second.client

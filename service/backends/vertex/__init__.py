@@ -1,5 +1,6 @@
-"""The vertex backend: jobs run as Vertex AI CustomJobs (see backend.py)."""
+"""The vertex backend: jobs run as Vertex AI CustomJobs (backend.py maps its parts)."""
 from service.backends.vertex.backend import VertexBackend
 from service.backends.vertex.config import VertexConfigError
+from service.backends.vertex.settings import VertexSettings
 
-__all__ = ["VertexBackend", "VertexConfigError"]
+__all__ = ["VertexBackend", "VertexConfigError", "VertexSettings"]

@@ -20,6 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from service.backends.vertex.settings import VertexSettings
 
 CREATE, CRUD, LOGGING = "create", "crud", "logging"
 FOLLOW = "logging-follow"   # the part of LOGGING that log followers may use, on top of it
@@ -158,8 +161,8 @@ class GoogleBudget:
         }
 
     @classmethod
-    def from_settings(cls, settings, **kw) -> GoogleBudget:
-        workers = max(1, int(getattr(settings, "workers", 1) or 1))
+    def from_settings(cls, settings: VertexSettings, **kw: Any) -> GoogleBudget:
+        workers = max(1, settings.workers)
         return cls(create_per_minute=settings.vertex_create_per_minute, create_burst=settings.vertex_create_burst,
                    crud_per_minute=settings.vertex_crud_per_minute, crud_burst=settings.vertex_crud_burst,
                    # Every API process of this host reads logs; each gets its share.

@@ -12,7 +12,7 @@ import google.auth
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import DefaultCredentialsError
 
-from service.core.config import Settings
+from service.backends.vertex.settings import VertexSettings
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 _PROJECT = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{6,20})$")  # an id or a number
@@ -68,7 +68,7 @@ def _endpoint(raw: str | None, default: str, env: str, problems: list[str]) -> s
     return url
 
 
-def load(settings: Settings) -> tuple[VertexConfig, Credentials | None, Credentials | None]:
+def load(settings: VertexSettings) -> tuple[VertexConfig, Credentials | None, Credentials | None]:
     """(config, credentials for Vertex AI, credentials for Cloud Logging), or VertexConfigError.
 
     Credentials are Application Default Credentials, except for a plain-http

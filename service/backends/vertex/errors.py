@@ -134,3 +134,13 @@ def translate(exc: BaseException, what: str) -> TransientBackendError | Permanen
 def retry_policy(initial: float, deadline: float) -> Retry:
     """The client's own retry, for idempotent calls (get, list, cancel, logs)."""
     return Retry(predicate=is_transient, initial=initial, maximum=4.0, multiplier=2.0, timeout=deadline)
+
+
+def as_backend_error(exc: BaseException, what: str) -> TransientBackendError | PermanentBackendError:
+    """A call's failure as the lifecycle knows them; anything not from Google (or its
+    transport) is a bug of ours and is raised again as it is."""
+    if isinstance(exc, (TransientBackendError, PermanentBackendError)):
+        return exc
+    if not is_google_error(exc):
+        raise exc
+    return translate(exc, what)

@@ -3,19 +3,27 @@
 The controller never retries inside a call: a pass that meets an outage or a spent
 budget moves on, and the next pass tries again, so one backend's trouble never holds
 a pass for a whole retry deadline. Lists are paged by hand, so each page is one
-budgeted call (the client's pager would fetch further pages on its own)."""
+budgeted call (the client's pager would fetch further pages on its own).
+
+On top of the calls: finding our CustomJobs by the job-id label (`find_by_label`,
+`scan`), shared by submit (look up before creating again), poll and cancel."""
 from __future__ import annotations
 
+import builtins
+import logging
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from google.cloud import aiplatform_v1 as v1
+from google.cloud.aiplatform_v1.services.job_service.pagers import ListCustomJobsPager
 from google.protobuf import field_mask_pb2
 
-from service.backends.vertex import errors
-from service.backends.vertex.budget import Bucket, GoogleBudget
+from service.backends.vertex import errors, mapping
+from service.backends.vertex.budget import Bucket, BudgetSpent, GoogleBudget
+from service.lifecycle.protocol import JobHandle
 
 T = TypeVar("T")
+log = logging.getLogger("trainjobs.vertex")
 
 
 class JobsApi:
@@ -68,10 +76,53 @@ class JobsApi:
                                                page_size=page_size or self.page_size, page_token=token)
             if fields:
                 request.read_mask = field_mask_pb2.FieldMask(paths=fields)
-            pager = self.call(self.budget.crud, lambda request=request: self.client.list_custom_jobs(
-                request=request, retry=None, timeout=self.request_timeout))
+            pager = self._list_page(request)
             # The pager's own iteration would fetch the next page unbudgeted: read this one only.
             yield from pager.custom_jobs
             token = pager.next_page_token
             if not token:
                 return
+
+    def _list_page(self, request: v1.ListCustomJobsRequest) -> ListCustomJobsPager:
+        return self.call(self.budget.crud, lambda: self.client.list_custom_jobs(
+            request=request, retry=None, timeout=self.request_timeout))
+
+    def find_by_label(self, job: JobHandle) -> builtins.list[v1.CustomJob]:
+        """Every CustomJob carrying this job's id, the one poll follows first. A job compiled
+        before the label key lost its hyphen is looked up by the old key (its CustomJob carries
+        that one, and the new one too if created since)."""
+        legacy = mapping.is_legacy(job.compiled.custom_job_dict)
+        jobs = list(self.list(mapping.label_filter(str(job.id), legacy=legacy), page_size=10,
+                              fields=mapping.POLL_FIELDS))
+        return sorted(jobs, key=lambda cj: name_key(cj.name))
+
+    def scan(self, filter_: str, wanted: dict[str, JobHandle] | None, found: dict[str, v1.CustomJob], *,
+             stop_when_all: bool = False) -> None:
+        """Page through a list, keeping the CustomJobs of `wanted` jobs; with `stop_when_all`,
+        no further page is fetched once every wanted job is found. Should two carry one
+        job's label (never made by us), the lower name wins, the same one every pass."""
+        if stop_when_all and wanted is not None and all(k in found for k in wanted):
+            return
+        try:
+            for cj in self.list(filter_, fields=mapping.POLL_FIELDS):
+                jid = mapping.job_id_of(cj)
+                if jid is None or (wanted is not None and jid not in wanted):
+                    continue
+                seen = found.get(jid)
+                if seen is None or name_key(cj.name) < name_key(seen.name):
+                    if seen is not None:
+                        log.warning("job %s: two CustomJobs carry its label (%s, %s); following %s",
+                                    jid, seen.name, cj.name, cj.name)
+                    found[jid] = cj
+                if stop_when_all and wanted is not None and all(k in found for k in wanted):
+                    return
+        except BudgetSpent:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise errors.as_backend_error(e, "listing CustomJobs") from e
+
+
+def name_key(name: str) -> tuple[int, str]:
+    """A stable order of CustomJob names: their numeric ids, compared as numbers."""
+    numeric = name.rsplit("/", 1)[-1]
+    return (len(numeric), numeric)

@@ -89,7 +89,8 @@ def message_of(entry) -> str:
     if isinstance(payload, str):
         text = payload
     elif isinstance(payload, dict):
-        text = payload.get("message") if isinstance(payload.get("message"), str) else json.dumps(payload)
+        message = payload.get("message")
+        text = message if isinstance(message, str) else json.dumps(payload)
     else:
         text = str(payload)
     return text.rstrip("\n")
@@ -116,7 +117,10 @@ class BudgetedSession(AuthorizedSession):
         finally:
             self._terms.current = previous
 
-    def request(self, method, url, data=None, headers=None, max_allowed_time=None, timeout=None, **kwargs):
+    # The signature is google-auth's AuthorizedSession.request, which already differs from
+    # requests.Session.request (the supertype mypy compares with): ours must match google-auth's.
+    def request(self, method, url, data=None, headers=None, max_allowed_time=None,  # type: ignore[override]
+                timeout=None, **kwargs):
         terms = getattr(self._terms, "current", None) or Terms()
         if terms.max_calls is not None and terms.calls >= terms.max_calls:
             terms.capped = True   # more pages were waiting: the read stopped short
@@ -184,7 +188,7 @@ def read_page(client: cloud_logging.Client, session: BudgetedSession, project: s
     skipping = cursor is not None
     for entry in entries:
         at = _utc(entry.timestamp)
-        if skipping:
+        if cursor is not None and skipping:
             if at == cursor.at:
                 if entry.insert_id == cursor.insert_id:
                     held, skipping = [], False
@@ -201,7 +205,7 @@ def read_page(client: cloud_logging.Client, session: BudgetedSession, project: s
             lines.append(_line(e))
             if len(lines) >= limit:
                 return LogPage(lines=lines, cursor=lines[-1].cursor)
-    if skipping and held:
+    if cursor is not None and skipping and held:
         for e in held:
             if (e.insert_id or "") > cursor.insert_id and len(lines) < limit:
                 lines.append(_line(e))

@@ -115,11 +115,12 @@ def error_of(cj: v1.CustomJob) -> dict | None:
 
 
 def _cause_note(error: dict | None) -> str:
-    cause = (error or {}).get("cause")
+    err = error or {}
+    cause = err.get("cause")
     if cause == "preemption":
         return " (Spot VM preempted: Google reclaimed the capacity, not a failure of the job's code)"
     if cause == "infrastructure":
-        return f" (Vertex AI infrastructure error {error.get('status')}, not a failure of the job's code)"
+        return f" (Vertex AI infrastructure error {err.get('status')}, not a failure of the job's code)"
     return ""
 
 

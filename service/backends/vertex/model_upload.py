@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1 as v1
@@ -33,11 +34,14 @@ from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, JobEvent, ModelUpload
 
+if TYPE_CHECKING:   # the backend owns its uploader: a type only, no import cycle at run time
+    from service.backends.vertex.backend import VertexBackend
+
 log = logging.getLogger("trainjobs.vertex.models")
 
 class ModelUploader:
-    def __init__(self, backend) -> None:
-        self.backend = backend   # VertexBackend: config, budget, clients, clock
+    def __init__(self, backend: VertexBackend) -> None:
+        self.backend = backend   # its settings, config, budget, clients and clock
 
     @property
     def client(self) -> v1.ModelServiceClient:
@@ -46,7 +50,7 @@ class ModelUploader:
     def run(self, session_factory: sessionmaker[Session]) -> int:
         """Work through the due uploads (a few a pass); returns how many were tried."""
         s = self.backend.settings
-        now = self.backend._now()
+        now = self.backend.clock.wall()
         with session_factory() as session:
             rows = session.execute(
                 select(ModelUpload.job_id, ModelUpload.attempts, Job.compiled, Job.display_name)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -180,13 +180,13 @@ class ProgressReader:
         self.queries += 1
         for entry in entries:
             labels = (entry.resource.labels if entry.resource is not None else None) or {}
-            job = by_numeric.get(labels.get("job_id"))
+            job = by_numeric.get(labels.get("job_id") or "")
             task = labels.get("task_name")
             at = _utc(entry.timestamp)
             reached = at
             if job is not None and task in job.watch and at > job.last_seen.get(task, _EPOCH):
                 job.last_seen[task] = at
-            role = TASK_ROLES.get(task)
+            role = TASK_ROLES.get(task or "")
             key = (at, entry.insert_id or "")
             if job is None or role is None or key <= job.cursor:
                 continue
@@ -214,7 +214,7 @@ def _text(entry) -> str:
     return message_of(entry)
 
 
-def progress_filter(jobs: dict[str, object], since: datetime, watched: list[str] | tuple = ()) -> str:
+def progress_filter(jobs: Mapping[str, object], since: datetime, watched: list[str] | tuple = ()) -> str:
     """Progress lines of every job; for the `watched` ones (judged for stalls) also every
     line of their chiefs and workers (task names workerpool0-*, workerpool1-*). Each job id
     is named once, so a chunk holds as many jobs as without stalls."""

@@ -51,7 +51,8 @@ class EpochBar:
         epoch, epochs = event.get("epoch"), event.get("epochs")
         if not isinstance(epoch, int):
             return
-        metrics = event.get("metrics") if isinstance(event.get("metrics"), dict) else {}
+        raw_metrics = event.get("metrics")
+        metrics = raw_metrics if isinstance(raw_metrics, dict) else {}
         # Metric names are the replica's: shown as text, not markup, without control characters.
         shown = " ".join(f"{escape(str(k))}={v:.4g}" for k, v in list(metrics.items())[:4]
                          if isinstance(v, (int, float)))

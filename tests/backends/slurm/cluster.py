@@ -19,8 +19,9 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from tests.waiting import wait_for
 
 NODES = {"n1": "127.0.0.11", "n2": "127.0.0.12"}
 CPUS_PER_NODE = 8   # advertised (SlurmdParameters=config_overrides): the tests ask for 1 per task
@@ -162,11 +163,10 @@ SlurmdParameters=config_overrides
         return len(states) == len(self.nodes) and all(s == "idle" for s in states.values())
 
     def _wait(self, predicate, what: str, timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"timed out waiting for {what}\n" + self.log_tail())
-            time.sleep(0.1)
+        try:
+            wait_for(predicate, what, timeout, 0.1)
+        except AssertionError as e:
+            raise RuntimeError(f"{e}\n" + self.log_tail()) from None
 
     def log_tail(self, n: int = 30) -> str:
         out = []
@@ -189,23 +189,22 @@ SlurmdParameters=config_overrides
         jobs = self.jobs_active()
         if jobs:
             subprocess.run(["scancel", "--quiet", *jobs], env=self.env, capture_output=True, timeout=30)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._running_steps():
-            time.sleep(0.2)
+        try:
+            wait_for(lambda: not self._running_steps(), "every job step to end", timeout, 0.2)
+        except AssertionError:
+            pass   # as before: the caller goes on (stop() then ends the daemons themselves)
 
     def resume_node(self, node: str, timeout: float = 60.0) -> None:
         """Bring a node an earlier step downed back into service (the next tests need both nodes)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def in_service() -> bool:
             state = self.run("sinfo", "-h", "-n", node, "-o", "%t").strip()
             if state and not state.startswith(("down", "drain", "fail")):
-                return   # idle, or already running the next job
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"node {node} stays {state}\n" + self.log_tail())
+                return True   # idle, or already running the next job
             if state.startswith("down") or state.startswith("drain"):
                 subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=self.env,
                                capture_output=True, timeout=30)
-            time.sleep(0.2)
+            return False
+        self._wait(in_service, f"node {node} to be back in service", timeout)
 
     def jobs_active(self) -> list[str]:
         return [j for j in self.run("squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i").split() if j]

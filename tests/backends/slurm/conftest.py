@@ -7,13 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.core.config import Settings
 from tests.backends.localkit import Api
 from tests.backends.slurm.cluster import SlurmCluster, missing_tools
-from tests.conftest import bearer, make_token
+from tests.conftest import make_token
 
 PROGRAM = Path(__file__).parent / "programs" / "task.py"
 JOB_USER = "nobody"   # an unprivileged user every Debian host has: tasks never run as root
@@ -63,13 +61,11 @@ def token(db_url) -> str:
 
 
 @pytest.fixture
-def make_slurm_client(db_url, cluster, slurm_work_dir, token):
+def make_slurm_client(api_client, db_url, cluster, slurm_work_dir, token):
     clients = []
 
     def make(**overrides) -> Api:
-        client = TestClient(create_app(slurm_settings(db_url, cluster, slurm_work_dir, **overrides)),
-                            headers=bearer(token))
-        client.__enter__()
+        client = api_client(slurm_settings(db_url, cluster, slurm_work_dir, **overrides), token)
         clients.append(client)
         return SlurmApi(client)
     yield make

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi.testclient import TestClient
-
 from service import jobspec
-from service.app import create_app
 from service.backends import slurm_config_of
 from service.backends.slurm import SlurmBackend
 from service.lifecycle.protocol import JobHandle
@@ -22,10 +19,10 @@ def _named(cluster, job_id: str) -> list[str]:
     return cluster.run("squeue", "-h", "--states=all", f"--name=trainjobs-{job_id}", "-o", "%i %T").splitlines()
 
 
-def test_a_restarted_controller_follows_the_job_it_did_not_submit(db_url, cluster, slurm_work_dir, token, tmp_path):
+def test_a_restarted_controller_follows_the_job_it_did_not_submit(api_client, db_url, cluster, slurm_work_dir, token, tmp_path):
     go = tmp_path / "go"
     settings = slurm_settings(db_url, cluster, slurm_work_dir)
-    with TestClient(create_app(settings), headers=bearer(token)) as client:
+    with api_client(settings, token) as client:
         api = SlurmApi(client)
         api.template("two", spec(["--wait-file", str(go)], workers=["--wait-file", str(go)]))
         job = api.submit("two")
@@ -34,7 +31,7 @@ def test_a_restarted_controller_follows_the_job_it_did_not_submit(db_url, cluste
     # No controller now: the job runs on in Slurm, and ends while nobody follows it.
     assert len(_named(cluster, job["id"])) == 2     # one het job: two components, one id
     go.touch()
-    with TestClient(create_app(settings), headers=bearer(token)) as client:
+    with api_client(settings, token) as client:
         api = SlurmApi(client)
         done = api.wait_state(job["id"], "SUCCEEDED", "FAILED")
         assert done["state"] == "SUCCEEDED", done["error"]

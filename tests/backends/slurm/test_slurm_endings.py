@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backends.localkit import wait_for
 from tests.backends.slurm.conftest import spec
+from tests.waiting import wait_for
 
 
 def _slurm_state(cluster, slurm_id: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from tests.backends.localkit import wait_for
 from tests.backends.slurm.conftest import spec
+from tests.waiting import wait_for
 
 
 def test_a_silent_replica_is_a_stall(make_slurm_client, cluster, tmp_path):

@@ -1,0 +1,226 @@
+"""The one way a job is submitted: the API's POST /v1/jobs and relaunch, the UI's launch
+form and the sweep launcher's trials all call `JobSubmitter`, built once per app.
+
+A submit compiles the template version with the request's values, checks the result
+(the backend can launch it, the retry policy is within bounds, the caller may make its
+overrides, the team's budgets have room), stores it QUEUED through the job-row writer
+(persistence.jobrows) in one transaction, commits, and wakes the controller for
+admission (lifecycle.wake). It never calls a backend's submit: launching is the
+controller's, so no request races it and none waits on Google.
+
+The Idempotency-Key is handled here only: the same key and body return the job stored
+first (`Submitted.replayed`), the same key with another body is a 409."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service import jobspec
+from service.auth.service import Actor
+from service.budgets import service as budgets
+from service.core.errors import Conflict, Invalid, Problem
+from service.cost.estimate import Pricer
+from service.jobs import overrides_policy, precheck, relaunch
+from service.jobs import service as jobs
+from service.jobs.schemas import JobCreate, JobPreview, JobRelaunch, TemplateRef
+from service.jobspec.reserved import JOB_ID_LABEL
+from service.lifecycle import retries
+from service.lifecycle.engine import Engine
+from service.lifecycle.protocol import Backend
+from service.lifecycle.states import JobState
+from service.lifecycle.wake import Wake, Waker
+from service.persistence import jobrows
+from service.persistence.models import Job, utcnow
+from service.templates.cache import TemplateCache
+
+# The Idempotency-Key a client may send (the API's header, the UI form's hidden key):
+# printable ASCII without spaces, 255 characters at most. Keys outside it (with spaces)
+# are the service's own, e.g. sweep trials' (sweeps.service.job_key).
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]+$"       # as the header declares it (OpenAPI)
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+def is_idempotency_key(key: str) -> bool:
+    return IDEMPOTENCY_KEY.fullmatch(key) is not None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A stored job: the new one, or (`replayed`) the one an earlier identical request with
+    the same Idempotency-Key stored. `job` is a Job for a replayed one; for a new one, its
+    row's values (the attributes a Job has, and `cost`: the estimate just made), read
+    without a SELECT. `compiled`: the new job's CompiledJob (None when replayed: read the row)."""
+
+    job: Job | SimpleNamespace
+    replayed: bool
+    compiled: jobspec.CompiledJob | None
+
+    @property
+    def created(self) -> bool:
+        return not self.replayed
+
+
+@dataclass(frozen=True)
+class Previewed:
+    """A dry run: what would be launched; nothing stored, nobody woken."""
+
+    preview: JobPreview
+    compiled: jobspec.CompiledJob
+
+
+SubmitResult = Submitted | Previewed
+
+
+def request_hash(body: JobCreate, dry_run: bool) -> str:
+    canonical = json.dumps({"body": body.model_dump(mode="json"), "dry_run": dry_run},
+                           sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _backend(backends: Mapping[str, Backend], name: str) -> Backend:
+    if name not in backends:
+        raise Invalid.of([Problem("backend", f"backend {name!r} is not enabled on this service",
+                                  f"use one of: {', '.join(sorted(backends))} "
+                                  "(the service's TRAINJOBS_BACKENDS setting enables others)")])
+    return backends[name]
+
+
+class JobSubmitter:
+    """Built once per app (service.app) from what every submit needs; `waker` wakes the
+    controller after commit (None: nobody is woken, e.g. a tool that only previews)."""
+
+    def __init__(self, backends: Mapping[str, Backend], engine: Engine, *, template_cache: TemplateCache,
+                 pricer: Pricer, default_backend: str, waker: Waker | None = None) -> None:
+        self.backends = backends
+        self.engine = engine
+        self.template_cache = template_cache
+        self.pricer = pricer
+        self.default_backend = default_backend
+        self.waker = waker if waker is not None else Waker()
+
+    def submit(self, session: Session, body: JobCreate, actor: Actor, *, dry_run: bool = False,
+               idempotency_key: str | None = None, verify_token: str = "", relaunch_of: uuid.UUID | None = None,
+               trial: jobspec.Trial | None = None) -> SubmitResult:
+        """Submit `body` as `actor` (whose role decides which overrides are allowed) in
+        `session`, which this commits: anything the caller added to it first (a sweep's
+        trial row) commits with the job. After the commit the controller is woken for
+        admission (lifecycle.wake: in-process if this process controls, else a NOTIFY sent
+        in the same statement as the job row). Returns Previewed for a dry run (nothing
+        stored), else Submitted.
+
+        `idempotency_key`: as the Idempotency-Key header (`is_idempotency_key` for a
+        client's); the same key and body return the first job (replayed), another body is
+        a Conflict naming it (extra `job_id`). `verify_token`: the hash of a token taken
+        from the auth cache (auth.cache), checked against revocation before anything is
+        read or written for it. `relaunch_of`: the job this one launches again (on the row
+        and in its first event). `trial`: the sweep trial this job runs (its env, labels).
+
+        Raises the domain's errors (Invalid 422, Forbidden 403, NotFound 404, Conflict 409,
+        Unauthorized 401, budgets.LimitExceeded) with the session rolled back or untouched."""
+        digest = request_hash(body, dry_run) if idempotency_key else None
+        if idempotency_key and digest and not dry_run:
+            if verify_token:
+                precheck.check_token_live(session, verify_token)
+                verify_token = ""
+            existing = self._replay(session, actor, idempotency_key, digest)
+            if existing is not None:
+                return Submitted(existing, True, None)
+
+        tv = precheck.for_submit(session, self.template_cache, actor.team_id, body.template, body.template_version,
+                                 token_hash=verify_token)
+        if tv.archived:
+            raise Conflict(f"template {body.template!r} is archived; "
+                           f"POST /v1/templates/{body.template}/unarchive to use it again")
+        submitted = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
+        backend_name = body.backend or self.default_backend
+        backend = _backend(self.backends, backend_name)
+        job_id = uuid.uuid4()
+        display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
+        _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
+                                             display_name=display_name, labels=body.labels,
+                                             reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
+        problems = backend.check_launchable(compiled) + retries.limit_problems(
+            compiled.retry, self.engine.retry_limits)
+        if problems:
+            raise Invalid.of(problems)
+        ref = TemplateRef(name=tv.name, version=tv.version)
+        cost = self.pricer.estimate(compiled.custom_job_dict, backend_name)
+        if dry_run:
+            view = backend.launch_view(job_id, compiled, None)
+            return Previewed(JobPreview(display_name=display_name, template=ref, backend=backend_name,
+                                        labels=view.custom_job.get("labels", {}), custom_job=view.custom_job,
+                                        cluster=jobs.cluster_view(compiled, view), cost=cost,
+                                        resources=view.resources), compiled)
+        # Under the team's limits lock, in this transaction: the check and the insert commit together.
+        # A team without limits (the pre-check said so) takes no lock: limits set by an
+        # admin meanwhile hold from the next submit, as if set just after this one.
+        if tv.team_limited:
+            budgets.check_submit(session, actor.team_id, actor.team, cost)
+
+        now = utcnow()
+        values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
+                      template_name=ref.name, template_version=ref.version, backend=backend_name,
+                      state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
+                      labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
+                      created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
+                      backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
+                      ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
+                      not_before=None, relaunch_of=relaunch_of)
+        # The compiled job from the JSON the compiler already wrote.
+        row = jobrows.job_row(values, encoded={"compiled": compiled.to_json_text()})
+        if relaunch_of is not None:
+            submitted += f"; relaunch of job {relaunch_of}"
+        event = self.engine.creation_event(job_id, actor.name, now, reason=submitted)
+        wake = Wake.admission(backend_name)
+        try:
+            jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(job_id, actor.team_id, cost),
+                               pg_also=self.waker.also(wake))
+            self.engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
+            # Committed before the controller can see it: a rolled-back request never launches anything.
+            session.commit()
+        except IntegrityError:
+            # Another request with the same Idempotency-Key committed first.
+            session.rollback()
+            if idempotency_key and digest:
+                existing = self._replay(session, actor, idempotency_key, digest)
+                if existing is not None:
+                    return Submitted(existing, True, None)
+            raise
+        self.waker.after(wake)
+        # The stored row, without a SELECT or an ORM object (its instrumentation costs more than
+        # the view needs): the response reads these attributes, as it would a Job's.
+        # `cost`: the estimate just made, so the answer does not price the job twice.
+        return Submitted(SimpleNamespace(**values, cost=cost), False, compiled)
+
+    def relaunch(self, session: Session, job_id: uuid.UUID, change: JobRelaunch, actor: Actor, *,
+                 idempotency_key: str | None = None, verify_token: str = "") -> Submitted:
+        """A new job from what job `job_id` was launched with, changed by `change`
+        (jobs.relaunch.relaunch_body), submitted like any other (`submit`'s contract).
+        `verify_token` is checked before the earlier job is even looked up."""
+        if verify_token:
+            precheck.check_token_live(session, verify_token)
+        earlier = jobs.get_job(session, actor.team_id, job_id)
+        result = self.submit(session, relaunch.relaunch_body(earlier, change), actor,
+                             idempotency_key=idempotency_key, relaunch_of=job_id)
+        assert isinstance(result, Submitted)   # not a dry run
+        return result
+
+    @staticmethod
+    def _replay(session: Session, actor: Actor, key: str, digest: str) -> Job | None:
+        job = session.scalar(select(Job).where(Job.team_id == actor.team_id, Job.idempotency_key == key))
+        if job is None:
+            return None
+        if job.request_hash != digest:
+            raise Conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id}); "
+                           "use a new key for a new job", job_id=str(job.id))
+        return job

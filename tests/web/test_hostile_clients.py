@@ -1,0 +1,268 @@
+"""Hostile HTTP clients against `trainjobs serve` as a real process, over raw sockets:
+slow bodies hold no request slot and are cut (408), bodies are bounded in bytes per
+process (503), a client that leaves mid-body leaves one INFO line, and what counts as a
+stream is the route's own reading of `follow` (streams per credential capped)."""
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+import httpx
+import pytest
+
+from service.web.overload import parses_true, stream_kind
+from tests.apikit import DEMO
+from tests.servekit import TOKEN, Serve
+from tests.waiting import wait_for
+
+WAIT = 30  # seconds a socket waits for an answer before the test fails: never reached when it works
+
+
+def serve(tmp_path, **env) -> Serve:
+    base = {"TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "0"}  # jobs stay QUEUED: their log streams stay open
+    return Serve(tmp_path / "cwd", base | {f"TRAINJOBS_{k.upper()}": str(v) for k, v in env.items()},
+                 log_level="info").ready()
+
+
+def slow_post(port: int, length: int = 100_000, first: bytes = b'{"template') -> socket.socket:
+    """A POST head with `Content-Length: length`, then a few bytes of body and nothing more."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % length + first)
+    return s
+
+
+def gauge(service: Serve, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", httpx.get(service.url + "/metrics", timeout=10).text, re.M)
+    return float(m.group(1)) if m else -1.0
+
+
+def answer_of(s: socket.socket) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_slow_anonymous_bodies_hold_no_request_slot(tmp_path):
+    """40 clients trickling bodies, ten times the request slots: an authenticated caller is
+    answered normally, and the slow ones are cut when their time is up (408)."""
+    service = serve(tmp_path, max_concurrent_requests=4, request_queue_seconds=0.2, http_body_timeout_seconds=15)
+    slow = []
+    try:
+        slow = [slow_post(service.port) for _ in range(40)]
+        # The real signal that all forty are inside the server, reading their bodies.
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 40, "40 bodies being read", WAIT)
+        assert gauge(service, "trainjobs_requests_in_flight") == 0  # not one holds a request slot
+        for _ in range(15):
+            r = service.client.get("/v1/jobs")
+            assert r.status_code == 200, r.text
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201
+        assert gauge(service, "trainjobs_request_bodies_reading") == 40  # still there, still harmless
+        for s in slow:  # their time runs out: each is told so and closed
+            answer = answer_of(s)
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            assert b"TRAINJOBS_HTTP_BODY_TIMEOUT_SECONDS" in answer
+    finally:
+        for s in slow:
+            s.close()
+        service.stop()
+    assert "Traceback" not in service.log()
+
+
+def test_a_body_sent_at_a_fair_pace_earns_its_time(tmp_path):
+    """The deadline grows with what arrives: 8 KB earn about 8 s beyond the base second, so
+    the body's end, sent after more than the base second, is still read."""
+    service = serve(tmp_path, http_body_timeout_seconds=1, http_body_min_bytes_per_second=1024,
+                    http_header_timeout_seconds=0.5)
+    try:
+        body = b'{"name": "paced", "role": "viewer", "pad": "' + b"x" * 8000 + b'"}'
+        s = socket.create_connection(("127.0.0.1", service.port), timeout=WAIT)
+        s.sendall(b"POST /v1/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (TOKEN.encode(), len(body))
+                  + body[:-10])
+        # The real signal that more than the base second has passed: three request heads on
+        # other connections timing out (0.5 s each), one after the other.
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", service.port), timeout=WAIT) as stalled:
+                stalled.sendall(b"GET /healthz HTTP/1.1\r\n")
+                assert answer_of(stalled).startswith(b"HTTP/1.1 408")
+        s.sendall(body[-10:])
+        answer = answer_of(s)
+        assert re.match(rb"HTTP/1.1 (201|422)", answer), answer[:300]  # read whole: the route answered
+        s.close()
+    finally:
+        service.stop()
+
+
+def test_a_client_that_leaves_mid_body_leaves_one_info_line(tmp_path):
+    service = serve(tmp_path)
+    try:
+        s = slow_post(service.port, 5000, b'{"temp')
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the body being read", WAIT)
+        s.close()
+        wait_for(lambda: "disconnected mid-body" in service.log(), "the disconnect logged", WAIT)
+        assert service.client.get("/v1/jobs").status_code == 200
+    finally:
+        service.stop()
+    log = service.log()
+    assert log.count("disconnected mid-body") == 1
+    line = next(ln for ln in log.splitlines() if "disconnected mid-body" in ln)
+    assert " INFO " in line, line
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+def test_bodies_held_by_the_process_are_bounded_in_bytes(tmp_path):
+    """Bytes count as they arrive: a body that declares a megabyte and sends nothing holds
+    nothing; one that sent most of it holds that, and another body that would not fit beside
+    it is 503 at once; a small one still passes."""
+    service = serve(tmp_path, http_body_buffer_bytes=1 << 20, max_body_bytes=1 << 20)
+    try:
+        empty = slow_post(service.port, 1 << 20, b"")
+        wait_for(lambda: gauge(service, "trainjobs_request_bodies_reading") == 1, "the empty body read", WAIT)
+        assert gauge(service, "trainjobs_request_body_bytes") == 0
+        room = len(json.dumps(DEMO)) + 200  # what is left beside the hog: the template fits, no more
+        sent = (1 << 20) - room
+        hog = slow_post(service.port, sent + 10, b"x" * sent)  # ten bytes short of its end
+        wait_for(lambda: gauge(service, "trainjobs_request_body_bytes") == sent, "the budget taken", WAIT)
+        r = httpx.post(service.url + "/v1/templates", json=DEMO | {"description": "x" * 5000},
+                       headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert "TRAINJOBS_HTTP_BODY_BUFFER_BYTES" in r.json()["detail"]
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201  # it fits
+        hog.close()
+        empty.close()
+        wait_for(lambda: gauge(service, "trainjobs_request_body_bytes") == 0, "the budget given back", WAIT)
+    finally:
+        service.stop()
+
+
+# -- what is a stream ------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["y", "Y", "yes", "on", "t", "true", "True", "1", "n", "no", "off", "f",
+                                   "false", "0", "maybe", "", "2", "yes please", "true&follow=", "&follow=on"])
+def test_the_admission_layer_reads_follow_as_the_route_does(value):
+    """The route's own parser (pydantic, via FastAPI) decides; the admission layer asks it."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    app = FastAPI()
+
+    @app.get("/v1/jobs/{job_id}/logs")
+    def route(follow: bool = False):
+        return {"follow": follow}
+
+    r = TestClient(app).get(f"/v1/jobs/x/logs?follow={value}")  # repeated: the route reads the last
+    routed = r.json()["follow"] if r.status_code == 200 else False
+    if "&" not in value:
+        assert parses_true(value) is routed
+    scope = {"type": "http", "method": "GET", "path": "/v1/jobs/x/logs", "headers": [],
+             "query_string": f"follow={value}".encode()}
+    assert stream_kind(scope) is routed
+
+
+def test_the_ui_streams_are_streams_whatever_they_accept():
+    for path in ("/ui/stream", "/ui/jobs/00000000-0000-0000-0000-000000000000/logs/stream"):
+        assert stream_kind({"type": "http", "method": "GET", "path": path, "headers": [], "query_string": b""})
+    # An event-stream Accept on a route that never streams is an ordinary request.
+    assert not stream_kind({"type": "http", "method": "POST", "path": "/v1/jobs",
+                            "headers": [(b"accept", b"text/event-stream")], "query_string": b""})
+    assert stream_kind({"type": "http", "method": "GET", "path": "/v1/jobs/x/logs",
+                        "headers": [(b"accept", b"text/event-stream")], "query_string": b""})
+
+
+def open_stream(port: int, path: str, token: str = TOKEN) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(4096)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return s
+
+
+def test_follow_y_streams_hold_no_slot_and_are_capped_per_caller(tmp_path):
+    """`follow=y` streams (pydantic reads y as true): with two request slots, five of them
+    leave other requests answered; a credential's streams are capped (429)."""
+    service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2, max_streams_per_caller=5)
+    streams = []
+    try:
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "mwms-demo"}).json()  # stays QUEUED
+        streams = [open_stream(service.port, f"/v1/jobs/{job['id']}/logs?follow=y") for _ in range(5)]
+        assert gauge(service, "trainjobs_streams_open") == 5
+        for _ in range(10):
+            assert service.client.get(f"/v1/jobs/{job['id']}").status_code == 200
+        r = service.client.get(f"/v1/jobs/{job['id']}/logs", params={"follow": "on"})
+        assert r.status_code == 429 and "TRAINJOBS_MAX_STREAMS_PER_CALLER" in r.json()["detail"], r.text
+        # The same token written otherwise is the same caller.
+        r = httpx.get(f"{service.url}/v1/jobs/{job['id']}/logs", params={"follow": "t"},
+                      headers={"Authorization": f"bEARER {TOKEN}"}, timeout=WAIT)
+        assert r.status_code == 429, r.text
+        # Another credential has its own quota.
+        other = service.client.post("/v1/tokens", json={"name": "other", "role": "viewer"}).json()["token"]
+        streams.append(open_stream(service.port, f"/v1/jobs/{job['id']}/logs?follow=1", other))
+    finally:
+        for s in streams:
+            s.close()
+        service.stop()
+
+
+def test_an_api_stream_ends_with_reconnect_after_its_longest_duration(tmp_path):
+    service = serve(tmp_path, logs_stream_max_seconds=1, logs_heartbeat_seconds=0.5)
+    try:
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "mwms-demo"}).json()
+        events = []
+        with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=WAIT) as c:
+            with c.stream("GET", f"/v1/jobs/{job['id']}/logs", params={"follow": "true"}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event:"):
+                        events.append(line)
+        assert events[-1] == "event: reconnect"  # and then the stream closed: a client resumes
+    finally:
+        service.stop()
+
+
+def test_a_body_never_takes_longer_than_its_ceiling(tmp_path):
+    """100 KB sent at once would earn 100 s; the ceiling cuts it at 2 s all the same."""
+    service = serve(tmp_path, http_body_timeout_seconds=1, http_body_max_seconds=2)
+    try:
+        s = slow_post(service.port, 100_010, b"x" * 100_000)  # ten bytes short of its end
+        answer = answer_of(s)
+        assert answer.startswith(b"HTTP/1.1 408") and b"TRAINJOBS_HTTP_BODY_MAX_SECONDS" in answer, answer[:300]
+        s.close()
+    finally:
+        service.stop()
+
+
+def test_ui_streams_without_an_event_stream_accept_hold_no_slot(tmp_path):
+    """/ui/stream always streams: asked for without `Accept: text/event-stream` it is still a
+    stream (it used to hold a request slot for its whole minute)."""
+    from tests.web.test_stopping import ui_cookie
+
+    service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2)
+    streams = []
+    try:
+        cookie = ui_cookie(service.url)
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", service.port), timeout=WAIT)
+            s.sendall(f"GET /ui/stream HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n".encode())
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            streams.append(s)
+        assert gauge(service, "trainjobs_streams_open") == 4
+        for _ in range(10):
+            assert service.client.get("/v1/jobs").status_code == 200
+    finally:
+        for s in streams:
+            s.close()
+        service.stop()
