@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from service.backends.local.logfiles import MAX_OFFSET, encode_cursor
 from service.backends.local.rundir import RunDir
+from service.backends.replica_logs import MAX_OFFSET, encode_cursor
 from tests.apikit import assert_problem
 from tests.fakes.harness import fake_logging, fake_vertex, harness, make_harness  # noqa: F401 - fixtures
 

@@ -1,4 +1,7 @@
-"""The local backend: one OS process per replica (see backend.py and docs/local.md)."""
+"""The local backend: one OS process per replica. backend.py's docstring maps its modules
+in the order of a job's life (settings, runs, launcher, supervisor, backend); docs/local.md
+describes it for operators."""
 from service.backends.local.backend import LocalBackend
+from service.backends.local.settings import LocalSettings
 
-__all__ = ["LocalBackend"]
+__all__ = ["LocalBackend", "LocalSettings"]

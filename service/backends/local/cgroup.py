@@ -53,9 +53,9 @@ def path_of(job_id: uuid.UUID) -> Path | None:
 
 def create(job_id: uuid.UUID, max_processes: int) -> Path | None:
     """The job's cgroup, made and limited; None where cgroups are not available."""
-    if available() is not None:
-        return None
     path = path_of(job_id)
+    if available() is not None or path is None:
+        return None
     path.mkdir(exist_ok=True)
     if max_processes > 0:
         (path / "pids.max").write_text(str(max_processes))

@@ -126,7 +126,9 @@ def reap_forever() -> None:
 
 
 def main(argv: list[str]) -> int:
-    writable, visible, cgroup = [], [], []
+    writable: list[str] = []
+    visible: list[str] = []
+    cgroup: list[str] = []
     it = iter(argv)
     for flag in it:
         {"--writable": writable, "--visible": visible, "--cgroup": cgroup}.get(flag, []).append(next(it))

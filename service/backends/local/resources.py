@@ -10,6 +10,7 @@ job view's `resources`:
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from service.jobspec import CompiledJob
 
@@ -21,7 +22,7 @@ def view(compiled: CompiledJob, output_dir: str) -> dict:
     spec = compiled.custom_job_dict.get("jobSpec", {})
     extras = compiled.vertex or {}
     logs = f"{base}/logs/"
-    tensorboard = {"log_dir": logs, "command": f"tensorboard --logdir {shlex.quote(logs)}",
+    tensorboard: dict[str, Any] = {"log_dir": logs, "command": f"tensorboard --logdir {shlex.quote(logs)}",
                    "note": "the trainer's TensorBoard logs (AIP_TENSORBOARD_LOG_DIR); serve them with the command"}
     if spec.get("tensorboard"):
         tensorboard.update(name=spec["tensorboard"], vertex_only=True,

@@ -139,7 +139,7 @@ def lock_of_holder(pid: int, created: float | None, fd: int) -> int | None:
 # -- the job's init ---------------------------------------------------------------------------
 
 def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
-                 cgroup: Path | None = None) -> tuple[int, float]:
+                 cgroup: Path | None = None) -> tuple[int, float | None]:
     """Start the job's namespaces; (host pid of its init, its start time) once set up."""
     return holder_ready(begin_holder(writable, visible, lock_fd, cgroup))
 
@@ -165,9 +165,10 @@ def begin_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
     return proc
 
 
-def holder_ready(proc: subprocess.Popen) -> tuple[int, float]:
+def holder_ready(proc: subprocess.Popen) -> tuple[int, float | None]:
     pid, ready, error = None, False, None
     deadline = time.monotonic() + HOLDER_START_TIMEOUT
+    assert proc.stdout is not None and proc.stderr is not None, "begin_holder pipes both"
     with proc.stdout:
         for line in proc.stdout:  # the init closes it once ready; EOF ends the loop otherwise
             word, _, rest = line.strip().partition(" ")
@@ -223,6 +224,7 @@ def send_spec(popen: subprocess.Popen, *, argv: list[str], env: dict[str, str], 
               join: int | None) -> None:
     """The replica's command, environment and working directory, and the sandbox to join
     (its init's host pid), to a wrapper from spawn_wrapper()."""
+    assert popen.stdin is not None, "spawn_wrapper pipes its stdin"
     try:
         with popen.stdin:
             popen.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "join": join}).encode())

@@ -23,7 +23,7 @@ no longer the replica's parent and cannot waitpid() it.
 Standard library only, and run by path with -I -S: it must start in
 milliseconds and must never import the service (or TensorFlow).
 
-Log record format (read by service.backends.local.logfiles), one per line:
+Log record format (read by service.backends.replica_logs), one per line:
     2026-01-31T12:00:00.123456Z stdout the line as the program wrote it
 Timestamps are taken here, as each line is read from the pipe, so they stay
 true when the logs are read later (after a restart, or by a slow client).
@@ -169,11 +169,11 @@ def main(argv: list[str]) -> int:
     for t in pumps:
         t.join(max(0.0, deadline - time.monotonic()))
     log.close()
-    sig = -code if code < 0 else None
-    _write_json(args.exit, {"exit_code": code, "signal": signal.Signals(sig).name if sig else None,
+    killed_by = -code if code < 0 else None
+    _write_json(args.exit, {"exit_code": code, "signal": signal.Signals(killed_by).name if killed_by else None,
                             "ended_at": ended,
                             "terminated_by": signal.Signals(terminated[0]).name if terminated else None})
-    return code if code >= 0 else 128 + (sig or 0)
+    return code if code >= 0 else 128 + (killed_by or 0)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from service.backends.slurm import log_reader, poller, script
 from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
-from service.core.config import Settings
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import (
@@ -72,20 +72,18 @@ class SlurmBackend(Backend):
         self._in_pass = False
         self._now = _utcnow
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SlurmBackend:
-        return cls(SlurmConfig.from_settings(settings))
-
     # -- lifecycle ------------------------------------------------------------------------------
     def start_client(self) -> None:
         check_config(self.cfg)
         self.identity = self.cfg.job_identity()
         # Whose jobs are ours: the job user's (a root service), else the service's own.
         self.job_uid = self.identity[0] if self.identity is not None else os.geteuid()
-        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
-        self.cfg.work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
+        work_dir = self.cfg.work_dir
+        assert work_dir is not None, "check_config refuses a missing TRAINJOBS_SLURM_WORK_DIR"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
         if self.identity is not None:
-            closed = next((p for p in self.cfg.work_dir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
+            closed = next((p for p in work_dir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
             if closed is not None:
                 raise SlurmConfigError([(
                     f"jobs run as {self.cfg.job_user} and cannot reach TRAINJOBS_SLURM_WORK_DIR="
@@ -306,7 +304,7 @@ class SlurmBackend(Backend):
     def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:
         ref, final = sj.slurm_id, sj.final_state
         decided = (run.read_state() or {}).get("outcome")
-        kw = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
+        kw: dict[str, Any] = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
         if decided:
             return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"], **kw)
         if final == "COMPLETED":

@@ -1,7 +1,10 @@
 """The slurm backend's slice of the settings, checked once at start-up.
 
-The backend receives only this (never the whole Settings): what it needs to find the
-cluster, where run folders live, who jobs run as, and its limits."""
+The backend receives only this, never the whole Settings: what it needs to find the
+cluster, where run folders live, who jobs run as, and its limits. service/backends/__init__.py
+(slurm_config_of) maps the TRAINJOBS_SLURM_* settings to it, so this package does not import
+service.core.config. (The slurm backend's counterpart of local/settings.py; named SlurmConfig
+since before the other slices, and kept so.)"""
 from __future__ import annotations
 
 import os
@@ -10,8 +13,6 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-
-from service.core.config import Settings
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")   # partitions, accounts, QoS names
@@ -43,18 +44,6 @@ class SlurmConfig:
     command_timeout: float
     poll_interval: float
     rendezvous_timeout: float
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> SlurmConfig:
-        return cls(conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
-                   work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
-                   python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
-                   account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
-                   allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
-                   cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
-                   max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
-                   poll_interval=s.slurm_poll_interval_seconds,
-                   rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
 
     def allowed(self, key: str) -> tuple[str, ...]:
         """The names a job's labels may give `key` (partition, account, qos); empty: any."""

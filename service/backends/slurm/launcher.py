@@ -165,10 +165,10 @@ def main(argv: list[str]) -> int:
     for t in pumps:
         t.join(max(0.0, deadline - time.monotonic()))
     log.close()
-    sig = -code if code < 0 else None
-    _exit(run, task, {"exit_code": code, "signal": signal.Signals(sig).name if sig else None, "ended_at": ended,
+    killed_by = -code if code < 0 else None
+    _exit(run, task, {"exit_code": code, "signal": signal.Signals(killed_by).name if killed_by else None, "ended_at": ended,
                       "terminated_by": signal.Signals(terminated[0]).name if terminated else None})
-    return code if code >= 0 else 128 + (sig or 0)
+    return code if code >= 0 else 128 + (killed_by or 0)
 
 
 if __name__ == "__main__":

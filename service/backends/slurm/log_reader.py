@@ -1,7 +1,7 @@
 """Reading a Slurm job's per-task logs, its progress and the silence of its tasks.
 
 The launcher writes each task's log in the local wrapper's record format, so the
-local backend's reader (service.backends.local.logfiles) serves both: the same cursors,
+shared reader (service.backends.replica_logs) serves both: the same cursors,
 the same merge by time, the same tail. Progress lines are the trainer's, read from the
 chief's and evaluator's logs as for local jobs."""
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from service.backends import progress
-from service.backends.local import logfiles
+from service.backends import progress, replica_logs
 from service.backends.slurm.runs import SlurmRun
 from service.core.errors import Invalid, Problem
 from service.jobspec import CompiledJob
@@ -30,11 +29,11 @@ def read_page(run: SlurmRun, compiled: CompiledJob, replica: str | None, since: 
             raise Invalid.of([Problem("replica", f"this job has no replica {replica!r}",
                                       f"use one of: {', '.join(tasks)}")])
         tasks = [replica]
-    return logfiles.read_page({t: run.log(t) for t in tasks}, since, limit)
+    return replica_logs.read_page({t: run.log(t) for t in tasks}, since, limit)
 
 
 def tail(run: SlurmRun, task: str) -> list[str]:
-    return [line[:500] for line in logfiles.tail(run.log(task), TAIL_LINES)]
+    return [line[:500] for line in replica_logs.tail(run.log(task), TAIL_LINES)]
 
 
 def batch_tail(run: SlurmRun, n: int = TAIL_LINES, max_bytes: int = 16 * 1024) -> list[str]:
@@ -73,8 +72,8 @@ class ProgressFollower:
             offset = offsets.get(r.task_name, 0)
             while True:
                 start = offset
-                for ts, _stream, message, end in logfiles._read_records(run.log(r.task_name), offset,
-                                                                         logfiles.READ_CHUNK):
+                for ts, _stream, message, end in replica_logs.read_records(run.log(r.task_name), offset,
+                                                                         replica_logs.READ_CHUNK):
                     offset = end
                     new = progress.update(prog, message, ts, r.tf_role)
                     if new is not None:

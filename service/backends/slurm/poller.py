@@ -87,6 +87,8 @@ def parse(data: dict, uid: int | None = None) -> dict[str, SlurmJob]:
                        time_limit=lead.get("time_limit") if isinstance(lead.get("time_limit"), int) else None,
                        worst=worst or "")
         jid = job_id_of(job.name)
+        if jid is None:
+            continue  # never: names without our prefix were left out above
         if jid in out:
             log.warning("job %s: two Slurm jobs carry its name (%s, %s); following %s", jid, out[jid].slurm_id,
                         job.slurm_id, out[jid].slurm_id)

@@ -84,8 +84,8 @@ class SlurmRun:
             if owner is not None:
                 os.fchown(fd, *owner)
             os.close(fd)
-        for d in (self.output, self.work, self.work / "home", self.work / "tmp"):
-            own(d, owner)
+        for folder in (self.output, self.work, self.work / "home", self.work / "tmp"):
+            own(folder, owner)
 
     def read_json(self, path: Path) -> dict | None:
         try:

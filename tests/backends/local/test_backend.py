@@ -7,6 +7,7 @@ import json
 import psutil
 import pytest
 
+from service.backends import local_settings_of
 from service.backends.local import LocalBackend
 from service.jobspec import Replica
 from tests.backends.localkit import PROGRAM, assert_no_processes, job_processes, read_json, run_path, settings_for, spec
@@ -252,7 +253,7 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
 
 
 def test_command_defaults_to_the_trainer_and_python_is_this_environment(tmp_path):
-    backend = LocalBackend(settings_for("sqlite://", tmp_path, local_python="/opt/py/bin/python3"))
+    backend = LocalBackend(local_settings_of(settings_for("sqlite://", tmp_path, local_python="/opt/py/bin/python3")))
     trainer = Replica(0, 0, "workerpool0-0", "chief", "img", (), ("--epochs=1",))
     assert backend.command_of(trainer) == ["/opt/py/bin/python3", "-m", "trainer.task", "--epochs=1"]
     own = Replica(0, 0, "workerpool0-0", "chief", "img", ("python", str(PROGRAM)), ("--exit", "0"))

@@ -8,6 +8,7 @@ import uuid
 
 import httpx
 
+from service.backends import local_settings_of
 from service.backends.local import LocalBackend
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
@@ -105,7 +106,7 @@ def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
                         "outcome": None, "gone": False,
                         "replicas": {"workerpool0-0": {"pool": 0, "index": 0, "tf_role": "chief", "pid": None,
                                                        "create_time": None, "address": "127.0.0.1:1", "argv": []}}})
-        backend = LocalBackend(settings_for("sqlite://", work_dir))
+        backend = LocalBackend(local_settings_of(settings_for("sqlite://", work_dir)))
         backend.start_client()
         backend.start_controller()
         try:
@@ -123,7 +124,7 @@ def test_a_launch_cut_short_by_a_crash_is_cleaned_up(tmp_path):
 
 
 def test_a_job_whose_run_folder_is_gone_fails_with_a_reason(tmp_path):
-    backend = LocalBackend(settings_for("sqlite://", tmp_path / "runs"))
+    backend = LocalBackend(local_settings_of(settings_for("sqlite://", tmp_path / "runs")))
     backend.start_client()
     backend.start_controller()
     try:
@@ -140,7 +141,7 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
     work_dir = tmp_path / "runs"
     gate = tmp_path / "gate"
     job_id = uuid.uuid4()
-    first = LocalBackend(settings_for("sqlite://", work_dir))
+    first = LocalBackend(local_settings_of(settings_for("sqlite://", work_dir)))
     first.start_client()
     first.start_controller()
     queued = handle(job_id, JobState.QUEUED, ["--wait-file", str(gate)])
@@ -150,7 +151,7 @@ def test_close_leaves_replicas_running_for_the_next_start(tmp_path):
     first.close()
     assert len(job_processes(work_dir, str(job_id))) == 2
 
-    second = LocalBackend(settings_for("sqlite://", work_dir))
+    second = LocalBackend(local_settings_of(settings_for("sqlite://", work_dir)))
     second.start_client()
     second.start_controller()
     try:

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from service.backends import local_settings_of
 from service.backends.local.backend import LocalBackend
 from service.core.config import Settings
 from tests.backends.localkit import settings_for
@@ -25,7 +26,8 @@ def test_the_sandbox_is_the_default():
 
 @ROOT_ONLY
 def test_no_sandbox_as_root_is_logged_loudly(tmp_path, caplog):
-    backend = LocalBackend(settings_for(f"sqlite:///{tmp_path}/x.db", tmp_path / "runs", local_sandbox="none"))
+    backend = LocalBackend(local_settings_of(settings_for(f"sqlite:///{tmp_path}/x.db", tmp_path / "runs",
+                                                       local_sandbox="none")))
     with caplog.at_level(logging.WARNING, "trainjobs.backends.local"):
         backend.start_client()
     assert not backend.sandboxed
@@ -35,7 +37,7 @@ def test_no_sandbox_as_root_is_logged_loudly(tmp_path, caplog):
 
 @ROOT_ONLY
 def test_a_sandboxed_root_service_starts_quietly(tmp_path, caplog):
-    backend = LocalBackend(settings_for(f"sqlite:///{tmp_path}/x.db", tmp_path / "runs"))
+    backend = LocalBackend(local_settings_of(settings_for(f"sqlite:///{tmp_path}/x.db", tmp_path / "runs")))
     with caplog.at_level(logging.INFO, "trainjobs.backends.local"):
         backend.start_client()
     assert backend.sandboxed
@@ -46,9 +48,10 @@ def test_a_sandboxed_root_service_starts_quietly(tmp_path, caplog):
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 def test_no_namespaces_means_one_line_with_the_fix(tmp_path):
     code = ("import sys\n"
+            "from service.backends import local_settings_of\n"
             "from service.backends.local.backend import LocalBackend\n"
             "from tests.backends.localkit import settings_for\n"
-            f"b = LocalBackend(settings_for('sqlite:///{tmp_path}/x.db', __import__('pathlib').Path('{tmp_path}/runs')))\n"
+            f"b = LocalBackend(local_settings_of(settings_for('sqlite:///{tmp_path}/x.db', __import__('pathlib').Path('{tmp_path}/runs'))))\n"
             "try:\n"
             "    b.start_client()\n"
             "except ValueError as e:\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from service import jobspec
+from service.backends import slurm_config_of
 from service.backends.slurm import SlurmBackend
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
@@ -40,7 +41,7 @@ def test_a_restarted_controller_follows_the_job_it_did_not_submit(api_client, db
 
 
 def test_submit_adopts_what_an_earlier_attempt_submitted(db_url, cluster, slurm_work_dir, tmp_path):
-    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir))
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
     backend.start_client()
     never = tmp_path / "never"
     _, compiled = jobspec.build(spec(["--wait-file", str(never)]), [], {}, None, display_name="t", labels={})

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from service import jobspec
-from service.backends.slurm import SlurmBackend, SlurmConfig, script
+from service.backends import slurm_config_of
+from service.backends.slurm import SlurmBackend, script
 from service.backends.slurm.backend import LAUNCHER
 from service.backends.slurm.runs import SlurmRun
 from service.lifecycle.protocol import JobHandle, TransientBackendError
@@ -27,8 +28,8 @@ def _handle(args, **extra):
 
 
 def test_a_slurm_call_over_its_timeout_is_transient(db_url, cluster, slurm_work_dir):
-    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir,
-                                                        slurm_command_timeout_seconds=0.001))
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir,
+                                                        slurm_command_timeout_seconds=0.001)))
     backend.start_client()
     with pytest.raises(TransientBackendError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
         backend.submit(_handle(["--lines", "1"]))
@@ -36,8 +37,8 @@ def test_a_slurm_call_over_its_timeout_is_transient(db_url, cluster, slurm_work_
 
 
 def test_one_squeue_per_poll_interval(db_url, cluster, slurm_work_dir):
-    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir,
-                                                        slurm_poll_interval_seconds=600))
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir,
+                                                        slurm_poll_interval_seconds=600)))
     backend.start_client()
     job = _handle(["--lines", "1"])
     ref = backend.submit(job).backend_ref
@@ -64,7 +65,7 @@ def test_at_most_slurm_max_running_jobs_at_once(make_slurm_client, cluster, tmp_
 
 def test_a_task_alone_gives_up_after_the_rendezvous_timeout(tmp_path):
     """The launcher by itself (as srun starts it): its peer never publishes an address."""
-    cfg = SlurmConfig.from_settings(slurm_settings("sqlite://", _NoCluster(), tmp_path,
+    cfg = slurm_config_of(slurm_settings("sqlite://", _NoCluster(), tmp_path,
                                                    slurm_rendezvous_timeout_seconds=0.5))
     job = _handle(["--lines", "1"], workers=["--lines", "1"])
     run = SlurmRun.of(tmp_path, job.id)
@@ -88,7 +89,7 @@ def test_what_each_role_asks_slurm_for(tmp_path):
     template["workers"].update(machine_type="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4",
                                accelerator_count=2)
     _, compiled = jobspec.build(template, [], {}, None, display_name="t", labels={})
-    cfg = SlurmConfig.from_settings(slurm_settings("sqlite://", _NoCluster(), tmp_path, slurm_cpus_per_task=None,
+    cfg = slurm_config_of(slurm_settings("sqlite://", _NoCluster(), tmp_path, slurm_cpus_per_task=None,
                                                    slurm_account="team-a", slurm_mem_per_cpu_mb=512))
     job_id = uuid.uuid4()
     argv = script.sbatch_argv(job_id, compiled, cfg, "/runs/x", (1000, 1000))

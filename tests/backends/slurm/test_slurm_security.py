@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from service.backends import slurm_config_of
 from service.backends.slurm import SlurmBackend, SlurmConfigError
 from tests.backends.slurm.conftest import slurm_settings, spec
 
@@ -46,15 +47,15 @@ def test_root_service_needs_an_unprivileged_job_user(db_url, cluster, slurm_work
         pytest.skip("only a root service must name a job user")
     for user, words in ((None, "TRAINJOBS_SLURM_JOB_USER must name"), ("root", "is root"),
                         ("no-such-user-here", "is no user")):
-        backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir, slurm_job_user=user))
+        backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir, slurm_job_user=user)))
         with pytest.raises(SlurmConfigError, match=words):
             backend.start_client()
 
 
 def test_misconfiguration_names_every_setting_to_fix(db_url, cluster, tmp_path):
-    backend = SlurmBackend.from_settings(slurm_settings(
+    backend = SlurmBackend(slurm_config_of(slurm_settings(
         db_url, cluster, None, slurm_conf=tmp_path / "missing.conf", slurm_bin_dir=tmp_path,
-        slurm_partition="bad name"))
+        slurm_partition="bad name")))
     with pytest.raises(SlurmConfigError) as e:
         backend.start_client()
     text = str(e.value)
@@ -68,7 +69,7 @@ def test_a_work_dir_the_job_user_cannot_reach_is_refused_at_start(db_url, cluste
         pytest.skip("only a root service runs jobs as another user")
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
-    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, closed / "runs"))
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, closed / "runs")))
     with pytest.raises(SlurmConfigError, match="not searchable by others"):
         backend.start_client()
 
@@ -84,7 +85,7 @@ def test_another_users_job_with_our_name_is_neither_adopted_nor_followed(db_url,
     from service.lifecycle.states import JobState
     from service.persistence.models import utcnow
 
-    backend = SlurmBackend.from_settings(slurm_settings(db_url, cluster, slurm_work_dir))
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
     backend.start_client()
     job_id = uuid.uuid4()
     fake = cluster.run("sbatch", "--parsable", f"--job-name=trainjobs-{job_id}", "--chdir=/tmp",

@@ -1,4 +1,7 @@
-"""Reading the replica log files the wrapper writes (format in wrapper.py).
+"""Reading replica log files in the local wrapper's record format (service/backends/local/wrapper.py).
+
+Shared by the local and slurm backends (Slurm tasks write the same format, docs/slurm.md),
+so it lives beside them rather than in either: the backends stay independent of each other.
 
 Cursor: the byte offset reached in each replica's file, so one `since` resumes
 every replica at once: "0-0:1234,1-0:99" (workerpool0-0 at byte 1234, ...),
@@ -52,10 +55,11 @@ def decode_cursor(cursor: str | None) -> dict[str, int]:
         entries = [_ENTRY.match(e) for e in raw.split(",")]
     except (binascii.Error, ValueError):
         entries = [None]
-    if not all(entries) or len({m.group(1) for m in entries}) != len(entries):
+    matched = [m for m in entries if m is not None]
+    if len(matched) != len(entries) or len({m.group(1) for m in matched}) != len(matched):
         raise Invalid.of([Problem("since", "not a log cursor this service handed out",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
-    offsets = {_long(m.group(1)): int(m.group(2)) for m in entries}
+    offsets = {_long(m.group(1)): int(m.group(2)) for m in matched}
     if any(offset > MAX_OFFSET for offset in offsets.values()):
         raise Invalid.of([Problem("since", f"log cursor points beyond {MAX_OFFSET} bytes, past any log",
                                   "pass the `cursor` of a line or page (or the SSE event id) unchanged")])
@@ -76,7 +80,7 @@ def _timestamp(ts: str) -> datetime:
     return datetime.fromisoformat(ts) if ts else _EPOCH
 
 
-def _read_records(path: Path, offset: int, max_bytes: int) -> list[tuple[str, str, str, int]]:
+def read_records(path: Path, offset: int, max_bytes: int) -> list[tuple[str, str, str, int]]:
     """Whole records after `offset`: (timestamp, stream, message, offset after it)."""
     try:
         with open(path, "rb") as f:
@@ -111,7 +115,7 @@ def read_page(files: dict[str, Path], since: str | None, limit: int) -> LogPage:
     offsets = decode_cursor(since)
     current = {task: offsets.get(task, 0) for task in files}
     per_file_bytes = max(64 * 1024, min(READ_CHUNK, limit * 512))
-    streams: list[Iterable] = [_tagged(task, _read_records(path, current[task], per_file_bytes))
+    streams: list[Iterable] = [_tagged(task, read_records(path, current[task], per_file_bytes))
                                for task, path in files.items()]
     lines: list[LogLine] = []
     for ts, task, stream, message, end in heapq.merge(*streams, key=lambda r: r[0]):
