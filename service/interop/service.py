@@ -64,7 +64,8 @@ def convert(body: TemplateImport, settings: InteropSettings, workers: ImportWork
                 read = worker.run("command", body.source)
                 if isinstance(read, str):  # the shell's complaint: an unclosed quote
                     raise Invalid.of([gcloud_command.shell_problem(ValueError(read))])
-                parsed, problems = gcloud_command.parse_words(*read, warnings, load_yaml)
+                files, words = read
+                parsed, problems = gcloud_command.parse_words(files, words, warnings, load_yaml)
                 pools, extra = parsed.pools, parsed.extra
     if problems:
         raise Invalid.of(problems)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -41,7 +42,7 @@ LabelFilter = Annotated[str, StringConstraints(min_length=1, max_length=129)]
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
-def _summary_fields(job: Job) -> dict:
+def _summary_fields(job: Job | SimpleNamespace) -> dict:
     return dict(id=job.id, display_name=job.display_name,
                 template=TemplateRef(name=job.template_name, version=job.template_version),
                 backend=job.backend, state=job.state, labels=job.labels, created_at=job.created_at,
@@ -61,7 +62,7 @@ def _resources(job, resources: dict) -> dict:
     return {**resources, "model_upload": {**resources["model_upload"], **outcome}}
 
 
-def job_out(job: Job, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
+def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
             attempts: list | None = None) -> JobOut:
     """`attempts`: service.attempts_of(job); None for a job just created (its only attempt)."""
     compiled = compiled or CompiledJob.from_json(job.compiled)
