@@ -22,7 +22,6 @@ from sqlalchemy.engine import Engine as SqlEngine
 from service import slices
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
-from service.backends import make_backends
 from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
@@ -47,6 +46,7 @@ from service.logs.router import router as logs_router
 from service.persistence.locks import sqlite_path
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
+from service.slices import make_backends
 from service.sweeps.launcher import SweepLauncher
 from service.sweeps.router import router as sweeps_router
 from service.templates.cache import TemplateCache

@@ -13,3 +13,38 @@ def test_import_contracts_are_kept():
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "0 broken" in r.stdout or "broken" not in r.stdout.split("Contracts:")[-1]
     assert r.stdout.count(" KEPT") >= 6
+
+
+def _service_sources():
+    return sorted(p for p in (ROOT / "service").rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_only_the_wake_module_notifies():
+    """lifecycle/wake.py is the one place that knows the wake channel and payloads: no other
+    module sends a NOTIFY or names the channel (the leader LISTENs on wake.CHANNEL)."""
+    import re
+
+    pattern = re.compile(r"pg_notify\s*\(|\bNOTIFY\s+trainjobs|trainjobs_wake")
+    offenders = []
+    for path in _service_sources():
+        if path.relative_to(ROOT).as_posix() == "service/lifecycle/wake.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if pattern.search(code) and not code.lstrip().startswith(('"', "'")):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert offenders == []
+    assert pattern.search((ROOT / "service" / "lifecycle" / "wake.py").read_text())   # the check can see one
+
+
+def test_every_package_of_service_is_in_a_layer():
+    """A new package must be placed in the layers contract, or nothing checks its imports."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in config if c["type"] == "layers")["layers"]
+    named = {name.strip() for layer in layers for name in layer.split(":")}
+    packages = {f"service.{p.name}" for p in (ROOT / "service").iterdir()
+                if (p / "__init__.py").exists() or (p.suffix == ".py" and p.stem != "__init__")}
+    packages = {p.removesuffix(".py") for p in packages}
+    assert packages - named == set()

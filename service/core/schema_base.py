@@ -39,3 +39,12 @@ class RequestBody(BaseModel):
             raise ValueError(f"{where}: NaN and Infinity are not JSON numbers and cannot be stored; "
                              "send a finite number")
         return data
+
+
+class FieldProblem(BaseModel):
+    """A Problem as the API writes it (problem+json `errors`, and warnings in answers);
+    core.errors.Problem is the same in the domain."""
+
+    field: str
+    message: str
+    fix: str | None = None

@@ -14,7 +14,6 @@ from service.core.errors import Problem
 from service.interop import vertex_config
 from service.interop.gcloud_flags import parse_dict, parse_pool, split_list
 from service.interop.pools import Pool
-from service.interop.shell_text import heredocs as _heredocs  # noqa: F401 - callers use them
 from service.interop.shell_text import read_command
 
 _PREFIXES = (["gcloud", "ai", "custom-jobs", "create"], ["gcloud", "beta", "ai", "custom-jobs", "create"],

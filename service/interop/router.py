@@ -8,12 +8,13 @@ from fastapi.responses import PlainTextResponse
 from pydantic import StringConstraints
 
 from service.auth.deps import Admin, Viewer
+from service.core.schema_base import FieldProblem
 from service.interop import service
 from service.interop.schemas import ExportFormat, TemplateImport, TemplateImportOut
 from service.templates.router import _out as template_out
 from service.templates.schemas import MAX_VERSION, TEMPLATE_NAME_PATTERN
 from service.web.container import SessionDep, services
-from service.web.problems import FieldProblem, problem_responses
+from service.web.problems import problem_responses
 
 router = APIRouter(tags=["interop"])
 

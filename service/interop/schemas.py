@@ -5,10 +5,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.config import JsonDict
 
-from service.core.schema_base import RequestBody
+from service.core.schema_base import FieldProblem, RequestBody
 from service.core.text import MultilineText
 from service.templates.schemas import TemplateName, TemplateOut
-from service.web.problems import FieldProblem
 
 ImportFormat = Literal["aiplatform-config", "vertex-config", "gcloud", "worker-pool-specs"]
 ExportFormat = Literal["gcloud", "config", "sdk"]

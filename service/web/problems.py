@@ -13,16 +13,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.core.errors import DomainError
+from service.core.schema_base import FieldProblem
 
 log = logging.getLogger("trainjobs.errors")
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://trainjobs.dev/problems/"
-
-
-class FieldProblem(BaseModel):
-    field: str
-    message: str
-    fix: str | None = None
 
 
 class ProblemDetails(BaseModel):

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from service.interop import gcloud_command, gcloud_flags
+from service.interop import gcloud_flags, shell_text
 from tests.conftest import bearer
 from tests.interop.conftest import assert_problem
 
@@ -20,7 +20,7 @@ POOLS = ["machine-type=n1-standard-8,replica-count=1,container-image-uri=gcr.io/
 
 def flag_values(command: str, flag: str) -> list[str]:
     out = []
-    for word in gcloud_command.tokens(command):
+    for word in shell_text.tokens(command):
         name, _, value = word.partition("=")
         if name == flag:
             out.append(value)

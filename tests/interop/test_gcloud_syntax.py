@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.interop import export
-from service.interop.gcloud_command import tokens
 from service.interop.gcloud_flags import join_list, split_list
+from service.interop.shell_text import tokens
 
 WORD = st.text(alphabet=st.sampled_from(list("ab ,;:|^=-'\"\\$`!*\n\t")), max_size=8)
 

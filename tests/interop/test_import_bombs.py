@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from service.core.errors import Invalid
-from service.interop import gcloud_command
+from service.interop import shell_text
 from service.interop.safe_yaml import YamlLimits, load
 from tests.interop.conftest import assert_problem
 
@@ -61,11 +61,11 @@ def test_expanded_text_is_bounded_in_bytes():
 
 def test_heredoc_scan_is_linear_and_still_reads_config_files():
     # 4,700 headers with no end line: the old regex looked for an end from each (quadratic).
-    files, rest = gcloud_command._heredocs("cat > f <<EOF\n" * 4700)
+    files, rest = shell_text.heredocs("cat > f <<EOF\n" * 4700)
     assert files == {} and rest.count("\n") == 4700
     text = ("cat > a.yaml <<'EOF'\nx: 1\ncat > b <<EOF\nEOF\n"
             "cat > c.yaml <<END\ny: 2\nEND\ngcloud ai custom-jobs create --config=a.yaml")
-    files, rest = gcloud_command._heredocs(text)
+    files, rest = shell_text.heredocs(text)
     assert files == {"a.yaml": "x: 1\ncat > b <<EOF", "c.yaml": "y: 2"}
     assert rest == "gcloud ai custom-jobs create --config=a.yaml"
 

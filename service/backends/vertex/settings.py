@@ -4,7 +4,7 @@ The backend is handed this, never the global `Settings` (115 fields, most of the
 other packages), so what the Vertex backend depends on is written down here and nowhere
 else. Field names are those of the global settings (and so the same `TRAINJOBS_*`
 environment variables, whose descriptions and limits live there, in service/core/config.py):
-the one place that builds backends (service/backends/__init__.py) maps one to the other
+the one place that builds backends (service/slices.py) maps one to the other
 by name with `VertexSettings.model_validate(settings)`, and a field missing from the
 global settings fails that at start-up rather than at a job's first call."""
 from __future__ import annotations

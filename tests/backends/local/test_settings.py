@@ -6,9 +6,9 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from service.backends import make_backends
 from service.backends.local import LocalBackend, LocalSettings
 from service.core.config import Settings
+from service.slices import make_backends
 
 BACKENDS = Path(__file__).resolve().parents[3] / "service" / "backends"
 

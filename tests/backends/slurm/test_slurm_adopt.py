@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 
 from service import jobspec
-from service.backends import slurm_config_of
 from service.backends.slurm import SlurmBackend
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
+from service.slices import slurm_config_of
 from tests.backends.slurm.conftest import SlurmApi, slurm_settings, spec
 from tests.conftest import bearer
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.backends import make_backends
 from service.backends.vertex import VertexBackend, VertexSettings
 from service.core.config import Settings
+from service.slices import make_backends
 
 PACKAGE = Path(__file__).resolve().parents[2] / "service" / "backends" / "vertex"
 
