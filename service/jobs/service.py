@@ -34,6 +34,7 @@ from service.lifecycle.states import TERMINAL, JobState
 from service.persistence.models import Job, JobEvent, JobLabel, utcnow
 from service.templates import service as templates
 from service.templates.cache import TemplateCache
+from service.web.lookup import id_range
 
 log = logging.getLogger("trainjobs.jobs")
 
@@ -178,7 +179,7 @@ def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_upda
 
 def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], template: str | None, labels: list[str],
               created_after: datetime | None, created_before: datetime | None, limit: int,
-              cursor: str | None) -> tuple[list[Job], str | None]:
+              cursor: str | None, id_prefix: str | None = None, name: str | None = None) -> tuple[list[Job], str | None]:
     q = (select(Job).options(defer(Job.compiled), defer(Job.overrides), defer(Job.parameters),
                              defer(Job.error))
          .where(Job.team_id == team_id)
@@ -187,6 +188,10 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
         q = q.where(Job.state.in_([s.value for s in states]))
     if template:
         q = q.where(Job.template_name == template)
+    if id_prefix:
+        q = q.where(Job.id.between(*id_range(id_prefix)))
+    if name is not None:
+        q = q.where(Job.display_name == name)
     bad = [Problem("label", f"{label!r} is not key or key=value with Google's label rules",
                    "keys: a lowercase letter, then lowercase letters, digits, _ or -; values likewise; "
                    "64 characters each at most")

@@ -43,6 +43,7 @@ from service.sweeps.schemas import (
 )
 from service.templates import service as templates
 from service.templates.cache import TemplateCache
+from service.web.lookup import id_range
 
 LAUNCHER = "sweeps"      # the controller's loop service: notify_controller wakes it by this name
 WAITING = "WAITING"
@@ -198,11 +199,16 @@ def get_sweep(session: Session, team_id: uuid.UUID, sweep_id: uuid.UUID, *, for_
 
 
 def list_sweeps(session: Session, team_id: uuid.UUID, *, states: list[SweepState], limit: int,
-                cursor: str | None) -> tuple[list[Sweep], str | None]:
+                cursor: str | None, id_prefix: str | None = None,
+                name: str | None = None) -> tuple[list[Sweep], str | None]:
     q = (select(Sweep).where(Sweep.team_id == team_id)
          .order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit + 1))
     if states:
         q = q.where(Sweep.state.in_([s.value for s in states]))
+    if id_prefix:
+        q = q.where(Sweep.id.between(*id_range(id_prefix)))
+    if name is not None:
+        q = q.where(Sweep.display_name == name)
     if cursor:
         q = q.where(tuple_(Sweep.created_at, Sweep.id) < decode_time_cursor(cursor))
     rows = list(session.scalars(q))
