@@ -51,7 +51,7 @@ def launch_view(backends: Mapping[str, Backend], backend: str, job_id: uuid.UUID
 def cluster_view(compiled: jobspec.CompiledJob, view: LaunchView) -> list[ReplicaOut]:
     return [ReplicaOut(task_name=r.task_name, pool=r.pool, index=r.index, tf_role=r.tf_role,
                        image_uri=r.image_uri, command=list(r.command), args=list(r.args),
-                       env=view.env[r.task_name]) for r in compiled.replicas]
+                       env=view.env[r.task_name], status=view.replicas.get(r.task_name)) for r in compiled.replicas]
 
 
 def _backend(backends: Mapping[str, Backend], name: str) -> Backend:

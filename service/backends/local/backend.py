@@ -40,7 +40,7 @@ from service.backends.local import (
 )
 from service.backends.local import resources as local_resources
 from service.backends.local.launch import free_ports  # noqa: F401  (its home before)
-from service.backends.local.rundir import RunDir
+from service.backends.local.rundir import RunDir, replica_status
 from service.backends.local.runs import (  # noqa: F401 (kept here)
     ReplicaProc,
     Run,
@@ -275,7 +275,8 @@ class LocalBackend(Backend):
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas},
-                          local_resources.view(compiled, str(output_dir)))
+                          local_resources.view(compiled, str(output_dir)),
+                          {r.task_name: replica_status(rd, r.task_name) for r in compiled.replicas} if state else {})
 
     def _run_dir(self, job: JobHandle) -> RunDir:
         if job.backend_ref:
