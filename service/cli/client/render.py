@@ -109,20 +109,18 @@ def _stamp(value) -> datetime | None:
 
 
 def output_rows(job) -> list[tuple[str, str]]:
-    """Where the job writes: its base output directory, the model (the trainer's own report
-    once it saved it, else the folder it saves to) and the TensorBoard logs."""
-    rows = []
-    base = ((job.custom_job.get("jobSpec") or {}).get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    if base:
-        rows.append(("output", escape(str(base))))
-    upload = job.resources.get("model_upload") if isinstance(job.resources.get("model_upload"), dict) else {}
-    saved = job.progress.model_dir if job.progress else None
-    model = saved or upload.get("artifact_uri")
-    if model:
-        rows.append(("model", escape(str(model)) + ("" if saved else " [dim](where the trainer saves it)[/]")))
+    """Where the job writes, as its backend tells its replicas (AIP_* of the chief's exact
+    environment: the run folder for a local job, gs:// on Vertex): the model (the trainer's
+    own report once it saved it), the checkpoints and the TensorBoard logs."""
+    env = job.cluster[0].env if job.cluster else {}
     board = job.resources.get("tensorboard") if isinstance(job.resources.get("tensorboard"), dict) else {}
-    if board.get("log_dir") or board.get("url"):
-        rows.append(("tensorboard", escape(str(board.get("log_dir") or board.get("url")))))
+    saved = job.progress.model_dir if job.progress else None
+    rows = []
+    for key, value, note in (("model", saved, ""), ("model", env.get("AIP_MODEL_DIR"), " (where the trainer saves it)"),
+                             ("checkpoints", env.get("AIP_CHECKPOINT_DIR"), ""),
+                             ("tensorboard", env.get("AIP_TENSORBOARD_LOG_DIR") or board.get("log_dir"), "")):
+        if value and key not in (k for k, _ in rows):
+            rows.append((key, escape(str(value)) + (f" [dim]{note}[/]" if note else "")))
     return rows
 
 
