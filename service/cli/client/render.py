@@ -116,7 +116,7 @@ def output_rows(job) -> list[tuple[str, str]]:
     board = job.resources.get("tensorboard") if isinstance(job.resources.get("tensorboard"), dict) else {}
     saved = job.progress.model_dir if job.progress else None
     rows = []
-    for key, value, note in (("model", saved, ""), ("model", env.get("AIP_MODEL_DIR"), " (where the trainer saves it)"),
+    for key, value, note in (("model", saved, ""), ("model", env.get("AIP_MODEL_DIR"), "(where the trainer saves it)"),
                              ("checkpoints", env.get("AIP_CHECKPOINT_DIR"), ""),
                              ("tensorboard", env.get("AIP_TENSORBOARD_LOG_DIR") or board.get("log_dir"), "")):
         if value and key not in (k for k, _ in rows):
