@@ -115,7 +115,7 @@ def output_rows(job) -> list[tuple[str, str]]:
     env = job.cluster[0].env if job.cluster else {}
     board = job.resources.get("tensorboard") if isinstance(job.resources.get("tensorboard"), dict) else {}
     saved = job.progress.model_dir if job.progress else None
-    rows = []
+    rows: list[tuple[str, str]] = []
     for key, value, note in (("model", saved, ""), ("model", env.get("AIP_MODEL_DIR"), "(where the trainer saves it)"),
                              ("checkpoints", env.get("AIP_CHECKPOINT_DIR"), ""),
                              ("tensorboard", env.get("AIP_TENSORBOARD_LOG_DIR") or board.get("log_dir"), "")):
