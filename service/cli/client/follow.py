@@ -154,10 +154,12 @@ def _follow_live(client, job, replica, since, label, url):
     live = Live(Text(status.text()), console=console, auto_refresh=False, transient=False,
                 redirect_stdout=False, redirect_stderr=False)
     lock = threading.Lock()
+    ended = threading.Event()
 
     def redraw() -> None:
         with lock:
-            live.update(Text(status.text(), style="bold"), refresh=True)
+            if not ended.is_set():  # the poller may answer after the end: the last line stays
+                live.update(Text(status.text(), style="bold"), refresh=True)
 
     def note(text: str) -> None:
         with lock:
@@ -180,5 +182,6 @@ def _follow_live(client, job, replica, since, label, url):
                 status.state = str(stream.end.state)
                 redraw()
         finally:
+            ended.set()
             poller.stop.set()
     return stream.end
