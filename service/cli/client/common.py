@@ -153,9 +153,19 @@ def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return run
 
 
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    """`3m`, `2h`, `5d`: how long ago."""
+    if when is None:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
 def _ambiguous(e, args, err) -> None:
     """Several jobs (or sweeps) match what was typed: each with its id, name, state and age."""
-    from service.cli.client.render import age, state
     if getattr(args, "output", "text") == "json":
         print(json.dumps({"title": "ambiguous", "detail": str(e), "candidates": [
             {"id": str(c.id), "display_name": c.display_name, "state": str(c.state),
@@ -163,7 +173,7 @@ def _ambiguous(e, args, err) -> None:
         return
     err.print(f"[bold red]trainjobs:[/] {escape(str(e))}:")
     for c in e.candidates:
-        err.print(f"  {c.id}  {escape(c.display_name)}  {state(c.state)}  {age(c.created_at)} ago")
+        err.print(f"  {c.id}  {escape(c.display_name)}  [bold]{escape(str(c.state))}[/]  {age(c.created_at)} ago")
     if e.more:
         err.print(f"  … and more: `trainjobs {e.kind}s list` shows them all")
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from rich.markup import escape as rich_escape
 
-from service.cli.client.common import escape
+from service.cli.client.common import age, escape
 from service.core.text import visible
 
 STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
@@ -17,16 +17,6 @@ STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CA
 def state(value) -> str:
     text = str(value)
     return f"[{STATE_STYLE.get(text, 'white')}]{escape(text)}[/]"
-
-
-def age(when: datetime | None, now: datetime | None = None) -> str:
-    if when is None:
-        return "-"
-    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 def progress(p) -> str:
