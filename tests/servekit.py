@@ -27,10 +27,11 @@ def free_port() -> int:
 
 class Serve:
     def __init__(self, cwd: Path, env: dict[str, str], *, workers: int = 1, name: str = "serve",
-                 wrap: list[str] | None = None, log_level: str = "warning") -> None:
-        """wrap: a command that runs the service (e.g. `ip netns exec <ns>`, tests/faults/netns.py)."""
+                 wrap: list[str] | None = None, log_level: str = "warning", port: int | None = None) -> None:
+        """wrap: a command that runs the service (e.g. `ip netns exec <ns>`, tests/faults/netns.py);
+        port: an earlier one's, to restart the service where its clients are."""
         cwd.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cwd / f"{name}.log"
         # None of the test process's settings, but its replica uids (tests/conftest.py: one

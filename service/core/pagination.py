@@ -62,3 +62,15 @@ def decode_time_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     except Invalid:
         raise _bad_cursor() from None
     return key
+
+
+# Finding a job or sweep by a unique id prefix (`3f2a`, as git takes short hashes): 4 hex digits at
+# least (shorter prefixes match too much to be worth a lookup); service/web/lookup.py declares the filter.
+ID_PREFIX_MIN, ID_PREFIX_MAX = 4, 32
+
+
+def id_range(prefix: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The first and last UUID starting with `prefix`: a range scan of the primary key on both
+    databases (PostgreSQL compares uuids bytewise, SQLite stores them as 32 lowercase hex digits)."""
+    p = prefix.lower()
+    return uuid.UUID(p.ljust(32, "0")), uuid.UUID(p.ljust(32, "f"))

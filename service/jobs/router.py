@@ -33,6 +33,7 @@ from service.persistence.models import Job, utcnow
 from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.web.container import SessionDep, services
+from service.web.lookup import IdPrefix, NameFilter
 from service.web.problems import problem_responses
 from service.web.request_threads import in_thread
 
@@ -127,6 +128,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
                   description="key=value, or key alone for any value; repeat to AND")] = [],
               created_after: datetime | None = None,
               created_before: datetime | None = None,
+              id_prefix: IdPrefix = None, name: NameFilter = None,
               limit: Annotated[int, Query(ge=1, le=200)] = 50,
               cursor: Annotated[str | None, Query(max_length=512)] = None):
     if cursor:
@@ -134,7 +136,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
     jobs, next_cursor = service.list_jobs(session, actor.team_id, states=state, template=template, labels=label,
                                           created_after=storable_time(created_after, "created_after"),
                                           created_before=storable_time(created_before, "created_before"),
-                                          limit=limit, cursor=cursor)
+                                          limit=limit, cursor=cursor, id_prefix=id_prefix, name=name)
     return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, defer
 from service import jobspec
 from service.auth.service import Actor
 from service.core.errors import Conflict, Invalid, NotFound, Problem
-from service.core.pagination import decode_cursor, encode_cursor
+from service.core.pagination import decode_cursor, encode_cursor, id_range
 from service.jobs.schemas import ReplicaOut
 from service.jobspec.validate import label_key_ok, label_value_ok
 from service.lifecycle.engine import Engine
@@ -39,7 +39,7 @@ def launch_view(backends: Mapping[str, Backend], backend: str, job_id: uuid.UUID
 def cluster_view(compiled: jobspec.CompiledJob, view: LaunchView) -> list[ReplicaOut]:
     return [ReplicaOut(task_name=r.task_name, pool=r.pool, index=r.index, tf_role=r.tf_role,
                        image_uri=r.image_uri, command=list(r.command), args=list(r.args),
-                       env=view.env[r.task_name]) for r in compiled.replicas]
+                       env=view.env[r.task_name], status=view.replicas.get(r.task_name)) for r in compiled.replicas]
 
 
 def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> Job:
@@ -55,7 +55,7 @@ def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_upda
 
 def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], template: str | None, labels: list[str],
               created_after: datetime | None, created_before: datetime | None, limit: int,
-              cursor: str | None) -> tuple[list[Job], str | None]:
+              cursor: str | None, id_prefix: str | None = None, name: str | None = None) -> tuple[list[Job], str | None]:
     q = (select(Job).options(defer(Job.compiled), defer(Job.overrides), defer(Job.parameters),
                              defer(Job.error))
          .where(Job.team_id == team_id)
@@ -64,6 +64,10 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
         q = q.where(Job.state.in_([s.value for s in states]))
     if template:
         q = q.where(Job.template_name == template)
+    if id_prefix:
+        q = q.where(Job.id.between(*id_range(id_prefix)))
+    if name is not None:
+        q = q.where(Job.display_name == name)
     bad = [Problem("label", f"{label!r} is not key or key=value with Google's label rules",
                    "keys: a lowercase letter, then lowercase letters, digits, _ or -; values likewise; "
                    "64 characters each at most")

@@ -113,6 +113,9 @@ class LaunchView:
     # What else the job names (a TensorBoard, an experiment, a model upload): name -> a link
     # (a console page, a local folder) or a note saying where it has no meaning.
     resources: dict[str, Any] = field(default_factory=dict)
+    # Each replica's own process as the backend recorded it, where it knows (task name ->
+    # state, exit_code, signal, started_at, ended_at): the CLI's `jobs get` shows it.
+    replicas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

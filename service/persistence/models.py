@@ -128,6 +128,7 @@ class Job(Base):
         Index("ix_jobs_team_created", "team_id", "created_at", "id"),
         Index("ix_jobs_team_state_created", "team_id", "state", "created_at", "id"),
         Index("ix_jobs_team_template_created", "team_id", "template_name", "created_at", "id"),
+        Index("ix_jobs_team_name_created", "team_id", "display_name", "created_at", "id"),  # CLI: by name
         # The reconciler's scan of active jobs, across teams.
         Index("ix_jobs_backend_state_created", "backend", "state", "created_at", "id"),
         # The web UI's live feed: one scan of recently changed jobs per interval.
@@ -348,6 +349,7 @@ class Sweep(Base):
     __table_args__ = (
         Index("ix_sweeps_team_created", "team_id", "created_at", "id"),   # the list, newest first
         Index("ix_sweeps_state_checked", "state", "checked_at"),          # the controller's scan
+        Index("ix_sweeps_team_name_created", "team_id", "display_name", "created_at", "id"),  # CLI: by name
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

@@ -10,6 +10,7 @@ from service.core.pagination import decode_time_cursor
 from service.sweeps import service
 from service.sweeps.schemas import SweepCreate, SweepOut, SweepPage, SweepState
 from service.web.container import SessionDep, services
+from service.web.lookup import IdPrefix, NameFilter
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
@@ -41,11 +42,13 @@ def create_sweep(body: SweepCreate, request: Request, session: SessionDep, actor
             responses=problem_responses(401, 422, 503))
 def list_sweeps(session: SessionDep, actor: Viewer,
                 state: Annotated[list[SweepState], Query(description="Repeat for several states")] = [],
+                id_prefix: IdPrefix = None, name: NameFilter = None,
                 limit: Annotated[int, Query(ge=1, le=100)] = 20,
                 cursor: Annotated[str | None, Query(max_length=512)] = None):
     if cursor:
         decode_time_cursor(cursor)  # a forged cursor is a 422 before any query sees it
-    sweeps, next_cursor = service.list_sweeps(session, actor.team_id, states=state, limit=limit, cursor=cursor)
+    sweeps, next_cursor = service.list_sweeps(session, actor.team_id, states=state, limit=limit, cursor=cursor,
+                                                id_prefix=id_prefix, name=name)
     return SweepPage(items=[service.sweep_summary(session, s) for s in sweeps], next_cursor=next_cursor)
 
 

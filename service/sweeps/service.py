@@ -16,7 +16,7 @@ from service import jobspec
 from service.auth import service as auth
 from service.auth.service import Actor
 from service.core.errors import Conflict, DomainError, Invalid, NotFound, Problem
-from service.core.pagination import decode_time_cursor, encode_cursor
+from service.core.pagination import decode_time_cursor, encode_cursor, id_range
 from service.cost.estimate import Pricer
 from service.jobs import precheck
 from service.jobs.schemas import JobCreate, TemplateRef
@@ -197,11 +197,16 @@ def get_sweep(session: Session, team_id: uuid.UUID, sweep_id: uuid.UUID, *, for_
 
 
 def list_sweeps(session: Session, team_id: uuid.UUID, *, states: list[SweepState], limit: int,
-                cursor: str | None) -> tuple[list[Sweep], str | None]:
+                cursor: str | None, id_prefix: str | None = None,
+                name: str | None = None) -> tuple[list[Sweep], str | None]:
     q = (select(Sweep).where(Sweep.team_id == team_id)
          .order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit + 1))
     if states:
         q = q.where(Sweep.state.in_([s.value for s in states]))
+    if id_prefix:
+        q = q.where(Sweep.id.between(*id_range(id_prefix)))
+    if name is not None:
+        q = q.where(Sweep.display_name == name)
     if cursor:
         q = q.where(tuple_(Sweep.created_at, Sweep.id) < decode_time_cursor(cursor))
     rows = list(session.scalars(q))

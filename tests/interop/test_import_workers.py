@@ -8,17 +8,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.app import create_app
 from service.interop import safe_yaml, shell_text
-from tests.conftest import bearer
 from tests.interop.conftest import assert_problem
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = {"format": "aiplatform-config",
@@ -33,18 +30,10 @@ ROOMY = {"import_max_bytes": 1_048_576, "import_max_yaml_nodes": 1_000_000,
          "import_parse_timeout_seconds": 2.0, "import_worker_memory_mb": 4096}
 
 
-def wait_until(check, what: str, seconds: float = 20.0):
-    """Polls a real condition (a worker busy, a caller queued), bounded in time."""
-    end = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 @pytest.fixture
-def app_client(settings, tokens):
+def app_client(api_client, settings, tokens):
     def make(**update):
-        return TestClient(create_app(settings.model_copy(update=update)), headers=bearer(tokens["admin"]))
+        return api_client(settings.model_copy(update=update), tokens["admin"])
     return make
 
 
@@ -95,7 +84,7 @@ def test_a_long_parse_is_killed_the_worker_replaced_and_healthz_answers_meanwhil
         assert c.post("/v1/templates:import", json=VALID).status_code == 200
         (first,) = workers.pids()
         bomb = pool.submit(c.post, "/v1/templates:import", json=LONG_PARSE)
-        wait_until(lambda: workers.busy == 1, "the bomb to reach a worker")
+        wait_for(lambda: workers.busy == 1, "the bomb to reach a worker")
         health = c.get("/healthz")
         assert health.status_code == 200
         assert not bomb.done(), "answered while the bomb was still being parsed"
@@ -113,9 +102,9 @@ def test_imports_at_once_are_bounded_503_with_retry_after(app_client):
     with app_client(**ROOMY, import_workers=1, import_queue=1) as c, ThreadPoolExecutor(2) as pool:
         workers = c.app.state.services.import_workers
         bomb = pool.submit(c.post, "/v1/templates:import", json=LONG_PARSE)
-        wait_until(lambda: workers.busy == 1, "the bomb to reach the worker")
+        wait_for(lambda: workers.busy == 1, "the bomb to reach the worker")
         queued = pool.submit(c.post, "/v1/templates:import", json=VALID)
-        wait_until(lambda: workers.waiting == 1, "the second import to wait")
+        wait_for(lambda: workers.waiting == 1, "the second import to wait")
         refused = c.post("/v1/templates:import", json=VALID)
         body = assert_problem(refused, 503)
         assert refused.headers["Retry-After"] == "2"  # a worker is free by then
@@ -155,7 +144,7 @@ def test_stopping_kills_the_workers_and_answers_503():
 
     thread = threading.Thread(target=parse)
     thread.start()
-    wait_until(lambda: workers.busy == 1 and workers.pids(), "the parse to start")
+    wait_for(lambda: workers.busy == 1 and workers.pids(), "the parse to start")
     (pid,) = workers.pids()
     workers.close()
     thread.join(timeout=30)

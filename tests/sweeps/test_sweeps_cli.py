@@ -47,6 +47,10 @@ def test_create_wait_get_list_cancel(cli, sweepable, tmp_path):  # noqa: F811
     rows = [line.split() for line in lines if line.split()[:1] in (["1"], ["2"])]
     assert [r[0] for r in rows] == ["2", "1"]            # ranked: trial 2 (acc 0.7) first
     assert "maximize val_accuracy" in shown.stdout
+    # A sweep is also taken by a unique id prefix or its display name (issue 25, point 2).
+    for ref in (sweep["id"][:6], sweep["display_name"]):
+        assert json.loads(cli("sweeps", "get", ref, "-o", "json").stdout)["id"] == sweep["id"], ref
+    assert "no sweep has an id starting with 'nope-sweep'" in cli("sweeps", "wait", "nope-sweep").stderr
 
     listed = cli("sweeps", "list")
     assert sweep["id"] in listed.stdout and "2/2" in listed.stdout and "#2 0.7" in listed.stdout

@@ -14,6 +14,7 @@ from trainjobs_client.aio import AsyncClient, AsyncLogStream  # noqa: E402
 from trainjobs_client.client import Client, LogStream  # noqa: E402
 from trainjobs_client.config import DEFAULT_URL, config_path, save_config  # noqa: E402
 from trainjobs_client.errors import (  # noqa: E402
+                                     Ambiguous,
                                      ApiError,
                                      BackendRefused,
                                      BadRequest,
@@ -23,6 +24,7 @@ from trainjobs_client.errors import (  # noqa: E402
                                      FieldError,
                                      Forbidden,
                                      InvalidRequest,
+                                     NoMatch,
                                      NotFound,
                                      PayloadTooLarge,
                                      ServerError,
@@ -65,7 +67,7 @@ __all__ = [
     "DEFAULT_URL", "config_path", "save_config",
     "TrainjobsError", "ApiError", "FieldError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "PayloadTooLarge", "InvalidRequest", "ServerError", "BackendRefused", "ServiceUnavailable",
-    "ConnectionFailed", "ConfigError", "WaitTimeout",
+    "ConnectionFailed", "ConfigError", "WaitTimeout", "NoMatch", "Ambiguous",
     "Job", "JobSummary", "JobPreview", "JobEvent", "JobState", "TERMINAL_STATES", "LogLine", "LogPage", "LogEnd",
     "Progress", "Evaluation", "Replica", "Template", "TemplateRef", "TemplateSummary", "TemplateVersion",
     "TokenInfo", "TeamLimits", "TeamUsage", "Sweep", "SweepSummary", "SweepObjective", "Trial",

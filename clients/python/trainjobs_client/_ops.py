@@ -4,6 +4,7 @@ async client only drive them (send a call, pass the response back in)."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any, Literal, TypeVar, Union
 import httpx
 from pydantic import TypeAdapter
 
+from trainjobs_client.errors import Ambiguous, NoMatch
 from trainjobs_client.models import (
     ImportedTemplate,
     Job,
@@ -103,8 +105,9 @@ def get_job(job: JobRef) -> Op[Job]:
 _summaries = TypeAdapter(list[JobSummary])
 
 
-def job_filters(state, template, labels, created_after, created_before) -> list[tuple[str, str]]:
-    params: list[tuple[str, str]] = []
+def job_filters(state, template, labels, created_after, created_before, id_prefix: str | None = None,
+                name: str | None = None) -> list[tuple[str, str]]:
+    params: list[tuple[str, str]] = _ref_filters(id_prefix, name)
     states = [state] if isinstance(state, (str, JobState)) else list(state or [])
     params += [("state", JobState(s).value) for s in states]
     if template:
@@ -123,6 +126,46 @@ def job_page(filters: list[tuple[str, str]], cursor: str | None, limit: int) -> 
     r = yield Call("GET", "/v1/jobs", params=params)
     data = r.json()
     return _summaries.validate_python(data["items"]), data.get("next_cursor")
+
+
+def _ref_filters(id_prefix: str | None, name: str | None) -> list[tuple[str, str]]:
+    return ([("id_prefix", id_prefix.replace("-", ""))] if id_prefix else []) + \
+        ([("name", name)] if name is not None else [])
+
+
+# What resolve() accepts as an id prefix (the service takes 4 to 32 hex digits).
+_HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{4,32}$")
+MAX_NAME = 128       # the longest display name the service stores
+CANDIDATES = 10      # an ambiguous reference lists this many candidates at most
+
+
+def resolve(kind: str, ref: str, page) -> Op[str]:
+    """The id of the one job (kind "job", page=job_page) or sweep ("sweep", sweep_page)
+    whose id starts with `ref` or whose display name is `ref`. A whole id is taken as it is,
+    without a request; otherwise the service is asked (its id_prefix and name filters see
+    every page), so the answer is right for a team with any number of them."""
+    try:
+        return str(uuid.UUID(ref))
+    except ValueError:
+        pass
+    found: dict[uuid.UUID, Any] = {}
+    more = False
+    digits = ref.replace("-", "")
+    queries = [[("id_prefix", digits.lower())]] if _HEX_PREFIX.match(digits) else []
+    if 0 < len(ref) <= MAX_NAME:
+        queries.append([("name", ref)])
+    for filters in queries:
+        items, cursor = yield from page(filters, None, CANDIDATES + 1)
+        more = more or bool(cursor) or len(items) > CANDIDATES
+        for item in items:
+            found.setdefault(item.id, item)
+    if len(found) == 1:
+        return str(next(iter(found)))
+    if not found:
+        short = re.fullmatch(r"[0-9a-fA-F]{1,3}", digits) is not None
+        raise NoMatch(kind, ref, " (an id prefix needs at least 4 hex digits)" if short else "")
+    ranked = sorted(found.values(), key=lambda x: (x.created_at, x.id), reverse=True)
+    raise Ambiguous(kind, ref, ranked[:CANDIDATES], more or len(ranked) > CANDIDATES)
 
 
 _events = TypeAdapter(list[JobEvent])
@@ -300,8 +343,13 @@ def get_sweep(sweep: SweepRef) -> Op[Sweep]:
 _sweep_summaries = TypeAdapter(list[SweepSummary])
 
 
-def sweep_page(states: list[str], cursor: str | None, limit: int) -> Op[tuple[list[SweepSummary], str | None]]:
-    params = [("state", s) for s in states] + [("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
+def sweep_filters(states: list[str], id_prefix: str | None = None, name: str | None = None) -> list[tuple[str, str]]:
+    return [("state", s) for s in states] + _ref_filters(id_prefix, name)
+
+
+def sweep_page(filters: list[tuple[str, str]], cursor: str | None,
+               limit: int) -> Op[tuple[list[SweepSummary], str | None]]:
+    params = [*filters, ("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
     r = yield Call("GET", "/v1/sweeps", params=params)
     data = r.json()
     return _sweep_summaries.validate_python(data["items"]), data.get("next_cursor")

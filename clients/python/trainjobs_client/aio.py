@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -13,7 +13,7 @@ import httpx
 from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
-from trainjobs_client.errors import WaitTimeout
+from trainjobs_client.errors import ConnectionFailed, ServiceUnavailable, WaitTimeout
 from trainjobs_client.models import (
     ImportedTemplate,
     Job,
@@ -38,8 +38,9 @@ class AsyncClient:
     """Like Client, for asyncio: `async with AsyncClient() as c: job = await c.submit(...)`."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 4, backoff: float = 0.25, transport: httpx.AsyncBaseTransport | None = None):
-        self._opts = _base.options(url, token, timeout, retries, backoff)
+                 retries: int = 4, backoff: float = 0.25, reconnect_for: float | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        self._opts = _base.options(url, token, timeout, retries, backoff, reconnect_for)
         self._http = httpx.AsyncClient(**_base.http_args(self._opts), transport=transport)
         self.templates = AsyncTemplates(self)
         self.sweeps = AsyncSweeps(self)
@@ -112,14 +113,19 @@ class AsyncClient:
         body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
         return await self._run(_ops.preview(body))
 
+    async def resolve(self, ref: str) -> str:
+        """The id of the job whose id starts with `ref` (4 hex digits at least) or whose display
+        name is `ref`. Raises NoMatch, or Ambiguous with the candidates (newest first)."""
+        return await self._run(_ops.resolve("job", ref, _ops.job_page))
+
     async def get(self, job: JobRef) -> Job:
         return await self._run(_ops.get_job(job))
 
     def list(self, *, state: JobState | str | Iterable[JobState | str] | None = None, template: str | None = None,
              labels: dict[str, str | None] | Iterable[str] | None = None,
              created_after: datetime | str | None = None, created_before: datetime | str | None = None,
-             page_size: int = 50) -> AsyncIterator[JobSummary]:
-        filters = _ops.job_filters(state, template, labels, created_after, created_before)
+             id_prefix: str | None = None, name: str | None = None, page_size: int = 50) -> AsyncIterator[JobSummary]:
+        filters = _ops.job_filters(state, template, labels, created_after, created_before, id_prefix, name)
         return self._pages(lambda cursor: _ops.job_page(filters, cursor, page_size))
 
     async def events(self, job: JobRef) -> list[JobEvent]:
@@ -138,12 +144,16 @@ class AsyncClient:
         return await self._run(_ops.cancel(job))
 
     async def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
-                   max_interval: float = 5.0) -> Job:
-        return await _wait(self.get, job, timeout, interval, max_interval)
+                   max_interval: float = 5.0, on_reconnect: Callable[[str], None] | None = None) -> Job:
+        """Poll until the job ends; returns it in its final state. Raises WaitTimeout. Rides out
+        a restart of the service for the client's reconnect_for seconds (on_reconnect: as logs())."""
+        return await _wait(self.get, job, timeout, interval, max_interval,
+                          _base.Reconnect(self._opts.reconnect_for, self._opts.backoff, on_reconnect))
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
-             page_size: int = 1000) -> AsyncLogStream:
-        return AsyncLogStream(self, job, follow, replica, since, page_size)
+             page_size: int = 1000, reconnect_for: float | None = None,
+             on_reconnect: Callable[[str], None] | None = None) -> AsyncLogStream:
+        return AsyncLogStream(self, job, follow, replica, since, page_size, reconnect_for, on_reconnect)
 
     async def export(self, job: JobRef, format: str = "gcloud") -> str:
         """The job's CustomJob as launched: format gcloud (a command), config (the YAML for
@@ -170,8 +180,10 @@ class AsyncLogStream:
     """`async for line in client.logs(job, follow=True)`; then `end` and `cursor`."""
 
     def __init__(self, client: AsyncClient, job: JobRef, follow: bool, replica: str | None, since: str | None,
-                 page_size: int):
+                 page_size: int, reconnect_for: float | None = None,
+                 on_reconnect: Callable[[str], None] | None = None):
         self._client, self._job, self._follow = client, job, follow
+        self._reconnect_for, self._on_reconnect = reconnect_for, on_reconnect
         self._replica, self._page_size = replica, page_size
         self._state = _base.Follow(since)
 
@@ -197,18 +209,25 @@ class AsyncLogStream:
                 return
 
     async def _stream(self) -> AsyncIterator[LogLine]:
-        c, state, attempt = self._client, self._state, 0
+        c, state = self._client, self._state
+        again = _base.Reconnect(c._opts.reconnect_for if self._reconnect_for is None else self._reconnect_for,
+                                c._opts.backoff, self._on_reconnect)
         while state.end is None:
             call = _ops.follow_call(self._job, self._replica, state.cursor)
+            problem: str | None = None
             try:
                 async with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
                     if r.status_code >= 400:
                         await r.aread()
-                        if not (_base.retry_status(call, r) and attempt < c._opts.retries):
+                        if r.status_code not in _base.FOLLOW_RETRY_STATUSES:
                             raise _base.error(c._opts, r)
+                        problem = f"the service answered {r.status_code}"
                     else:
+                        received = False
                         async for text in r.aiter_lines():
-                            attempt = 0  # bytes arrive (heartbeats too): the connection works
+                            if not received:
+                                again.ok()  # bytes arrive (heartbeats too): the connection works
+                                received = True
                             event = state.decoder.feed(text)
                             if event is None:
                                 continue
@@ -217,13 +236,18 @@ class AsyncLogStream:
                                 yield line
                             elif state.end is not None:
                                 return
+                        problem = None if received else "the stream closed before any event"
             except httpx.TransportError as e:
-                if attempt >= c._opts.retries or not _base.retryable(call, e):
+                if not _base.retryable(call, e):
                     raise _base.unreachable(c._opts, e) from e
-            if attempt >= c._opts.retries:
-                raise _base.unreachable(c._opts, _base.StreamEnded("the log stream kept closing before the job ended"))
-            await asyncio.sleep(state.retry_delay(attempt, c._opts.backoff))
-            attempt += 1
+                problem = f"connection lost ({_base.describe(e)})"
+            # The stream broke off (or the service restarted) before the end: resume after
+            # the last complete event (Last-Event-ID), for up to reconnect_for seconds.
+            try:
+                pause = again.next(problem, state.advised_delay())
+            except _base.GaveUp as e:
+                raise _base.unreachable(c._opts, e) from None
+            await asyncio.sleep(pause)
             state.reconnecting()
 
 
@@ -273,10 +297,22 @@ class AsyncTemplates:
         return await self._c._run(_ops.export_template(name, format, version, parameters))
 
 
-async def _wait(get, ref, timeout: float | None, interval: float, max_interval: float):
+async def _wait(get, ref, timeout: float | None, interval: float, max_interval: float, again: _base.Reconnect):
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        current = await get(ref)
+        try:
+            current = await get(ref)
+        except (ConnectionFailed, ServiceUnavailable) as e:
+            # get() has retried a few times: the service is restarting, or away for longer.
+            try:
+                pause = again.next(f"service unreachable ({_base.describe(e)})")
+            except _base.GaveUp:
+                raise e from None
+            if deadline is not None and time.monotonic() + pause >= deadline:
+                raise
+            await asyncio.sleep(pause)
+            continue
+        again.ok()
         if current.final:
             return current
         if deadline is not None and time.monotonic() >= deadline:
@@ -295,12 +331,18 @@ class AsyncSweeps:
     async def create(self, body: dict, *, dry_run: bool = False) -> Sweep:
         return await self._c._run(_ops.create_sweep(body, dry_run))
 
+    async def resolve(self, ref: str) -> str:
+        """The id of the sweep whose id starts with `ref` or whose display name is `ref` (as Client.resolve)."""
+        return await self._c._run(_ops.resolve("sweep", ref, _ops.sweep_page))
+
     async def get(self, sweep: SweepRef) -> Sweep:
         return await self._c._run(_ops.get_sweep(sweep))
 
-    def list(self, *, state: str | Iterable[str] | None = None, page_size: int = 20) -> AsyncIterator[SweepSummary]:
+    def list(self, *, state: str | Iterable[str] | None = None, id_prefix: str | None = None,
+             name: str | None = None, page_size: int = 20) -> AsyncIterator[SweepSummary]:
         states = [state] if isinstance(state, str) else list(state or [])
-        return self._c._pages(lambda cursor: _ops.sweep_page(states, cursor, page_size))
+        filters = _ops.sweep_filters(states, id_prefix, name)
+        return self._c._pages(lambda cursor: _ops.sweep_page(filters, cursor, page_size))
 
     async def cancel(self, sweep: SweepRef) -> Sweep:
         return await self._c._run(_ops.cancel_sweep(sweep))
@@ -310,4 +352,5 @@ class AsyncSweeps:
 
     async def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
                    max_interval: float = 5.0) -> Sweep:
-        return await _wait(self.get, sweep, timeout, interval, max_interval)
+        return await _wait(self.get, sweep, timeout, interval, max_interval,
+                            _base.Reconnect(self._c._opts.reconnect_for, self._c._opts.backoff, None))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -12,7 +12,7 @@ import httpx
 from trainjobs_client import _base, _ops
 from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
-from trainjobs_client.errors import WaitTimeout
+from trainjobs_client.errors import ConnectionFailed, ServiceUnavailable, WaitTimeout
 from trainjobs_client.models import (
     ImportedTemplate,
     Job,
@@ -42,8 +42,9 @@ class Client:
     answers 503; error answers raise ApiError subclasses carrying `errors`."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 retries: int = 4, backoff: float = 0.25, transport: httpx.BaseTransport | None = None):
-        self._opts = _base.options(url, token, timeout, retries, backoff)
+                 retries: int = 4, backoff: float = 0.25, reconnect_for: float | None = None,
+                 transport: httpx.BaseTransport | None = None):
+        self._opts = _base.options(url, token, timeout, retries, backoff, reconnect_for)
         self._http = httpx.Client(**_base.http_args(self._opts), transport=transport)
         self.templates = Templates(self)
         self.sweeps = Sweeps(self)
@@ -121,15 +122,20 @@ class Client:
         body = _ops.job_body(template, parameters, overrides, backend, display_name, labels, template_version)
         return self._run(_ops.preview(body))
 
+    def resolve(self, ref: str) -> str:
+        """The id of the job whose id starts with `ref` (4 hex digits at least) or whose display
+        name is `ref`. Raises NoMatch, or Ambiguous with the candidates (newest first)."""
+        return self._run(_ops.resolve("job", ref, _ops.job_page))
+
     def get(self, job: JobRef) -> Job:
         return self._run(_ops.get_job(job))
 
     def list(self, *, state: JobState | str | Iterable[JobState | str] | None = None, template: str | None = None,
              labels: dict[str, str | None] | Iterable[str] | None = None,
              created_after: datetime | str | None = None, created_before: datetime | str | None = None,
-             page_size: int = 50) -> Iterator[JobSummary]:
+             id_prefix: str | None = None, name: str | None = None, page_size: int = 50) -> Iterator[JobSummary]:
         """Every matching job, newest first, fetched page by page as you iterate."""
-        filters = _ops.job_filters(state, template, labels, created_after, created_before)
+        filters = _ops.job_filters(state, template, labels, created_after, created_before, id_prefix, name)
         return self._pages(lambda cursor: _ops.job_page(filters, cursor, page_size))
 
     def events(self, job: JobRef) -> list[JobEvent]:
@@ -148,15 +154,20 @@ class Client:
         return self._run(_ops.cancel(job))
 
     def wait(self, job: JobRef, timeout: float | None = None, *, interval: float = 0.5,
-             max_interval: float = 5.0) -> Job:
-        """Poll until the job ends; returns it in its final state. Raises WaitTimeout."""
-        return _wait(self.get, job, timeout, interval, max_interval)
+             max_interval: float = 5.0, on_reconnect: Callable[[str], None] | None = None) -> Job:
+        """Poll until the job ends; returns it in its final state. Raises WaitTimeout. Rides out
+        a restart of the service for the client's reconnect_for seconds (on_reconnect: as logs())."""
+        return _wait(self.get, job, timeout, interval, max_interval,
+                          _base.Reconnect(self._opts.reconnect_for, self._opts.backoff, on_reconnect))
 
     def logs(self, job: JobRef, *, follow: bool = False, replica: str | None = None, since: str | None = None,
-             page_size: int = 1000) -> LogStream:
+             page_size: int = 1000, reconnect_for: float | None = None,
+             on_reconnect: Callable[[str], None] | None = None) -> LogStream:
         """The job's log lines. follow=True streams them (Server-Sent Events) until the job
-        ends, reconnecting after the last line received if the connection drops."""
-        return LogStream(self, job, follow, replica, since, page_size)
+        ends, reconnecting after the last line received if the connection drops or the
+        service restarts: for up to reconnect_for seconds (default: the client's, from
+        TRAINJOBS_RECONNECT_SECONDS, 300), calling on_reconnect(text) at each attempt."""
+        return LogStream(self, job, follow, replica, since, page_size, reconnect_for, on_reconnect)
 
     def export(self, job: JobRef, format: str = "gcloud") -> str:
         """The job's CustomJob as launched: format gcloud (a command), config (the YAML for
@@ -185,8 +196,10 @@ class LogStream:
     job's final state and error, and `cursor` the point to resume from."""
 
     def __init__(self, client: Client, job: JobRef, follow: bool, replica: str | None, since: str | None,
-                 page_size: int):
+                 page_size: int, reconnect_for: float | None = None,
+                 on_reconnect: Callable[[str], None] | None = None):
         self._client, self._job, self._follow = client, job, follow
+        self._reconnect_for, self._on_reconnect = reconnect_for, on_reconnect
         self._replica, self._page_size = replica, page_size
         self._state = _base.Follow(since)
 
@@ -210,18 +223,25 @@ class LogStream:
                 return
 
     def _stream(self) -> Iterator[LogLine]:
-        c, state, attempt = self._client, self._state, 0
+        c, state = self._client, self._state
+        again = _base.Reconnect(c._opts.reconnect_for if self._reconnect_for is None else self._reconnect_for,
+                                c._opts.backoff, self._on_reconnect)
         while state.end is None:
             call = _ops.follow_call(self._job, self._replica, state.cursor)
+            problem: str | None = None
             try:
                 with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
                     if r.status_code >= 400:
                         r.read()
-                        if not (_base.retry_status(call, r) and attempt < c._opts.retries):
+                        if r.status_code not in _base.FOLLOW_RETRY_STATUSES:
                             raise _base.error(c._opts, r)
+                        problem = f"the service answered {r.status_code}"
                     else:
+                        received = False
                         for text in r.iter_lines():
-                            attempt = 0  # bytes arrive (heartbeats too): the connection works
+                            if not received:
+                                again.ok()  # bytes arrive (heartbeats too): the connection works
+                                received = True
                             event = state.decoder.feed(text)
                             if event is None:
                                 continue
@@ -230,14 +250,18 @@ class LogStream:
                                 yield line
                             elif state.end is not None:
                                 return
+                        problem = None if received else "the stream closed before any event"
             except httpx.TransportError as e:
-                if attempt >= c._opts.retries or not _base.retryable(call, e):
+                if not _base.retryable(call, e):
                     raise _base.unreachable(c._opts, e) from e
-            if attempt >= c._opts.retries:
-                raise _base.unreachable(c._opts, _base.StreamEnded("the log stream kept closing before the job ended"))
-            # The stream broke off (or the service restarted) before the end: resume.
-            time.sleep(state.retry_delay(attempt, c._opts.backoff))
-            attempt += 1
+                problem = f"connection lost ({_base.describe(e)})"
+            # The stream broke off (or the service restarted) before the end: resume after
+            # the last complete event (Last-Event-ID), for up to reconnect_for seconds.
+            try:
+                pause = again.next(problem, state.advised_delay())
+            except _base.GaveUp as e:
+                raise _base.unreachable(c._opts, e) from None
+            time.sleep(pause)
             state.reconnecting()
 
 
@@ -288,10 +312,22 @@ class Templates:
         return self._c._run(_ops.export_template(name, format, version, parameters))
 
 
-def _wait(get, ref, timeout: float | None, interval: float, max_interval: float):
+def _wait(get, ref, timeout: float | None, interval: float, max_interval: float, again: _base.Reconnect):
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        current = get(ref)
+        try:
+            current = get(ref)
+        except (ConnectionFailed, ServiceUnavailable) as e:
+            # get() has retried a few times: the service is restarting, or away for longer.
+            try:
+                pause = again.next(f"service unreachable ({_base.describe(e)})")
+            except _base.GaveUp:
+                raise e from None
+            if deadline is not None and time.monotonic() + pause >= deadline:
+                raise
+            time.sleep(pause)
+            continue
+        again.ok()
         if current.final:
             return current
         if deadline is not None and time.monotonic() >= deadline:
@@ -317,12 +353,18 @@ class Sweeps:
         """`body` as POST /v1/sweeps takes it. dry_run: every trial checked and planned, nothing started."""
         return self._c._run(_ops.create_sweep(body, dry_run))
 
+    def resolve(self, ref: str) -> str:
+        """The id of the sweep whose id starts with `ref` or whose display name is `ref` (as Client.resolve)."""
+        return self._c._run(_ops.resolve("sweep", ref, _ops.sweep_page))
+
     def get(self, sweep: SweepRef) -> Sweep:
         return self._c._run(_ops.get_sweep(sweep))
 
-    def list(self, *, state: str | Iterable[str] | None = None, page_size: int = 20) -> Iterator[SweepSummary]:
+    def list(self, *, state: str | Iterable[str] | None = None, id_prefix: str | None = None,
+             name: str | None = None, page_size: int = 20) -> Iterator[SweepSummary]:
         states = [state] if isinstance(state, str) else list(state or [])
-        return self._c._pages(lambda cursor: _ops.sweep_page(states, cursor, page_size))
+        filters = _ops.sweep_filters(states, id_prefix, name)
+        return self._c._pages(lambda cursor: _ops.sweep_page(filters, cursor, page_size))
 
     def cancel(self, sweep: SweepRef) -> Sweep:
         return self._c._run(_ops.cancel_sweep(sweep))
@@ -334,4 +376,5 @@ class Sweeps:
     def wait(self, sweep: SweepRef, timeout: float | None = None, *, interval: float = 0.5,
              max_interval: float = 5.0) -> Sweep:
         """Poll until every trial has ended; returns the sweep then. Raises WaitTimeout."""
-        return _wait(self.get, sweep, timeout, interval, max_interval)
+        return _wait(self.get, sweep, timeout, interval, max_interval,
+                      _base.Reconnect(self._c._opts.reconnect_for, self._c._opts.backoff, None))

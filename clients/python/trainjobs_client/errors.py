@@ -114,6 +114,24 @@ class WaitTimeout(TrainjobsError):
         super().__init__(f"{kind} {job.id} is still {getattr(job.state, 'value', job.state)} after {timeout:g} s")
 
 
+class NoMatch(TrainjobsError, LookupError):
+    """resolve(): no job (or sweep) of the team has that id prefix or display name."""
+
+    def __init__(self, kind: str, ref: str, hint: str = ""):
+        self.kind, self.ref = kind, ref
+        super().__init__(f"no {kind} has an id starting with {ref!r} or the name {ref!r}{hint}")
+
+
+class Ambiguous(TrainjobsError, LookupError):
+    """resolve(): several jobs (or sweeps) match; `candidates` holds them (at most `shown`),
+    newest first, and `more` says whether there are others."""
+
+    def __init__(self, kind: str, ref: str, candidates: list, more: bool):
+        self.kind, self.ref, self.candidates, self.more = kind, ref, candidates, more
+        super().__init__(f"{ref!r} matches {len(candidates)}{'+' if more else ''} {kind}s; "
+                         "give more of the id (or the whole id)")
+
+
 def from_response(response: httpx.Response) -> ApiError:
     status = response.status_code
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else BadRequest)

@@ -84,6 +84,8 @@ class Replica(Model):
     command: list[str]
     args: list[str]
     env: dict[str, str]
+    status: dict[str, Any] | None = Field(None, description="The replica's process where the backend records it "
+                                                           "(local): state, exit_code, signal, started_at, ended_at")
 
 
 class AttemptRef(Model):
@@ -128,6 +130,8 @@ class Job(JobSummary):
     attempts: list[AttemptRef] = Field(default_factory=list)
     custom_job: dict[str, Any] = Field(default_factory=dict)
     cluster: list[Replica] = Field(default_factory=list)
+    resources: dict[str, Any] = Field(default_factory=dict, description="What else the job names: tensorboard, "
+                                      "model_upload (the model's artifact_uri), experiment, persistent_resource")
 
 
 class JobPreview(Model):

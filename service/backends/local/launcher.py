@@ -19,7 +19,7 @@ from pathlib import Path
 
 from service.backends.local import cgroup, isolation, processes, sandbox
 from service.backends.local import resources as local_resources
-from service.backends.local.rundir import RunDir
+from service.backends.local.rundir import RunDir, replica_status
 from service.backends.local.runs import Holder, ReplicaState, Run, RunState, _now, host_id, parse_ref
 from service.backends.local.settings import LocalSettings
 from service.core.errors import Problem
@@ -195,7 +195,8 @@ class Launcher:
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas},
-                          local_resources.view(compiled, str(output_dir)))
+                          local_resources.view(compiled, str(output_dir)),
+                          {r.task_name: replica_status(rd, r.task_name) for r in compiled.replicas} if state else {})
 
     # -- launching -------------------------------------------------------------------------------
 

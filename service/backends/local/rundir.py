@@ -106,6 +106,18 @@ class RunDir:
         return _read_json(self.exit_file(task))
 
 
+def replica_status(rd: RunDir, task: str) -> dict:
+    """A replica's process as its wrapper recorded it: PENDING (not started), RUNNING, then
+    SUCCEEDED (exit 0), FAILED, or STOPPED (the service ended it: a cancel, another replica's
+    failure), with its exit code, signal and times."""
+    started, ended = rd.read_started(task) or {}, rd.read_exit(task)
+    if ended is None:
+        return {"state": "RUNNING" if started else "PENDING", "started_at": started.get("started_at")}
+    state = "SUCCEEDED" if ended.get("exit_code") == 0 else "STOPPED" if ended.get("terminated_by") else "FAILED"
+    return {"state": state, "exit_code": ended.get("exit_code"), "signal": ended.get("signal"),
+            "started_at": started.get("started_at"), "ended_at": ended.get("ended_at")}
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())

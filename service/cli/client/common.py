@@ -21,16 +21,36 @@ STATE_EXIT = {"SUCCEEDED": OK, "FAILED": JOB_FAILED, "CANCELLED": JOB_CANCELLED,
               "PARTIALLY_SUCCEEDED": JOB_PARTIAL}
 
 
-def client_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
-                   help="json: machine-readable output on stdout (default: text)")
+def client_options(p: argparse.ArgumentParser, *, wide: bool = False) -> argparse.ArgumentParser:
+    p.add_argument("-o", "--output", choices=["text", "wide", "json"] if wide else ["text", "json"], default="text",
+                   help=("wide: every column, whole ids; " if wide else "")
+                   + "json: machine-readable output on stdout (default: text)")
     p.add_argument("--url", help="the service (default: TRAINJOBS_URL, then the URL saved by `trainjobs login`)")
     return p
 
 
+def reference(text: str) -> str:
+    """A job or sweep as typed: a whole id, a unique id prefix (4 hex digits or more) or a
+    display name; make_client resolves it with the service."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected an id, an id prefix or a display name")
+    return text
+
+
 def make_client(args):
+    """The client for a command; a job or sweep it names (args.job, args.sweep: an id, a unique
+    prefix or a display name) is resolved to its id here, so every command takes all three."""
     from trainjobs_client import Client
-    return Client(url=args.url)
+    client = Client(url=args.url)
+    try:
+        if getattr(args, "job", None):
+            args.job = client.resolve(args.job)
+        if getattr(args, "sweep", None):
+            args.sweep = client.sweeps.resolve(args.sweep)
+    except BaseException:
+        client.close()
+        raise
+    return client
 
 
 # Piped output is not cut at 80 columns: scripts and grep see whole lines.
@@ -45,6 +65,19 @@ def stderr_console():
 def stdout_console():
     from rich.console import Console
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+def screen_width(default: int = 80) -> int:
+    """The terminal's width, or COLUMNS, or `default` when piped without it: what a table
+    meant to fit one screen (`jobs list`) is cut to."""
+    import os
+    import shutil
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((default, 24)).columns
+    try:
+        return max(int(os.environ.get("COLUMNS", "")), 40)
+    except ValueError:
+        return default
 
 
 def to_jsonable(value: Any) -> Any:
@@ -71,6 +104,7 @@ def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         import logging
         try:
             from trainjobs_client import (
+                Ambiguous,
                 ApiError,
                 ConnectionFailed,
                 TrainjobsError,
@@ -102,6 +136,9 @@ def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
         except WaitTimeout as e:
             err.print(f"[yellow]trainjobs: {escape(str(e))}[/]")
             return WAIT_TIMEOUT
+        except Ambiguous as e:
+            _ambiguous(e, args, err)
+            return ERROR
         except (TrainjobsError, UsageError) as e:
             err.print(f"[bold red]trainjobs:[/] {escape(str(e))}")
             return ERROR
@@ -114,6 +151,31 @@ def handles_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argpars
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return OK
     return run
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    """`3m`, `2h`, `5d`: how long ago."""
+    if when is None:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _ambiguous(e, args, err) -> None:
+    """Several jobs (or sweeps) match what was typed: each with its id, name, state and age."""
+    if getattr(args, "output", "text") == "json":
+        print(json.dumps({"title": "ambiguous", "detail": str(e), "candidates": [
+            {"id": str(c.id), "display_name": c.display_name, "state": str(c.state),
+             "created_at": c.created_at.isoformat()} for c in e.candidates], "more": e.more}), file=sys.stderr)
+        return
+    err.print(f"[bold red]trainjobs:[/] {escape(str(e))}:")
+    for c in e.candidates:
+        err.print(f"  {c.id}  {escape(c.display_name)}  [bold]{escape(str(c.state))}[/]  {age(c.created_at)} ago")
+    if e.more:
+        err.print(f"  … and more: `trainjobs {e.kind}s list` shows them all")
 
 
 class UsageError(Exception):

@@ -46,7 +46,7 @@ def add_template_commands(ts) -> None:
 
 def add_job_commands(js, job_id) -> None:
     e = client_options(js.add_parser("export", help="a job's CustomJob as launched, for gcloud or the Vertex SDK"))
-    e.add_argument("job", type=job_id, help="the job id")
+    e.add_argument("job", type=job_id, help="the job: its id, a unique id prefix or its display name")
     e.add_argument("--format", choices=EXPORT_FORMATS, default="gcloud")
     e.set_defaults(func=export_job)
 

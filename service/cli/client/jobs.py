@@ -17,6 +17,8 @@ from service.cli.client.common import (
     load_document,
     make_client,
     print_json,
+    reference,
+    screen_width,
     set_path,
     since_time,
     stderr_console,
@@ -24,6 +26,7 @@ from service.cli.client.common import (
 )
 from service.cli.client.follow import follow_logs
 
+JOB_HELP = "the job: its id, a unique id prefix (e.g. 3f2a) or its display name"
 STATES = ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED", "PAUSED", "EXPIRED",
           "UPDATING", "PARTIALLY_SUCCEEDED"]
 
@@ -42,13 +45,14 @@ def register(sub) -> None:
 
     r = client_options(js.add_parser("relaunch", help="launch a job again: its template version, parameters, "
                                                       "overrides, backend and labels, with your changes"))
-    r.add_argument("job", type=job_id, help="the job id")
+    r.add_argument("job", type=reference, help=JOB_HELP)
     _launch_options(r, "the job's own overrides", "", "default: the job's", "default: the job's")
     r.add_argument("--template-version", type=_version, metavar="N|latest",
                    help="default: the version the job used; latest: the template's newest")
     r.set_defaults(func=relaunch)
 
-    ls = client_options(js.add_parser("list", help="jobs, newest first"))
+    ls = client_options(js.add_parser("list", help="jobs, newest first (fits the terminal; -o wide: every column)"),
+                        wide=True)
     ls.add_argument("--state", action="append", choices=STATES, default=[], help="repeat for several")
     ls.add_argument("--template")
     ls.add_argument("--label", action="append", default=[], metavar="KEY[=VALUE]")
@@ -61,28 +65,28 @@ def register(sub) -> None:
     for name, fn, help_ in (("get", get, "a job: state, progress, error, replicas"),
                             ("events", events, "a job's state history")):
         p = client_options(js.add_parser(name, help=help_))
-        p.add_argument("job", type=job_id, help="the job id")
+        p.add_argument("job", type=reference, help=JOB_HELP)
         p.set_defaults(func=fn)
 
     lg = client_options(js.add_parser("logs", help="a job's logs, one line per log line with the replica first"))
-    lg.add_argument("job", type=job_id, help="the job id")
+    lg.add_argument("job", type=reference, help=JOB_HELP)
     lg.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     lg.add_argument("--replica", help="only this replica, e.g. workerpool1-0")
     lg.add_argument("--since", metavar="CURSOR", help="after this cursor (from -o json output)")
     lg.set_defaults(func=logs)
 
     w = client_options(js.add_parser("wait", help="wait until a job ends; the exit code tells the final state"))
-    w.add_argument("job", type=job_id, help="the job id")
+    w.add_argument("job", type=reference, help=JOB_HELP)
     w.add_argument("--timeout", type=float, metavar="SECONDS")
     w.set_defaults(func=wait)
 
     c = client_options(js.add_parser("cancel", help="cancel a job"))
-    c.add_argument("job", type=job_id, help="the job id")
+    c.add_argument("job", type=reference, help=JOB_HELP)
     c.add_argument("--wait", action="store_true", help="wait until it has stopped")
     c.set_defaults(func=cancel)
 
     from service.cli.client.interop import add_job_commands
-    add_job_commands(js, job_id)  # export
+    add_job_commands(js, reference)  # export
 
 
 def _launch_options(p, patched: str, _version_help: str, name_help: str, backend_help: str) -> None:
@@ -111,14 +115,6 @@ def _version(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a version number or 'latest'") from None
-
-
-def job_id(text: str) -> str:
-    import uuid
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (a UUID, as `trainjobs jobs list` shows)") from None
 
 
 def _typed(value: str, kind: str | None):
@@ -214,8 +210,14 @@ def _launched(client, job, args, what: str) -> int:
     if not (args.wait or args.follow):
         return OK
     if args.follow:
-        follow_logs(client, job, output="json" if args.output == "json" else "text", label=job.display_name)
-    return _finished(client.wait(job, args.timeout), args, err)
+        follow_logs(client, job, output="json" if args.output == "json" else "text", label=job.display_name,
+                    url=args.url)
+    return _finished(client.wait(job, args.timeout, on_reconnect=_note), args, err)
+
+
+def _note(text: str) -> None:
+    """A reconnection notice ("reconnecting…") of a follower, on stderr."""
+    stderr_console().print(f"[yellow]trainjobs: {escape(text)}[/]")
 
 
 def _finished(job, args, err) -> int:
@@ -236,8 +238,10 @@ def list_jobs(args) -> int:
         jobs = list(found if args.all else itertools.islice(found, args.limit))
     if args.output == "json":
         print_json(jobs)
-    elif jobs:
+    elif jobs and args.output == "wide":
         stdout_console().print(render.jobs_table(jobs))
+    elif jobs:
+        stdout_console().print(render.jobs_compact(jobs, screen_width()), crop=False)
     else:
         stderr_console().print("no jobs")
     return OK
@@ -269,7 +273,8 @@ def events(args) -> int:
 def logs(args) -> int:
     with make_client(args) as client:
         if args.follow:
-            end = follow_logs(client, args.job, output=args.output, replica=args.replica, since=args.since)
+            end = follow_logs(client, args.job, output=args.output, replica=args.replica, since=args.since,
+                              url=args.url)
             if end is not None and args.output == "text":
                 stderr_console().print(f"job ended {render.state(end.state)}")
             return OK
@@ -284,7 +289,7 @@ def logs(args) -> int:
 @handles_errors
 def wait(args) -> int:
     with make_client(args) as client:
-        return _finished(client.wait(args.job, args.timeout), args, stderr_console())
+        return _finished(client.wait(args.job, args.timeout, on_reconnect=_note), args, stderr_console())
 
 
 @handles_errors
@@ -292,7 +297,7 @@ def cancel(args) -> int:
     with make_client(args) as client:
         job = client.cancel(args.job)
         if args.wait:
-            job = client.wait(job)
+            job = client.wait(job, on_reconnect=_note)
     if args.output == "json":
         print_json(job)
     else:

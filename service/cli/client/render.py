@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service.cli.client.common import escape
+from rich.markup import escape as rich_escape
+
+from service.cli.client.common import age, escape
 from service.core.text import visible
 
 STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
@@ -15,16 +17,6 @@ STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CA
 def state(value) -> str:
     text = str(value)
     return f"[{STATE_STYLE.get(text, 'white')}]{escape(text)}[/]"
-
-
-def age(when: datetime | None, now: datetime | None = None) -> str:
-    if when is None:
-        return "-"
-    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 def progress(p) -> str:
@@ -54,6 +46,74 @@ def jobs_table(jobs):
     return t
 
 
+SHORT_ID = 8  # as git shows hashes; any unique prefix of 4 or more is taken back
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else (text[:width - 1] + "\u2026" if width > 1 else text[:width])
+
+
+def jobs_compact(jobs, width: int = 80) -> str:
+    """One screen's table (rich markup): short ids, relative ages, the name, template and progress
+    cut with … so that no line is longer than `width`. `-o wide` has everything whole."""
+    rows = [[str(j.id)[:SHORT_ID], str(j.state), f"{age(j.created_at)} ago", visible(j.display_name),
+             visible(f"{j.template.name}:v{j.template.version}"), visible(progress(j.progress))] for j in jobs]
+    head = ["ID", "STATE", "AGE", "NAME", "TEMPLATE", "PROGRESS"]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    gap = 2
+    room = width - sum(widths[:3]) - gap * (len(head) - 1)
+    # Name, template and progress share what is left; the widest gives way first.
+    while sum(widths[3:]) > room and max(widths[3:]) > 4:
+        i = 3 + widths[3:].index(max(widths[3:]))
+        widths[i] -= 1
+    lines = []
+    for n, r in enumerate([head, *rows]):
+        cells = [_fit(c, w).ljust(w) for c, w in zip(r, widths, strict=True)]
+        cells[-1] = cells[-1].rstrip()
+        text = [rich_escape(c) for c in cells]
+        if n == 0:
+            text = [f"[bold]{c}[/]" for c in text]
+        else:
+            text[1] = f"[{STATE_STYLE.get(r[1], 'white')}]{text[1]}[/]"
+        lines.append((" " * gap).join(text).rstrip())
+    return "\n".join(lines)
+
+
+def duration(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:
+    """`1h02m`, `3m05s`, `12s`; '-' before it started."""
+    if start is None:
+        return "-"
+    seconds = max(int(((end or now or datetime.now(UTC)) - start).total_seconds()), 0)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _stamp(value) -> datetime | None:
+    if isinstance(value, datetime) or value is None:
+        return value
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def output_rows(job) -> list[tuple[str, str]]:
+    """Where the job writes, as its backend tells its replicas (AIP_* of the chief's exact
+    environment: the run folder for a local job, gs:// on Vertex): the model (the trainer's
+    own report once it saved it), the checkpoints and the TensorBoard logs."""
+    env = job.cluster[0].env if job.cluster else {}
+    board = job.resources.get("tensorboard") if isinstance(job.resources.get("tensorboard"), dict) else {}
+    saved = job.progress.model_dir if job.progress else None
+    rows: list[tuple[str, str]] = []
+    for key, value, note in (("model", saved, ""), ("model", env.get("AIP_MODEL_DIR"), "(where the trainer saves it)"),
+                             ("checkpoints", env.get("AIP_CHECKPOINT_DIR"), ""),
+                             ("tensorboard", env.get("AIP_TENSORBOARD_LOG_DIR") or board.get("log_dir"), "")):
+        if value and key not in (k for k, _ in rows):
+            rows.append((key, escape(str(value)) + (f" [dim]{note}[/]" if note else "")))
+    return rows
+
+
 def job_detail(job):
     from rich.console import Group
     from rich.table import Table
@@ -76,6 +136,8 @@ def job_detail(job):
         rows.append(("started", f"{job.started_at:%Y-%m-%d %H:%M:%S}"))
     if job.ended_at:
         rows.append(("ended", f"{job.ended_at:%Y-%m-%d %H:%M:%S}"))
+    if job.started_at:
+        rows.append(("duration", duration(job.started_at, job.ended_at) + ("" if job.ended_at else " so far")))
     if job.progress:
         rows.append(("progress", escape(progress(job.progress))))
     if job.parameters:
@@ -88,9 +150,32 @@ def job_detail(job):
         rows.append(("backend ref", escape(job.backend_ref)))
     if job.error:
         rows.append(("error", f"[red]{escape(str(job.error.get('message') or job.error))}[/]"))
+    rows += output_rows(job)
     for k, v in rows:
         info.add_row(k, v)
-    return Group(info, "", cluster_table(job.cluster))
+    return Group(info, "", replicas_table(job))
+
+
+def replicas_table(job):
+    """Each replica: role, state, exit code, how long it ran, and its command. A replica's own
+    state is the backend's record of its process (`status`); without one, the job's."""
+    from rich.table import Table
+    t = Table(box=None, header_style="bold", pad_edge=False, title="replicas", title_justify="left")
+    for col in ("TASK", "ROLE", "STATE", "EXIT", "DURATION", "COMMAND"):
+        t.add_column(col, no_wrap=col != "COMMAND")
+    failed = (job.error or {}).get("replica")
+    for r in job.cluster:
+        st = r.status or {}
+        code = st.get("exit_code")
+        if code is None and failed == r.task_name:
+            code = (job.error or {}).get("exit_code")
+        shown = st.get("state") or ("FAILED" if failed == r.task_name else str(job.state))
+        started, ended = _stamp(st.get("started_at")), _stamp(st.get("ended_at"))
+        ran = duration(started, ended) if started else "-"
+        exit_text = "-" if code is None else str(code) + (f" ({st['signal']})" if st.get("signal") else "")
+        t.add_row(escape(r.task_name), escape(r.tf_role or "-"), state(shown), escape(exit_text), ran,
+                  escape(" ".join(r.command + r.args)))
+    return t
 
 
 def cluster_table(cluster):

@@ -14,6 +14,7 @@ from service.cli.client.common import (
     load_document,
     make_client,
     print_json,
+    reference,
     stderr_console,
     stdout_console,
 )
@@ -39,32 +40,23 @@ def register(sub) -> None:
     ls.set_defaults(func=list_sweeps)
 
     g = client_options(ss.add_parser("get", help="a sweep: state, counts, trials ranked by the objective"))
-    g.add_argument("sweep", type=sweep_id, help="the sweep id")
+    g.add_argument("sweep", type=reference, help="the sweep: its id, a unique id prefix or its display name")
     g.set_defaults(func=get)
 
     w = client_options(ss.add_parser("wait", help="wait until every trial has ended"))
-    w.add_argument("sweep", type=sweep_id, help="the sweep id")
+    w.add_argument("sweep", type=reference, help="the sweep: its id, a unique id prefix or its display name")
     w.add_argument("--timeout", type=float, metavar="SECONDS")
     w.set_defaults(func=wait)
 
     r = client_options(ss.add_parser("resume", help="resume a PAUSED sweep (its creator's token was revoked); "
                                                     "its further trials run as you"))
-    r.add_argument("sweep", type=sweep_id, help="the sweep id")
+    r.add_argument("sweep", type=reference, help="the sweep: its id, a unique id prefix or its display name")
     r.set_defaults(func=resume)
 
     x = client_options(ss.add_parser("cancel", help="cancel a sweep: no more trials, unfinished ones cancelled"))
-    x.add_argument("sweep", type=sweep_id, help="the sweep id")
+    x.add_argument("sweep", type=reference, help="the sweep: its id, a unique id prefix or its display name")
     x.add_argument("--wait", action="store_true", help="wait until its trials have stopped")
     x.set_defaults(func=cancel)
-
-
-def sweep_id(text: str) -> str:
-    import argparse
-    import uuid
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a sweep id (a UUID, as `trainjobs sweeps list` shows)") from None
 
 
 def _value(v) -> str:

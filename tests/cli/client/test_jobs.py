@@ -28,7 +28,10 @@ def test_submit_follow_then_inspect(cli, tmp_path, work_dir):
     listed = json.loads(cli("jobs", "list", "-o", "json").stdout)
     assert [j["id"] for j in listed] == [job_id] and listed[0]["progress"]["epoch"] == 3
     table = cli("jobs", "list").stdout
-    assert job_id in table and "SUCCEEDED" in table and "epoch 3/3" in table and "tiny:v1" in table
+    assert job_id[:8] in table and job_id not in table and "SUCCEEDED" in table and "epoch 3/3" in table
+    assert "tiny:v1" in table and re.search(r"\d+[smhd] ago", table)
+    wide = cli("jobs", "list", "-o", "wide").stdout
+    assert job_id in wide and "local" in wide
     assert cli("jobs", "list", "--state", "FAILED", "-o", "json").stdout.strip() == "[]"
     assert [j["id"] for j in json.loads(cli("jobs", "list", "--label", "who=me", "--since", "1h",
                                             "-o", "json").stdout)] == [job_id]
