@@ -50,7 +50,7 @@ from service.templates.cache import TemplateCache
 from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
 from service.web import docs as apidocs
-from service.web import problems
+from service.web import problem_types, problems
 from service.web.body_limits import BodySizeLimitMiddleware
 from service.web.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.web.overload import AdmissionMiddleware
@@ -196,6 +196,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.state.metrics = metrics
     problems.install(app)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
+    app.include_router(problem_types.router)  # /problems/{type}: the page each problem's `type` names
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,

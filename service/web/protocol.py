@@ -27,6 +27,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.core.config import Settings, get_settings
+from service.web.problem_types import type_uri
 
 STOPPING = "trainjobs.stopping"  # the lifespan state's key of the app's asyncio.Event
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
@@ -158,7 +159,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()  # a response is under way: a second one would corrupt it
             return
         slug = "request-timeout" if status == 408 else "headers-too-large"
-        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": _REASONS[status].decode(),
+        body = json.dumps({"type": type_uri(slug), "title": _REASONS[status].decode(),
                            "status": status,
                            "detail": detail + "; send a smaller request head, promptly"}).encode()
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\n"
