@@ -88,10 +88,10 @@ def _hoist(app: FastAPI, *routers) -> None:
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
     settings = settings or get_settings()
-    if settings.workers > 1 and settings.log_format == "json":
+    if settings.workers > 1:
         # A spawned worker of `serve --workers N` starts with no logging set up.
         from service.web.observability import configure_logging
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
     # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
     pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,

@@ -106,7 +106,9 @@ class Settings(BaseSettings):
                                          "submit, in the same round trip as the template (0: no cache)")
     auth_cache_size: int = Field(
         10_000, ge=0, le=1_000_000, description="Tokens each API process remembers (least recently used out)")
-    log_format: str = Field("json", description="json (structured, one object a line) or text")
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="auto: text on a terminal, JSON otherwise; json: one object a line with "
+                            "request_id; text: one readable line")
     log_level: str = "INFO"
 
     # Local backend

@@ -192,6 +192,12 @@ class Server(uvicorn.Server):
     KeyboardInterrupt traceback): `signal_received` says which one came."""
 
     signal_received: int | None = None
+    on_started = None  # called with the bound (host, port) once listening: `serve` prints its URLs then
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None and self.servers and self.servers[0].sockets:
+            self.on_started(self.servers[0].sockets[0].getsockname()[:2])
 
     @contextlib.contextmanager
     def capture_signals(self):
