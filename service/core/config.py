@@ -187,7 +187,7 @@ class Settings(BaseSettings):
     job_epochs_max_metrics: int = Field(64, ge=1, le=1000, description="Metrics kept per epoch (by name); "
                                         "the rest of a larger dict is dropped")
 
-    # Retries (a template's `retry` policy; README "Retries and relaunch")
+    # Retries (a template's `retry` policy; docs/retries.md)
     retry_max_attempts: int = Field(10, ge=1, le=1000, description="The most attempts a retry policy may ask "
                                     "for (max_attempts above it is a 422 at submit)")
     retry_max_backoff_seconds: float = Field(
