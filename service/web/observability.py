@@ -192,8 +192,9 @@ def resolved_log_format(fmt: str = "auto", stream=None) -> str:
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     handler = logging.StreamHandler()
     if resolved_log_format(fmt, handler.stream) == "json":
-        handler.setFormatter(JsonFormatter())
-        handler.formatter.converter = time.gmtime
+        formatter: logging.Formatter = JsonFormatter()
+        formatter.converter = time.gmtime
+        handler.setFormatter(formatter)
     else:
         handler.setFormatter(TextFormatter())
     root = logging.getLogger()

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -192,7 +193,8 @@ class Server(uvicorn.Server):
     KeyboardInterrupt traceback): `signal_received` says which one came."""
 
     signal_received: int | None = None
-    on_started = None  # called with the bound (host, port) once listening: `serve` prints its URLs then
+    # Called with the bound (host, port) once listening: `serve` prints its URLs then.
+    on_started: Callable[[tuple[str, int]], None] | None = None
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)
