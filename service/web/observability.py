@@ -144,7 +144,8 @@ class RequestContextMiddleware:
 
 
 class JsonFormatter(logging.Formatter):
-    _STD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+    # color_message: uvicorn's copy of its message with ANSI colours, noise in a log line.
+    _STD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
     def format(self, record: logging.LogRecord) -> str:
         out = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
@@ -163,7 +164,7 @@ class TextFormatter(logging.Formatter):
     """One line a record for a person at a terminal: time, level, logger, message, then the
     record's fields as key=value (an access line: method, route, status, duration_ms)."""
 
-    _STD = JsonFormatter._STD | {"color_message"}  # uvicorn's copy of the message with ANSI colours
+    _STD = JsonFormatter._STD
 
     def format(self, record: logging.LogRecord) -> str:
         fields = {k: v for k, v in record.__dict__.items() if k not in self._STD and not k.startswith("_")}
