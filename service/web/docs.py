@@ -121,6 +121,7 @@ def landing_page(title: str, version: str, base: str, dashboard: str | None, pub
     links = [("API docs", "/docs", "try every route; click Authorize and paste a token"),
              ("API reference", "/redoc", "the same schema as a readable reference"),
              ("OpenAPI schema", "/openapi.json", "for code generators (operation ids like jobs_create)"),
+             ("Problem types", "/problems", "what each error answer's type means, and what to do"),
              ("Liveness", "/healthz", "the process is up"),
              ("Readiness", "/readyz", "the database answers"),
              ("Metrics", "/metrics", "Prometheus")]

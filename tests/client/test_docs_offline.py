@@ -61,7 +61,7 @@ def test_landing_page_links_docs_and_health(server):
     r = httpx.get(server + "/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     links = refs(r.text)
-    for path in ("/docs", "/redoc", "/openapi.json", "/healthz", "/readyz", "/metrics"):
+    for path in ("/docs", "/redoc", "/openapi.json", "/problems", "/healthz", "/readyz", "/metrics"):
         assert path in links
         assert httpx.get(server + path).status_code == 200, path
     assert not [ref for ref in links if not ref.startswith("/")]
