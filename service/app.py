@@ -55,7 +55,7 @@ from service.ui import mount as mount_ui
 from service.ui.feed import JobFeed
 from service.ui.sessions import SigningKey
 from service.web import docs as apidocs
-from service.web import problems
+from service.web import problem_types, problems
 from service.web.body_limits import BodySizeLimitMiddleware
 from service.web.container import Services, services
 from service.web.observability import Metrics, RequestContextMiddleware, metrics_access
@@ -94,10 +94,10 @@ def _hoist(app: FastAPI, *routers: APIRouter) -> None:
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
     settings = settings or get_settings()
-    if settings.workers > 1 and settings.log_format == "json":
+    if settings.workers > 1:
         # A spawned worker of `serve --workers N` starts with no logging set up.
         from service.web.observability import configure_logging
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, settings.log_format)
     # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
     pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
     lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,
@@ -207,6 +207,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                   openapi_tags=[{"name": t} for t in apidocs.TAG_ORDER])
     problems.install(app, max_problems=settings.max_problems)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
+    app.include_router(problem_types.router)  # /problems/{type}: the page each problem's `type` names
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,

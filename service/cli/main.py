@@ -2,27 +2,30 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
 
-def _prepare(_args=None) -> int:
-    """Migrate, make the first admin token on an empty database, load the demo template."""
+def _prepare(args=None, url: str | None = None) -> int:
+    """Migrate, make the first admin token on an empty database, load the demo template.
+    url: where the service will answer, for the banner's examples."""
     from sqlalchemy.exc import IntegrityError
 
     from service import demo
     from service.auth.service import bootstrap_admin
-    from service.core.config import get_settings
+    from service.cli.startup import base_url, check_backends, database_answers, settings_or_refuse
     from service.persistence import migrate
     from service.persistence.session import make_engine, make_session_factory
 
-    settings = get_settings()
+    settings = settings_or_refuse()
+    url = url or getattr(args, "url", None) or base_url(settings.host, settings.port)
     _refuse_sqlite_in_container(settings)
     _check_price_file(settings)
-    migrate.upgrade(settings.database_url)
+    check_backends(settings)
+    with database_answers(settings.database_url):
+        migrate.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)
     with make_session_factory(engine)() as session:
         secret = bootstrap_admin(session, settings.bootstrap_token)
@@ -36,9 +39,10 @@ def _prepare(_args=None) -> int:
         elif secret:
             print("\n" + "=" * 72 + "\ntrainjobs: first start. Admin token for team 'default' (shown once,"
                   f" store it now):\n\n    {secret}\n\n  export TRAINJOBS_TOKEN={secret}\n"
-                  "  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" http://127.0.0.1:8000/v1/templates\n"
-                  "  In the docs UI (/docs) click Authorize and paste it.\n" + "=" * 72 + "\n",
-                  file=sys.stderr, flush=True)
+                  f"  curl -H \"Authorization: Bearer $TRAINJOBS_TOKEN\" {url}/v1/templates\n"
+                  f"  Sign in to the web UI ({url}/ui) with it, or click Authorize in the docs ({url}/docs).\n"
+                  "  Lost it? trainjobs tokens create --team default --role admin --name me  (here, same database)\n"
+                  + "=" * 72 + "\n", file=sys.stderr, flush=True)
         try:
             seeded = settings.seed_demo_template and demo.seed(session, image=settings.trainer_image)
         except IntegrityError:  # another process starting at the same moment seeded it first
@@ -78,23 +82,27 @@ def _write_secret(path: Path, secret: str) -> None:
 def _serve(args) -> int:
     import uvicorn
 
-    from service.core.config import get_settings
+    from service.cli.startup import base_url, serving_lines, settings_or_refuse
     from service.web.protocol import Server, uvicorn_options
 
-    settings = get_settings()
+    settings = settings_or_refuse()
     args.log_level = (args.log_level or settings.log_level).lower()
     workers = args.workers or settings.workers
     host = args.host or settings.host
-    port = args.port or settings.port
+    port = settings.port if args.port is None else args.port
     # log_config=None: uvicorn logs through our handlers (JSON with request ids);
     # its access log is off because the request middleware logs every request.
     if workers == 1:
         from service.app import create_app
-        _prepare()
-        print(f"trainjobs: serving on http://{host}:{port} (docs: http://{host}:{port}/docs)", file=sys.stderr)
+        # With --port 0 the port is known once bound: the banner points at the line that says it.
+        _prepare(url=base_url(host, port) if port else "http://HOST:PORT (the address printed below)")
         server = Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level=args.log_level,
                                        access_log=False, log_config=None, **uvicorn_options(settings)))
+        # Once listening, with the port really bound (--port 0 picks one).
+        server.on_started = lambda bound: print(serving_lines(base_url(host, bound[1])), file=sys.stderr, flush=True)
         server.run()
+        if not server.started:
+            return 3  # the app refused to start (uvicorn logged why), as `uvicorn.run` exits
         return 130 if server.signal_received == signal.SIGINT else 0
     # Several processes: the supervisor stays small (the preparation runs in a child
     # process), each worker builds its app from the environment and stands for
@@ -102,13 +110,14 @@ def _serve(args) -> int:
     import subprocess
 
     from service.web.supervision import SUPERVISOR_ENV
-    subprocess.run([sys.executable, "-m", "service.cli", "prepare"], check=True)
+    prepared = subprocess.run([sys.executable, "-m", "service.cli", "prepare", "--url", base_url(host, port)])
+    if prepared.returncode:
+        return prepared.returncode  # it said why
     os.environ["TRAINJOBS_WORKERS"] = str(workers)
     os.environ["TRAINJOBS_LOG_LEVEL"] = args.log_level.upper()
     os.environ["TRAINJOBS_LOCAL_WORK_DIR"] = str(Path(settings.resolved_local_work_dir()).resolve())
     os.environ[SUPERVISOR_ENV] = str(os.getpid())
-    print(f"trainjobs: serving on http://{host}:{port} with {workers} workers "
-          f"(docs: http://{host}:{port}/docs)", file=sys.stderr)
+    print(serving_lines(base_url(host, port), workers), file=sys.stderr, flush=True)
     uvicorn.run("service.app:create_app", factory=True, workers=workers, host=host, port=port,
                 log_level=args.log_level, access_log=False, log_config=None,
                 **uvicorn_options(settings, workers=workers))
@@ -182,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_serve)
 
     pr = sub.add_parser("prepare", help="what serve does first: migrate, first admin token, demo template")
+    pr.add_argument("--url", help="where the service will answer, for the first-start banner's examples")
     pr.set_defaults(func=_prepare)
 
     d = sub.add_parser("db", help="database migrations")
@@ -212,16 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from service.core.config import get_settings
+    from service.cli.startup import Refusal, settings_or_refuse
     from service.web.observability import configure_logging
 
     args = build_parser().parse_args(argv)
-    settings = get_settings()
-    if settings.log_format == "json":
-        configure_logging(getattr(args, "log_level", None) or settings.log_level)
-    else:
-        logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    return args.func(args)
+    try:
+        settings = settings_or_refuse()
+        configure_logging(getattr(args, "log_level", None) or settings.log_level, settings.log_format)
+        return args.func(args)
+    except Refusal as e:
+        print(f"trainjobs: refusing to start: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -106,7 +106,9 @@ class Settings(BaseSettings):
                                          "submit, in the same round trip as the template (0: no cache)")
     auth_cache_size: int = Field(
         10_000, ge=0, le=1_000_000, description="Tokens each API process remembers (least recently used out)")
-    log_format: str = Field("json", description="json (structured, one object a line) or text")
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="auto: text on a terminal, JSON otherwise; json: one object a line with "
+                            "request_id; text: one readable line")
     log_level: str = "INFO"
 
     # Local backend
@@ -185,7 +187,7 @@ class Settings(BaseSettings):
     job_epochs_max_metrics: int = Field(64, ge=1, le=1000, description="Metrics kept per epoch (by name); "
                                         "the rest of a larger dict is dropped")
 
-    # Retries (a template's `retry` policy; README "Retries and relaunch")
+    # Retries (a template's `retry` policy; docs/retries.md)
     retry_max_attempts: int = Field(10, ge=1, le=1000, description="The most attempts a retry policy may ask "
                                     "for (max_attempts above it is a 422 at submit)")
     retry_max_backoff_seconds: float = Field(

@@ -22,6 +22,8 @@ import asyncio
 import json
 import time
 
+from service.web.problem_types import type_uri
+
 MEDIA_TYPE = b"application/problem+json"
 CLIENT_GONE = "trainjobs.client_gone"  # set in the scope: the access log says 499 (observability.py)
 
@@ -145,7 +147,7 @@ class BodySizeLimitMiddleware:
 
     async def _answer(self, scope, send, status: int, slug: str, title: str, detail: str,
                       retry_after: bool = False) -> None:
-        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": title, "status": status,
+        body = json.dumps({"type": type_uri(slug, scope.get("root_path", "")), "title": title, "status": status,
                            "detail": detail, "instance": scope.get("path", "")}).encode()
         headers = [(b"content-type", MEDIA_TYPE), (b"content-length", str(len(body)).encode()),
                    (b"connection", b"close")]

@@ -17,19 +17,27 @@ from fastapi.openapi.docs import (
     get_swagger_ui_html,
     get_swagger_ui_oauth2_redirect_html,
 )
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Match
 
 ASSETS = Path(fastapi_offline.__file__).parent / "static"
 ASSETS_URL = "/docs-assets"
-# Where a dashboard would live; the landing page links it only once such a route exists.
-DASHBOARD_PATHS = ("/ui", "/dashboard")
+# The web UI; the landing page links it when the app serves it (service.ui.mount).
+UI_PATH = "/ui"
+# ReDoc's bundle shows Redocly's logo from Redocly's CDN, unconditionally (no option turns it
+# off): the bundle is served with that one address pointed at our own icon instead. Relative,
+# so it resolves under any root path (the page is <root>/redoc).
+REDOC_BUNDLE = "redoc.standalone.js"
+REDOC_REMOTE_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+REDOC_LOCAL_LOGO = ASSETS_URL.lstrip("/").encode() + b"/favicon.png"
 
 
-# The order of the groups in /docs: the order of the work (templates, then jobs and their
-# logs), whatever the order in which routes are matched (app.py).
-TAG_ORDER = ("interop", "templates", "jobs", "logs", "tokens", "webhooks", "teams", "sweeps", "ops")
+# The order of the groups in /docs and /redoc: the order in which a newcomer reads (jobs, the
+# templates they run from, their logs, then sweeps over them, ...; importing from AI
+# Platform last), whatever the order in which routes are matched (app.py).
+TAG_ORDER = ("jobs", "templates", "logs", "sweeps", "tokens", "teams", "webhooks", "ops", "interop")
 
 
 def operation_id(route: APIRoute) -> str:
@@ -40,6 +48,13 @@ def operation_id(route: APIRoute) -> str:
 
 def install(app: FastAPI) -> None:
     """Call with an app made with docs_url=None, redoc_url=None."""
+    redoc_bundle = (ASSETS / REDOC_BUNDLE).read_bytes().replace(REDOC_REMOTE_LOGO, REDOC_LOCAL_LOGO)
+
+    # Before the mount: matched first.
+    @app.get(f"{ASSETS_URL}/{REDOC_BUNDLE}", include_in_schema=False)
+    def redoc_js() -> Response:
+        return Response(redoc_bundle, media_type="text/javascript; charset=utf-8")
+
     app.mount(ASSETS_URL, StaticFiles(directory=ASSETS), name="docs-assets")
 
     def root(request: Request) -> str:
@@ -75,10 +90,13 @@ def install(app: FastAPI) -> None:
 
     @app.get("/", include_in_schema=False)
     def landing(request: Request) -> HTMLResponse:
-        paths = {getattr(r, "path", None) for r in app.routes}
-        dashboard = next((p for p in DASHBOARD_PATHS if p in paths), None)
-        return HTMLResponse(landing_page(app.title, app.version, root(request), dashboard,
+        return HTMLResponse(landing_page(app.title, app.version, root(request), _ui_path(app),
                                          str(request.base_url).rstrip("/")))
+
+
+def _ui_path(app: FastAPI) -> str | None:
+    scope = {"type": "http", "path": UI_PATH, "root_path": "", "method": "GET", "headers": [], "query_string": b""}
+    return UI_PATH if any(route.matches(scope)[0] != Match.NONE for route in app.router.routes) else None
 
 
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
@@ -103,11 +121,12 @@ def landing_page(title: str, version: str, base: str, dashboard: str | None, pub
     links = [("API docs", "/docs", "try every route; click Authorize and paste a token"),
              ("API reference", "/redoc", "the same schema as a readable reference"),
              ("OpenAPI schema", "/openapi.json", "for code generators (operation ids like jobs_create)"),
+             ("Problem types", "/problems", "what each error answer's type means, and what to do"),
              ("Liveness", "/healthz", "the process is up"),
              ("Readiness", "/readyz", "the database answers"),
              ("Metrics", "/metrics", "Prometheus")]
     if dashboard:
-        links.insert(0, ("Dashboard", dashboard, "jobs at a glance"))
+        links.insert(0, ("Web UI", dashboard, "your team's jobs live, launch from a template (sign in with a token)"))
     items = "\n".join(f'<li><a href="{html.escape(base + href)}">{html.escape(name)}</a> '
                       f"<span>{html.escape(what)}</span></li>" for name, href, what in links)
     t = html.escape(title)

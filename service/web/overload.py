@@ -40,6 +40,8 @@ from urllib.parse import parse_qs
 
 from pydantic import TypeAdapter, ValidationError
 
+from service.web.problem_types import type_uri
+
 MEDIA_TYPE = b"application/problem+json"
 EXEMPT = ("/healthz", "/readyz", "/metrics")
 
@@ -186,7 +188,7 @@ class AdmissionMiddleware:
             self.on_refuse(kind)
         title = "Service overloaded" if status == 503 else "Too many streams"
         slug = "overloaded" if status == 503 else "too-many-streams"
-        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": title,
+        body = json.dumps({"type": type_uri(slug, scope.get("root_path", "")), "title": title,
                            "status": status, "detail": f"{why}; nothing was done: retry after "
                            f"{self.retry_after} s", "instance": scope.get("path", "")}).encode()
         await send({"type": "http.response.start", "status": status,

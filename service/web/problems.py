@@ -14,10 +14,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.core.errors import DomainError
 from service.core.schema_base import FieldProblem
+from service.web.problem_types import HTTP_SLUGS, type_uri
+from service.web.versioned_paths import versioned_path
 
 log = logging.getLogger("trainjobs.errors")
 MEDIA_TYPE = "application/problem+json"
-TYPE_BASE = "https://trainjobs.dev/problems/"
 
 
 class ProblemDetails(BaseModel):
@@ -73,7 +74,8 @@ def _bounded(errors: list[dict], limit: int) -> dict:
 
 
 def problem(status: int, title: str, detail: str, slug: str, request: Request, **extra) -> JSONResponse:
-    body = {"type": TYPE_BASE + slug, "title": title, "status": status, "detail": _clip(detail, MAX_TEXT_CHARS),
+    body = {"type": type_uri(slug, request.scope.get("root_path", "")),
+            "title": title, "status": status, "detail": _clip(detail, MAX_TEXT_CHARS),
             "instance": request.url.path, **extra}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
@@ -116,8 +118,14 @@ def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
+        use = versioned_path(request) if exc.status_code == 404 else None
+        if use:
+            method = request.method
+            return problem(404, "Use the versioned path", f"the API is versioned: send {method} {use}",
+                           "unversioned-path", request, use=use)
         title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
-        resp = problem(exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), request)
+        resp = problem(exc.status_code, title, str(exc.detail), HTTP_SLUGS.get(exc.status_code, "http-error"),
+                       request)
         for k, v in (exc.headers or {}).items():
             resp.headers[k] = v
         return resp

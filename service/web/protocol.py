@@ -21,12 +21,14 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.core.config import Settings, get_settings
+from service.web.problem_types import type_uri
 
 STOPPING = "trainjobs.stopping"  # the lifespan state's key of the app's asyncio.Event
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
@@ -158,7 +160,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()  # a response is under way: a second one would corrupt it
             return
         slug = "request-timeout" if status == 408 else "headers-too-large"
-        body = json.dumps({"type": f"https://trainjobs.dev/problems/{slug}", "title": _REASONS[status].decode(),
+        body = json.dumps({"type": type_uri(slug), "title": _REASONS[status].decode(),
                            "status": status,
                            "detail": detail + "; send a smaller request head, promptly"}).encode()
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\n"
@@ -191,6 +193,13 @@ class Server(uvicorn.Server):
     KeyboardInterrupt traceback): `signal_received` says which one came."""
 
     signal_received: int | None = None
+    # Called with the bound (host, port) once listening: `serve` prints its URLs then.
+    on_started: Callable[[tuple[str, int]], None] | None = None
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None and self.servers and self.servers[0].sockets:
+            self.on_started(self.servers[0].sockets[0].getsockname()[:2])
 
     @contextlib.contextmanager
     def capture_signals(self):

@@ -61,12 +61,46 @@ def test_landing_page_links_docs_and_health(server):
     r = httpx.get(server + "/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     links = refs(r.text)
-    for path in ("/docs", "/redoc", "/openapi.json", "/healthz", "/readyz", "/metrics"):
+    for path in ("/docs", "/redoc", "/openapi.json", "/problems", "/healthz", "/readyz", "/metrics"):
         assert path in links
         assert httpx.get(server + path).status_code == 200, path
     assert not [ref for ref in links if not ref.startswith("/")]
     assert f"trainjobs login --url {server}" in r.text
-    assert "/ui" not in links  # no dashboard yet: no dead link
+    assert "/ui" in links  # the web UI, first
+    # Without a session the UI sends a person to its sign-in page.
+    ui = httpx.get(server + "/ui", follow_redirects=True)
+    assert ui.status_code == 401 and "/ui/login" in ui.text
+    assert httpx.get(server + "/ui/login").status_code == 200
+
+
+# A URL a script or stylesheet would fetch by itself: an image, script, style or font source,
+# a CSS url(). Links a person may click (ReDoc's "API docs by Redocly") are not loads.
+_REMOTE_LOAD = re.compile(rb"""(?:\bsrc\s*[:=]\s*|url\(\s*)["']?(?:https?:)?//(?!127\.0\.0\.1)[^"')\s]+""")
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_no_asset_a_docs_page_loads_fetches_from_another_host(server, page):
+    """ReDoc's bundle shows Redocly's logo from its CDN: served here pointing at our icon."""
+    for ref in refs(httpx.get(server + page).text):
+        if ref.endswith((".js", ".css")):
+            served = httpx.get(server + ref).content
+            assert not _REMOTE_LOAD.findall(served), (ref, _REMOTE_LOAD.findall(served)[:5])
+    logo = httpx.get(server + "/docs-assets/favicon.png")
+    assert logo.status_code == 200 and logo.headers["content-type"] == "image/png"
+
+
+def test_the_pattern_catches_the_unpatched_redoc_logo():
+    from service.web.docs import ASSETS, REDOC_BUNDLE
+    assert _REMOTE_LOAD.findall((ASSETS / REDOC_BUNDLE).read_bytes())
+
+
+def test_tags_in_the_order_a_newcomer_reads(server):
+    doc = httpx.get(server + "/openapi.json").json()
+    tags = [t["name"] for t in doc["tags"]]
+    assert tags[:4] == ["jobs", "templates", "logs", "sweeps"] and tags[-1] == "interop"
+    used = {tag for ops in doc["paths"].values() for op in ops.values() for tag in op.get("tags", [])}
+    assert used <= set(tags), used - set(tags)  # an unlisted tag would go wherever ReDoc puts it
+    assert "x-logo" not in doc["info"]  # a logo there would be loaded from wherever it points
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
