@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated
 
 import anyio
@@ -22,6 +23,7 @@ from sqlalchemy.engine import Engine as SqlEngine
 from service import slices
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
+from service.auth.ui_sessions import stored_secret
 from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
@@ -175,7 +177,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             backends=built, controller=controller, waker=waker, submitter=submitter,
             import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
             stopping=stopping, ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
-            ui_key=SigningKey(ui_cfg.session_secret, session_factory))
+            ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)))
         wired.install(app)
         stopping_task = asyncio.get_running_loop().create_task(_end_streams(wired.log_hub, stopping))
         if settings.run_reconciler:

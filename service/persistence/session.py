@@ -49,7 +49,13 @@ def unit_of_work(session_factory: sessionmaker[Session]) -> Iterator[Session]:
     try:
         yield session
         if session.in_transaction():  # a commit of nothing still costs a transaction
-            session.commit()
+            if session.connection().invalidated:
+                # The connection died under the request (the database went away) and the
+                # request answered for it (the UI's 503 page): nothing of it was stored, and a
+                # commit would only raise again, turning that answer into a 500.
+                session.rollback()
+            else:
+                session.commit()
     except BaseException:
         session.rollback()
         raise

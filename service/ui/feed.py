@@ -15,18 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
-from sqlalchemy import select
 
-from service.persistence.models import Job
+from service.jobs import queries
+from service.jobs.queries import JobChange
 from service.ui.render_format import iso
 
 log = logging.getLogger("trainjobs.ui.feed")
 LOOKBACK = timedelta(seconds=5)
 QUEUE_SIZE = 1000   # a page this far behind is told to reload instead
-
-COLUMNS = (Job.id, Job.team_id, Job.state, Job.display_name, Job.updated_at, Job.started_at, Job.ended_at,
-           Job.created_at, Job.progress["epoch"].as_string().label("epoch"),
-           Job.progress["epochs"].as_string().label("epochs"))
 
 
 def _int(value: Any) -> int | None:
@@ -44,7 +40,7 @@ def change(id, state, display_name, updated_at, started_at, ended_at, created_at
             "epoch": _int(epoch), "epochs": _int(epochs)}
 
 
-def change_of(row) -> dict:
+def change_of(row: JobChange) -> dict:
     return change(row.id, row.state, row.display_name, row.updated_at, row.started_at, row.ended_at,
                   row.created_at, row.epoch, row.epochs)
 
@@ -56,7 +52,7 @@ class Subscriber:
     queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
     overflowed: bool = False
 
-    def wants(self, row) -> bool:
+    def wants(self, row: JobChange) -> bool:
         return row.team_id == self.team_id and (self.job_id is None or row.id == self.job_id)
 
     def offer(self, change: dict) -> None:
@@ -90,16 +86,14 @@ class JobFeed:
 
     def catch_up(self, team_id: uuid.UUID, job_id: uuid.UUID | None, since: datetime) -> list[dict]:
         """A new page's own read: what changed in its team since the page was rendered."""
-        q = select(*COLUMNS).where(Job.team_id == team_id, Job.updated_at >= since - LOOKBACK)
-        if job_id is not None:
-            q = q.where(Job.id == job_id)
         with self.session_factory() as session:
-            return [change_of(r) for r in session.execute(q.order_by(Job.updated_at).limit(QUEUE_SIZE))]
+            rows = queries.team_changes_since(session, team_id, job_id, since - LOOKBACK, QUEUE_SIZE)
+        return [change_of(r) for r in rows]
 
-    def _read(self) -> list:
+    def _read(self) -> list[JobChange]:
         since = self._since - LOOKBACK
         with self.session_factory() as session:
-            rows = session.execute(select(*COLUMNS).where(Job.updated_at >= since).order_by(Job.updated_at)).all()
+            rows = queries.changes_since(session, since)
         self.reads += 1
         return rows
 
@@ -113,7 +107,7 @@ class JobFeed:
             self._dispatch(rows)
             await asyncio.sleep(self.interval)
 
-    def _dispatch(self, rows: list) -> None:
+    def _dispatch(self, rows: list[JobChange]) -> None:
         for row in rows:
             if self._handed.get(row.id) == row.updated_at:
                 continue

@@ -7,22 +7,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from service.core.errors import DomainError
 from service.jobs import epochs as epoch_history
+from service.jobs import queries
 from service.jobs import service as jobs
 from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job
 from service.lifecycle.states import TERMINAL, JobState
 from service.logs import service as logs
-from service.persistence.models import Job
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import charts, views
 from service.ui.deps import Form, Member, UiUser, User
-from service.ui.feed import COLUMNS, change, change_of
+from service.ui.feed import change_of
 from service.ui.render import render, render_fragment
 from service.ui.routing import HtmlRoute
 from service.web.container import SessionDep, services
@@ -50,9 +48,8 @@ def jobs_page(request: Request, session: SessionDep, user: User,
     rows, next_cursor = jobs.list_jobs(session, user.actor.team_id, states=state, template=template or None,
                                        labels=[label] if label else [], created_after=None, created_before=None,
                                        limit=ui.page_size, cursor=cursor or None)
-    live = {}
-    if rows:  # the progress column is deferred by the list query: read only its two numbers
-        live = {r.id: change_of(r) for r in session.execute(select(*COLUMNS).where(Job.id.in_([j.id for j in rows])))}
+    # The progress column is deferred by the list query: read only its two numbers.
+    live = {r.id: change_of(r) for r in queries.changes_of(session, user.actor.team_id, [j.id for j in rows])}
     names = [t.name for t, _ in templates.list_templates(session, user.actor.team_id, include_archived=True,
                                                           limit=200, cursor=None)[0]]
     return render(request, "jobs.html", user=user, jobs=rows, live=live, next_cursor=next_cursor,
@@ -60,20 +57,15 @@ def jobs_page(request: Request, session: SessionDep, user: User,
                   template_names=names, paged=bool(cursor), filtered=bool(state or template or label))
 
 
-def job_context(request: Request, session: Session, user: UiUser, job_id: uuid.UUID) -> dict:
+def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uuid.UUID) -> dict:
     job = jobs.get_job(session, user.actor.team_id, job_id)
     compiled = CompiledJob.from_json(job.compiled)
     rows = epoch_history.list_epochs(session, job.id)
     return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(job, compiled),
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
-                events=jobs.list_events(session, user.actor.team_id, job.id), live=change_of_job(job))
-
-
-def change_of_job(job: Job) -> dict:
-    p = job.progress if isinstance(job.progress, dict) else {}
-    return change(job.id, job.state, job.display_name, job.updated_at, job.started_at, job.ended_at,
-                  job.created_at, p.get("epoch"), p.get("epochs"))
+                events=jobs.list_events(session, user.actor.team_id, job.id),
+                live=change_of(queries.change_of_job(job)))
 
 
 def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:

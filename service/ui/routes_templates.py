@@ -10,20 +10,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse
-from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Forbidden, Invalid
 from service.jobs import service as jobs
 from service.jobs.schemas import JobPreview
 from service.jobs.submitter import Previewed
 from service.jobspec import CompiledJob
-from service.persistence.models import TemplateVersion
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import launch, views
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.ui.views import VersionFacts
 from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
 
@@ -41,7 +40,7 @@ def templates_page(request: Request, session: SessionDep, user: User,
     return render(request, "templates.html", user=user, rows=rows, next_cursor=next_cursor)
 
 
-def _document(tv: TemplateVersion) -> str:
+def _document(tv: VersionFacts) -> str:
     return json.dumps({"description": tv.description, "parameters": tv.parameters, "spec": tv.spec},
                       indent=2, sort_keys=True, ensure_ascii=False)
 
@@ -68,7 +67,7 @@ def template_diff(name: Name, request: Request, session: SessionDep, user: User,
                   too_long=too_long, limit=limit)
 
 
-def _launch_page(request: Request, user: UiUser, tv: TemplateVersion, form: launch.LaunchForm,
+def _launch_page(request: Request, user: UiUser, tv: VersionFacts, form: launch.LaunchForm,
                  preview: JobPreview | None = None, status: int = 200, source: uuid.UUID | None = None):
     cluster = None
     if preview is not None:
@@ -94,7 +93,7 @@ def _tf_config(env: dict) -> str | None:
     return json.dumps(config, indent=2)
 
 
-def _source_job(session: Session, user: UiUser, job_id: uuid.UUID | None):
+def _source_job(session: SessionDep, user: UiUser, job_id: uuid.UUID | None):
     return jobs.get_job(session, user.actor.team_id, job_id) if job_id else None
 
 

@@ -9,11 +9,11 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, RedirectResponse
 from fastapi.routing import APIRoute
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from service.core.errors import DomainError
 from service.ui.deps import SignInRequired
 from service.ui.render import render
+from service.web.database_errors import database_unavailable
 from service.web.security_headers import SECURITY_HEADERS
 
 log = logging.getLogger("trainjobs.ui")
@@ -67,12 +67,13 @@ class HtmlRoute(APIRoute):
                     return _error_page(request, 404, "Not found", "no such page")
                 return _error_page(request, 422, "Invalid request", "the address has a value this page cannot use",
                                    _validation_problems(e))
-            except (OperationalError, DBAPIError) as e:
-                if isinstance(e, OperationalError) or e.connection_invalidated:
-                    log.error("database unavailable: %s", e.__class__.__name__)
-                    resp = _error_page(request, 503, "Database unavailable",
-                                       "the database did not answer; retry in a few seconds")
-                    resp.headers["Retry-After"] = "5"
-                    return resp
-                raise
+            except Exception as e:
+                # The database down is a 503 page; anything else goes on to the app's handlers.
+                if not database_unavailable(e):
+                    raise
+                log.error("database unavailable: %s", e.__class__.__name__)
+                resp = _error_page(request, 503, "Database unavailable",
+                                   "the database did not answer; retry in a few seconds")
+                resp.headers["Retry-After"] = "5"
+                return resp
         return handler

@@ -12,16 +12,12 @@ import hmac
 import secrets
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
 from starlette.requests import HTTPConnection
 
-from service.auth.service import Actor
-from service.persistence.models import ApiToken, ServiceSecret, Team
 from service.web.container import services
 
 SESSION_COOKIE = "trainjobs_session"
@@ -35,9 +31,11 @@ class SigningKey:
     TRAINJOBS_UI_SESSION_SECRET if set, else one stored in the database and shared by every
     worker. Read on first use, not at start, so a process starts while the database is down."""
 
-    def __init__(self, configured: str | None, session_factory: sessionmaker[Session]) -> None:
+    def __init__(self, configured: str | None, stored: Callable[[str], str]) -> None:
+        """`stored(name)`: the secret `name` kept in the database, made if missing
+        (service.auth.ui_sessions.stored_secret, bound to the app's sessions)."""
         self._key = configured
-        self._session_factory = session_factory
+        self._stored = stored
         self._lock = threading.Lock()
 
     def get(self) -> str:
@@ -46,28 +44,13 @@ class SigningKey:
             return key
         with self._lock:
             if not self._key:
-                self._key = _stored_key(self._session_factory)
+                self._key = self._stored(SECRET_NAME)
             return self._key
 
 
 def signing_key(request: HTTPConnection) -> str:
     """This process's key (SigningKey), from the app's services."""
     return services(request).ui_key.get()
-
-
-def _stored_key(session_factory: sessionmaker[Session]) -> str:
-    with session_factory() as session:
-        value = session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == SECRET_NAME))
-        if value:
-            return value
-        session.add(ServiceSecret(name=SECRET_NAME, value=secrets.token_urlsafe(48)))
-        try:
-            session.commit()
-        except IntegrityError:  # another worker made it first: use theirs
-            session.rollback()
-        stored = session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == SECRET_NAME))
-        assert stored, "a key was stored just now, by this or another worker"
-        return stored
 
 
 @dataclass(frozen=True)
@@ -120,13 +103,3 @@ def csrf_ok(key: str, nonce: str | None, sent: object) -> bool:
         return False
     return hmac.compare_digest(csrf_token(key, nonce).encode(), sent.encode("utf-8", "surrogatepass"))
 
-
-def actor_of(session: Session, token_id: uuid.UUID) -> Actor | None:
-    """The token's caller, if the token still exists and is not revoked."""
-    row = session.execute(
-        select(ApiToken.id, ApiToken.name, ApiToken.role, ApiToken.team_id, Team.name)
-        .join(Team, Team.id == ApiToken.team_id)
-        .where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))).first()
-    if row is None:
-        return None
-    return Actor(token_id=row[0], token_name=row[1], role=row[2], team_id=row[3], team=row[4])

@@ -1,13 +1,42 @@
 """What the job pages show, shaped from the stored rows: the cluster table, the
-TensorBoard log folder, the latest metrics. No web framework here."""
+TensorBoard log folder, the latest metrics. No web framework here.
+
+The rows come from the domains' services (jobs.service, templates.service); the UI names
+only what it reads of them (JobFacts, VersionFacts), not how they are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from service.jobspec import CompiledJob
-from service.persistence.models import Job
+
+
+class JobFacts(Protocol):
+    """What these views read of a job (jobs.service.get_job's)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def backend_ref(self) -> str | None: ...
+    @property
+    def error(self) -> dict | None: ...
+
+
+class VersionFacts(Protocol):
+    """What the template pages read of a template version (templates.service.get_version's)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def spec(self) -> dict: ...
+    @property
+    def parameters(self) -> list: ...
 
 ROLE_NAMES = {"chief": "chief", "worker": "worker", "ps": "parameter server", "evaluator": "evaluator",
               None: "reduction server"}
@@ -53,7 +82,7 @@ def pools(compiled: CompiledJob) -> list[PoolRow]:
     return out
 
 
-def replica_status(job: Job, task_name: str) -> str:
+def replica_status(job: JobFacts, task_name: str) -> str:
     """What is known of one replica from the job's row: the failing one is named in its error."""
     error = job.error or {}
     if error.get("replica") == task_name:
@@ -64,7 +93,7 @@ def replica_status(job: Job, task_name: str) -> str:
             }.get(job.state, job.state.lower())
 
 
-def replicas(job: Job, compiled: CompiledJob) -> list[ReplicaRow]:
+def replicas(job: JobFacts, compiled: CompiledJob) -> list[ReplicaRow]:
     specs = (compiled.custom_job_dict.get("jobSpec") or {}).get("workerPoolSpecs") or []
     out = []
     for r in compiled.replicas:
@@ -80,7 +109,7 @@ class LogDir:
     url: str | None      # the Cloud console's browser for gs:// folders
 
 
-def tensorboard_dir(job: Job, compiled: CompiledJob) -> LogDir | None:
+def tensorboard_dir(job: JobFacts, compiled: CompiledJob) -> LogDir | None:
     base = compiled.base_output_directory
     if not base:
         return None

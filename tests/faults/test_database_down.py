@@ -91,3 +91,27 @@ def test_the_controller_comes_back_even_if_the_server_keeps_its_old_session(api_
         wait_for(lambda: controller.active, "the controller to come back")
         assert controller.epoch > first_epoch
         assert "terminating it to take over" in caplog.text   # the stale session, by its lease
+
+
+def test_ui_pages_say_the_database_is_down_then_recover(api_client, proxied, tmp_path):
+    """The UI's pages answer the same outage with a 503 page (and Retry-After), not a 500;
+    the UI tells it apart through service.web.database_errors, as the API does."""
+    from tests.ui.conftest import sign_in
+
+    proxy, url = proxied
+    token = make_token(url, "alpha", "admin")
+    settings = Settings(database_url=url, backends=["local"], local_work_dir=tmp_path / "runs",
+                        local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
+    with api_client(settings, token) as client:
+        sign_in(client, token)
+        assert client.get("/ui/jobs").status_code == 200
+
+        proxy.cut()  # the pooled connection dies under the next page
+        page = client.get("/ui/jobs", headers={"Accept": "text/html"})
+        assert page.status_code == 503, page.text[-2000:]
+        assert "Database unavailable" in page.text and "retry in a few seconds" in page.text
+        assert page.headers["retry-after"] == "5"
+        assert page.headers["content-type"].startswith("text/html")
+
+        proxy.restore()
+        wait_for(lambda: client.get("/ui/jobs").status_code == 200, "the jobs page to recover", 20, 0.2)
