@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 
 import trainer  # noqa: F401  (selects tf-keras before TensorFlow is imported)
-from trainer import events, hardware
+from trainer import events, hardware, startup_noise
 from trainer.cluster import ClusterInfo, check_role, parse_environment
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError
@@ -55,7 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int:
-    import tensorflow as tf
+    # TensorFlow's CUDA start-up lines, expected on a replica given no GPU, are
+    # dropped from its log; nothing else is (trainer/startup_noise.py).
+    with startup_noise.quiet_startup(expected_gpus):
+        import tensorflow as tf
+
+        gpus = hardware.visible_gpus()
 
     from trainer import checkpoints, data, distribute, evaluator, outputs, rendezvous
     from trainer import model as models
@@ -69,7 +74,6 @@ def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int
         raise ConfigError("TensorBoard logging needs the 'tensorboard' package in the trainer's environment")
 
     # 0. Everything that can be checked alone, before waiting for anybody.
-    gpus = hardware.visible_gpus()
     hardware.check_gpus(expected_gpus, gpus, hardware.build_versions(), hardware.nvidia_driver())
     if cfg.is_tfrecord:
         data.check_tfrecord_inputs(cfg)

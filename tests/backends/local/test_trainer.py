@@ -16,6 +16,7 @@ from tests.backends.localkit import (
     settings_for,
 )
 from tests.conftest import make_token
+from tests.trainer.test_startup_noise import CUDA_NOISE
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +56,9 @@ def test_mwms_demo_trains_and_saves_the_model(api_client, sqlite_url, tmp_path):
             assert any('"event": "epoch_end"' in m and '"task": "chief:0"' in m for m in stdout["workerpool0-0"])
             assert not any('"event": "epoch_end"' in m for m in stdout["workerpool1-0"]), stdout["workerpool1-0"][-5:]
             assert any(ln["replica"] == "workerpool1-0" for ln in lines)
+            # A CPU-only job's logs carry no CUDA start-up errors (trainer/startup_noise.py).
+            noise = [ln["message"] for ln in lines if CUDA_NOISE.search(ln["message"])]
+            assert noise == [], noise
             assert_no_processes(work_dir)
     finally:
         kill_all(work_dir)
