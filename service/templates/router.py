@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.responses import JSONResponse
 
 from service.auth.deps import Admin, Viewer
 from service.persistence.models import TemplateVersion
@@ -14,6 +15,7 @@ from service.templates.schemas import (
     TemplateCreate,
     TemplateOut,
     TemplatePage,
+    TemplatePreview,
     TemplateSummary,
     VersionSummary,
 )
@@ -33,8 +35,17 @@ def _out(tv: TemplateVersion) -> TemplateOut:
 
 
 @router.post("", status_code=201, response_model=TemplateOut, operation_id="templates_create",
-             summary="Create a template (version 1)", responses=problem_responses(401, 403, 409, 413, 422, 503))
-def create_template(body: TemplateCreate, session: SessionDep, actor: Admin, response: Response):
+             summary="Create a template (version 1), or preview it with ?dry_run=true",
+             responses={200: {"model": TemplatePreview,
+                              "description": "Dry run: the template as it would be stored; nothing stored"},
+                        **problem_responses(401, 403, 409, 413, 422, 503)})
+def create_template(body: TemplateCreate, session: SessionDep, actor: Admin, response: Response,
+                    dry_run: Annotated[bool, Query(description="Check it and show it as it would be stored "
+                                                               "(defaults filled in); store nothing.")] = False):
+    if dry_run:
+        spec, params = service.preview(body)
+        preview = TemplatePreview(name=body.name, description=body.description, spec=spec, parameters=params)
+        return JSONResponse(preview.model_dump(mode="json"), status_code=200)
     tv = service.create(session, actor.team_id, body, actor.name)
     response.headers["Location"] = f"/v1/templates/{tv.template.name}"
     return _out(tv)

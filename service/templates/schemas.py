@@ -53,6 +53,17 @@ class TemplateOut(BaseModel):
     created_by: str
 
 
+class TemplatePreview(BaseModel):
+    """POST /v1/templates?dry_run=true: the template as it would be stored (defaults filled in,
+    nulls dropped), checked as every template is; nothing stored. `trainjobs templates apply`
+    compares a file in this form with the stored version."""
+
+    name: str
+    description: str
+    spec: dict
+    parameters: list[dict]
+
+
 class TemplateSummary(BaseModel):
     name: str
     latest_version: int

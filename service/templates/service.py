@@ -27,6 +27,11 @@ def _dump(body: TemplateBody) -> tuple[dict, list[dict]]:
     return spec, params
 
 
+def preview(body: TemplateCreate) -> tuple[dict, list[dict]]:
+    """The spec and parameters as `create` would store them, checked the same way; nothing stored."""
+    return _dump(body)
+
+
 def create(session: Session, team_id: uuid.UUID, body: TemplateCreate, actor: str) -> TemplateVersion:
     spec, params = _dump(body)
     if session.scalar(select(Template.id).where(Template.team_id == team_id, Template.name == body.name)):

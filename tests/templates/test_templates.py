@@ -88,3 +88,16 @@ def test_a_2xx_means_it_is_stored(live_server, tokens):
             assert c.get(f"/v1/templates/quick-{i}").status_code == 200
             assert c.post(f"/v1/templates/quick-{i}/archive").json()["archived"] is True
             assert c.get("/v1/templates", params={"include_archived": False}).json()["items"] == []
+
+
+def test_a_dry_run_create_shows_the_stored_form_and_stores_nothing(client):
+    """What `trainjobs templates apply` compares a file with: defaults filled in, nothing stored."""
+    body = {"name": "preview-me", "spec": {"container": {"image_uri": "img:1"}, "chief": {"machine_type": "n1-standard-4"}}}
+    r = client.post("/v1/templates?dry_run=true", json=body)
+    assert r.status_code == 200, r.text
+    shown = r.json()
+    assert shown["name"] == "preview-me" and shown["parameters"] == []
+    assert shown["spec"]["chief"]["replica_count"] == 1          # a default the file left out
+    assert client.get("/v1/templates/preview-me").status_code == 404
+    bad = client.post("/v1/templates?dry_run=true", json={**body, "spec": {**body["spec"], "chief": {"replica_count": 2}}})
+    assert bad.status_code == 422

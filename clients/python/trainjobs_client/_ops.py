@@ -274,6 +274,13 @@ def create_template(name: str, body: dict) -> Op[Template]:
     return Template.model_validate_json(r.content)
 
 
+def preview_template(name: str, body: dict) -> Op[dict]:
+    """The body as the service would store it (POST /v1/templates?dry_run=true): defaults filled in,
+    nulls dropped, checked; nothing stored."""
+    r = yield Call("POST", "/v1/templates", params=[("dry_run", "true")], json={"name": name, **body}, retry="connect")
+    return template_body(**{k: r.json()[k] for k in ("spec", "parameters", "description")})
+
+
 def update_template(name: str, body: dict) -> Op[Template]:
     r = yield Call("PUT", f"/v1/templates/{name}", json=body, retry="connect")
     return Template.model_validate_json(r.content)

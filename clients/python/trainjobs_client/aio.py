@@ -272,6 +272,10 @@ class AsyncTemplates:
                      description: str = "") -> Template:
         return await self._c._run(_ops.update_template(name, _ops.template_body(spec, parameters, description)))
 
+    async def preview(self, name: str, spec: dict, parameters: list[dict] | None = None,
+                      description: str = "") -> dict:
+        return await self._c._run(_ops.preview_template(name, _ops.template_body(spec, parameters, description)))
+
     async def apply(self, name: str, spec: dict, parameters: list[dict] | None = None,
                     description: str = "") -> Applied:
         return await self._c._run(_ops.apply_template(name, _ops.template_body(spec, parameters, description)))

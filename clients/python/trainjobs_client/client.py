@@ -283,6 +283,11 @@ class Templates:
     def create(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> Template:
         return self._c._run(_ops.create_template(name, _ops.template_body(spec, parameters, description)))
 
+    def preview(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> dict:
+        """The template as the service would store it (defaults filled in, checked); nothing stored.
+        A body that does not validate raises InvalidRequest naming each problem."""
+        return self._c._run(_ops.preview_template(name, _ops.template_body(spec, parameters, description)))
+
     def update(self, name: str, spec: dict, parameters: list[dict] | None = None, description: str = "") -> Template:
         """Writes a new version (versions are immutable)."""
         return self._c._run(_ops.update_template(name, _ops.template_body(spec, parameters, description)))

@@ -64,22 +64,19 @@ def read_template_file(path: Path, name: str | None) -> tuple[str, dict]:
         raise UsageError(f"{path}: no `spec`")
     body = {"description": doc.get("description") or "", "spec": doc["spec"],
             "parameters": doc.get("parameters") or []}
-    return name, as_stored(body)
+    return name, body
 
 
-def as_stored(body: dict) -> dict:
-    """The body as the service stores it (defaults filled in, nulls dropped), so an
-    unchanged file compares equal to its stored version. A body that does not validate
-    is sent as written: the service's answer names each problem."""
-    from pydantic import ValidationError
-
-    from service.templates.schemas import TemplateBody
+def as_stored(client, name: str, body: dict) -> dict:
+    """The body as the service stores it (defaults filled in, nulls dropped), so an unchanged
+    file compares equal to its stored version: the service says (POST /v1/templates?dry_run=true),
+    the CLI knows nothing of its schema. A body that does not validate is sent as written: the
+    service's answer names each problem."""
+    from trainjobs_client import InvalidRequest
     try:
-        parsed = TemplateBody.model_validate(body)
-    except ValidationError:
+        return client.templates.preview(name, **body)
+    except InvalidRequest:
         return body
-    return {"description": parsed.description, "spec": parsed.spec.model_dump(mode="json", exclude_none=True),
-            "parameters": [p.model_dump(mode="json", exclude_none=True) for p in parsed.parameters]}
 
 
 def as_yaml(name: str, body: dict) -> str:
@@ -112,6 +109,7 @@ def apply(args) -> int:
     from trainjobs_client._ops import stored_form
     name, body = read_template_file(args.file, args.name)
     with make_client(args) as client:
+        body = as_stored(client, name, body)
         if args.dry_run:
             try:
                 current = client.templates.get(name)
