@@ -17,7 +17,7 @@ from service.interop.settings import InteropSettings
 from service.jobs.epochs import EpochLimits
 from service.jobs.settings import JobSettings
 from service.lifecycle.protocol import Backend
-from service.logs.fanout import FanoutSettings
+from service.logs.batches import FanoutSettings
 from service.logs.settings import LogSettings
 from service.sweeps.service import SweepLimits
 from service.ui.settings import UiSettings

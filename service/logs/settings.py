@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.logs.fanout import FanoutSettings
+from service.logs.batches import FanoutSettings
 
 
 @dataclass(frozen=True)
