@@ -27,7 +27,11 @@ def enforce(actor: Actor, template_name: str, template_version: int, template_sp
     _, usable = jobspec.patch_problems(overrides)
     if not overrides or not usable:
         return SUBMITTED, []
-    problems: list[Problem] = []
+    # The list itself is nobody's to change (a 422 from build_from, for admins too): the
+    # policy judges the rest of the patch.
+    overrides = {k: v for k, v in overrides.items() if k not in overridable.NOT_A_PATH}
+    if not overrides:
+        return SUBMITTED, []
     admin = actor.can("admin")
     allowed = overridable.declared(template_spec)
     changed = overridable.changed_paths(template_spec, overrides)
@@ -37,14 +41,16 @@ def enforce(actor: Actor, template_name: str, template_version: int, template_sp
     if not admin:
         problems = [p.prefixed("overrides") for p in
                     jobspec.env_policy.startup_changes(template_spec, jobspec.merge_patch(template_spec, overrides))]
+        if problems:   # refused to members wherever env is open: the 422 says why, not the 403 below
+            return SUBMITTED, problems
         unlisted = overridable.env_outside(template_spec, allowed, changed)
         if unlisted:
             raise _unlisted_env(actor, template_name, template_version, unlisted)
     if not outside:
-        return SUBMITTED, problems
+        return SUBMITTED, []
     named = ", ".join(overridable.text(p) for p in outside[:MAX_LISTED])
     more = f" and {len(outside) - MAX_LISTED} more" if len(outside) > MAX_LISTED else ""
-    return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}", problems
+    return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}", []
 
 
 def _unlisted_env(actor: Actor, name: str, version: int, unlisted: list) -> Forbidden:
