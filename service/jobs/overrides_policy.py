@@ -11,7 +11,7 @@ from typing import Any
 
 from service import jobspec
 from service.auth.service import Actor
-from service.core.errors import Forbidden, Invalid, Problem
+from service.core.errors import Forbidden, Problem
 from service.jobspec import overridable
 
 SUBMITTED = "submitted"
@@ -19,12 +19,19 @@ MAX_LISTED = 20  # paths named in the event reason; the overrides themselves are
 
 
 def enforce(actor: Actor, template_name: str, template_version: int, template_spec: dict,
-            overrides: Any) -> str:
-    """Raise Forbidden (403) or Invalid (422) if the actor may not send these
-    overrides; otherwise return the reason for the job's first event."""
-    jobspec.check_patch(overrides)
+            overrides: Any) -> tuple[str, list[Problem]]:
+    """Raise Forbidden (403) if the actor may not send these overrides; otherwise return
+    the reason for the job's first event and the overrides' 422 problems, which the submit
+    reports with every other (jobspec.build_from). A patch of the wrong shape is not
+    walked here: build_from reports its shape."""
+    _, usable = jobspec.patch_problems(overrides)
+    if not overrides or not usable:
+        return SUBMITTED, []
+    # The list itself is nobody's to change (a 422 from build_from, for admins too): the
+    # policy judges the rest of the patch.
+    overrides = {k: v for k, v in overrides.items() if k not in overridable.NOT_A_PATH}
     if not overrides:
-        return SUBMITTED
+        return SUBMITTED, []
     admin = actor.can("admin")
     allowed = overridable.declared(template_spec)
     changed = overridable.changed_paths(template_spec, overrides)
@@ -32,17 +39,18 @@ def enforce(actor: Actor, template_name: str, template_version: int, template_sp
     if outside and not admin:
         raise _forbidden(actor, template_name, template_version, template_spec, outside)
     if not admin:
-        problems = jobspec.env_policy.startup_changes(template_spec, jobspec.merge_patch(template_spec, overrides))
-        if problems:
-            raise Invalid.of([p.prefixed("overrides") for p in problems])
+        problems = [p.prefixed("overrides") for p in
+                    jobspec.env_policy.startup_changes(template_spec, jobspec.merge_patch(template_spec, overrides))]
+        if problems:   # refused to members wherever env is open: the 422 says why, not the 403 below
+            return SUBMITTED, problems
         unlisted = overridable.env_outside(template_spec, allowed, changed)
         if unlisted:
             raise _unlisted_env(actor, template_name, template_version, unlisted)
     if not outside:
-        return SUBMITTED
+        return SUBMITTED, []
     named = ", ".join(overridable.text(p) for p in outside[:MAX_LISTED])
     more = f" and {len(outside) - MAX_LISTED} more" if len(outside) > MAX_LISTED else ""
-    return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}"
+    return f"{SUBMITTED}; admin override beyond the template's overridable fields: {named}{more}", []
 
 
 def _unlisted_env(actor: Actor, name: str, version: int, unlisted: list) -> Forbidden:

@@ -87,12 +87,10 @@ def request_hash(body: JobCreate, dry_run: bool) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _backend(backends: Mapping[str, Backend], name: str) -> Backend:
-    if name not in backends:
-        raise Invalid.of([Problem("backend", f"backend {name!r} is not enabled on this service",
-                                  f"use one of: {', '.join(sorted(backends))} "
-                                  "(the service's TRAINJOBS_BACKENDS setting enables others)")])
-    return backends[name]
+def _unknown_backend(backends: Mapping[str, Backend], name: str) -> Problem:
+    return Problem("backend", f"backend {name!r} is not enabled on this service",
+                   f"use one of: {', '.join(sorted(backends))} "
+                   "(the service's TRAINJOBS_BACKENDS setting enables others)")
 
 
 class JobSubmitter:
@@ -141,18 +139,30 @@ class JobSubmitter:
         if tv.archived:
             raise Conflict(f"template {body.template!r} is archived; "
                            f"POST /v1/templates/{body.template}/unarchive to use it again")
-        submitted = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
+        submitted, problems = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
         backend_name = body.backend or self.default_backend
-        backend = _backend(self.backends, backend_name)
+        backend = self.backends.get(backend_name)
+        if backend is None:
+            problems.append(_unknown_backend(self.backends, backend_name))
         job_id = uuid.uuid4()
         display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
-        _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
-                                             display_name=display_name, labels=body.labels,
-                                             reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
-        problems = backend.check_launchable(compiled) + retries.limit_problems(
-            compiled.retry, self.engine.retry_limits)
+        # Every problem at once (issue 25): the policy's and the backend's with the compiler's.
+        try:
+            _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
+                                                 display_name=display_name, labels=body.labels,
+                                                 reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
+        except Invalid as e:
+            # What needs the compiled job waits; the detail says so (the list keeps the
+            # input's own problems only: clients count them, e.g. TRAINJOBS_MAX_PROBLEMS).
+            first = Invalid.of(problems + e.problems)
+            raise Invalid(f"{first.detail}; the {backend_name} backend's checks and the retry limits run "
+                          "once these are fixed", problems=first.problems) from None
+        if backend is not None:
+            problems += backend.check_launchable(compiled)
+        problems += retries.limit_problems(compiled.retry, self.engine.retry_limits)
         if problems:
             raise Invalid.of(problems)
+        assert backend is not None   # else a problem above
         ref = TemplateRef(name=tv.name, version=tv.version)
         cost = self.pricer.estimate(compiled.custom_job_dict, backend_name)
         if dry_run:

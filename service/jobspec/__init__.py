@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from service.core.errors import Invalid, Problem
-from service.jobspec import env_policy, overridable
+from service.jobspec import env_policy, overridable, partial
 from service.jobspec import parameters as params_mod
 from service.jobspec.compile import CompiledJob, Replica, compile_spec
 from service.jobspec.merge_patch import merge_patch
@@ -19,7 +19,7 @@ from service.jobspec.trial import TRIAL_ENV, Trial
 from service.jobspec.validate import check_display_name, check_labels, check_spec
 
 __all__ = ["CompiledJob", "Prepared", "Replica", "JobSpec", "Parameter", "Trial", "build", "build_from", "check_patch",
-           "check_template", "prepare",
+           "check_template", "patch_problems", "prepare",
            "env_policy", "merge_patch", "overridable", "pydantic_problems"]
 
 
@@ -130,18 +130,27 @@ def check_template(spec: dict, declared: list[dict]) -> tuple[JobSpec, list[Para
     return parsed, parsed_params
 
 
+def patch_problems(overrides: Any) -> tuple[list[Problem], bool]:
+    """What is wrong with a merge patch's shape, and whether it can be applied anyway
+    (False: too deep to walk, or not an object, so no merged spec can be built from it)."""
+    if _depth(overrides) > MAX_OVERRIDE_DEPTH:
+        return [Problem("overrides", f"nested deeper than {MAX_OVERRIDE_DEPTH} levels",
+                        "a template spec is a few levels deep; send only the keys you change")], False
+    if overrides is not None and not isinstance(overrides, dict):
+        return [Problem("overrides", "a merge patch over the template spec must be a JSON object",
+                        'send e.g. {"workers": {"replica_count": 4}}; null removes a key')], False
+    if isinstance(overrides, dict) and "overridable" in overrides:
+        return [Problem("overrides.overridable", "the template's list of overridable fields is its "
+                        "admin's policy; a job cannot change it",
+                        "remove it; an admin can PUT a new template version")], True
+    return [], True
+
+
 def check_patch(overrides: Any) -> None:
     """The shape every merge patch must have before anything walks it."""
-    if _depth(overrides) > MAX_OVERRIDE_DEPTH:
-        raise Invalid.of([Problem("overrides", f"nested deeper than {MAX_OVERRIDE_DEPTH} levels",
-                                  "a template spec is a few levels deep; send only the keys you change")])
-    if overrides is not None and not isinstance(overrides, dict):
-        raise Invalid.of([Problem("overrides", "a merge patch over the template spec must be a JSON object",
-                                  'send e.g. {"workers": {"replica_count": 4}}; null removes a key')])
-    if isinstance(overrides, dict) and "overridable" in overrides:
-        raise Invalid.of([Problem("overrides.overridable", "the template's list of overridable fields is its "
-                                  "admin's policy; a job cannot change it",
-                                  "remove it; an admin can PUT a new template version")])
+    problems, _ = patch_problems(overrides)
+    if problems:
+        raise Invalid.of(problems)
 
 
 def _declared_params(declared: list[dict]) -> list[Parameter]:
@@ -209,46 +218,66 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
                labels: Mapping[str, str],
                reserved_labels: Mapping[str, str] | None = None,
                trial: Trial | None = None) -> tuple[JobSpec, CompiledJob]:
-    """`build` for a prepared template: the same checks, in the same order, with the same
-    problems; what depends on the template alone was worked out once, in `prepare`.
-    `trial`: the sweep trial this job runs (its id in every replica's env and labels)."""
-    problems: list[Problem] = []
-    check_patch(overrides)
-    if overrides:
-        merged = merge_patch(template.spec, overrides)
-        try:
-            spec = JobSpec.model_validate(merged)
-        except ValidationError as e:
-            raise Invalid.of(pydantic_problems(e, "spec")) from None
-    elif template.parsed is None:
-        raise Invalid.of(list(template.spec_problems))
+    """`build` for a prepared template: what depends on the template alone was worked out
+    once, in `prepare`. `trial`: the sweep trial this job runs (its id in every replica's
+    env and labels).
+
+    Raises Invalid with every problem at once: the overrides' shape, the merged spec's
+    schema, the parameters, the name and labels, and the spec's rules. Each check runs
+    unless it needs what another found broken; then (if that is not already reported on
+    the same field) a problem says what was not checked and what must be fixed first."""
+    problems, usable = patch_problems(overrides)
+    spec: JobSpec | None = None
+    unknown: frozenset[str] = frozenset()
+    merged: dict | None = None
+    if not usable:
+        problems.append(Problem("spec", "the template spec with the overrides was not checked: the overrides "
+                                "must be a JSON object first", "fix the overrides and submit again"))
+    elif overrides or template.parsed is None:
+        merged = merge_patch(template.spec, overrides) if overrides else template.spec
+        part = partial.validated(merged, lambda e: pydantic_problems(e, "spec"))
+        problems += part.problems if overrides else list(template.spec_problems)
+        spec, unknown = part.spec, part.unknown
     else:
         spec = template.parsed
 
-    if template.params is None:
-        raise Invalid.of(list(template.params_problems))
-    declared_params = list(template.params)
-    if overrides:
+    declared_params = list(template.params) if template.params is not None else None
+    if declared_params is None:
+        problems += template.params_problems
+    if merged is not None:
         problems += [p.prefixed("spec") for p in env_policy.reserved_problems(merged)]
-    else:
+    elif usable:
         problems += template.reserved
-    values = dict(values or {})
-    resolved, param_problems = params_mod.resolve(declared_params, values)
-    problems += param_problems
-    if overrides:
-        problems += [p.prefixed("spec") for p in params_mod.check_references(_string_fields(spec), declared_params)]
-    else:
-        problems += template.references
+    resolved: dict[str, params_mod.Value] = {}
+    unresolved = declared_params is None
+    if declared_params is not None:
+        resolved, param_problems = params_mod.resolve(declared_params, dict(values or {}))
+        if spec is not None and merged is not None:
+            reference_problems = [p.prefixed("spec") for p in params_mod.check_references(_string_fields(spec),
+                                                                                          declared_params)]
+        else:
+            reference_problems = list(template.references) if spec is not None else []
+        problems += param_problems + reference_problems
+        unresolved = bool(param_problems or reference_problems)
     problems += check_display_name(display_name)
     problems += check_labels("labels", dict(labels))
-    if problems:
-        raise Invalid.of(problems)
 
-    try:
-        spec = _substituted(spec, resolved)
-    except ValidationError as e:  # e.g. a parameter's value made an argument too long
-        raise Invalid.of(pydantic_problems(e, "spec")) from None
-    problems += [p.prefixed("spec") for p in check_spec(spec)]
+    if spec is None:
+        if usable:
+            problems.append(Problem("spec", "the spec's rules (pools, strategy, machines) were not checked: "
+                                    "its schema problems must be fixed first", "fix them and submit again"))
+        raise Invalid.of(problems)
+    # The values go into the spec's strings only when every one is sound; until then the
+    # rules that read substituted text wait for the parameters (validate.check_spec).
+    if unresolved:
+        unknown |= {"parameters"}
+    else:
+        try:
+            spec = _substituted(spec, resolved)
+        except ValidationError as e:  # e.g. a parameter's value made an argument too long
+            problems += pydantic_problems(e, "spec")
+            unknown |= {"parameters"}
+    problems += [p.prefixed("spec") for p in check_spec(spec, unknown)]
     if problems:
         raise Invalid.of(problems)
     all_labels = {**spec.labels, **labels, **(reserved_labels or {}), **(trial.labels() if trial else {})}

@@ -2,12 +2,15 @@
 Problem naming the field and the fix; all of them are reported at once."""
 from __future__ import annotations
 
+import functools
 import unicodedata
+from collections.abc import Callable, Collection, Iterator
 
 from service.core.errors import Problem
 from service.core.text import control_problem
 from service.jobspec import vertex_names
 from service.jobspec.machines import check_machine
+from service.jobspec.parameters import references
 from service.jobspec.reserved import RESERVED_LABEL_PREFIXES
 from service.jobspec.spec import JobSpec, ReductionServer
 
@@ -24,35 +27,78 @@ _NUMBERS = ("Nd", "Nl", "No")
 MAX_DISPLAY_NAME = 128
 
 
-def check_spec(spec: JobSpec) -> list[Problem]:
+def check_spec(spec: JobSpec, unknown: Collection[str] = ()) -> list[Problem]:
+    """Every rule the spec breaks. `unknown`: dotted paths whose values did not validate
+    (jobspec.partial: the spec holds defaults there); a rule that reads one is not run, and
+    when what it waits for lies outside its own field (whose schema problem is reported
+    already), a problem says it was not checked and why, so no check disappears silently."""
     problems: list[Problem] = []
-    if spec.chief.replica_count != 1:
-        problems.append(Problem("chief.replica_count",
-                                f"the chief (pool 0) must have exactly 1 replica, not {spec.chief.replica_count}",
-                                "set chief.replica_count to 1 and put extra replicas in workers"))
-    if spec.evaluator and spec.evaluator.replica_count != 1:
-        problems.append(Problem("evaluator.replica_count",
-                                f"TensorFlow supports at most one evaluator, not {spec.evaluator.replica_count}",
-                                "set evaluator.replica_count to 1"))
+    for field, what, needs, rule in _rules(spec):
+        blocked = sorted({u for u in unknown for n in needs if n == u or n.startswith(u + ".")})
+        if not blocked:
+            problems += rule()
+        elif any(not (b == field or b.startswith(field + ".")) for b in blocked):
+            problems.append(Problem(field, f"{what} not checked: {', '.join(blocked)} must be valid first",
+                                    "fix the problems reported there and submit again"))
+    return problems
+
+
+Rule = tuple[str, str, tuple[str, ...], Callable[[], list[Problem]]]
+
+
+def _rules(spec: JobSpec) -> Iterator[Rule]:
+    """(field, what, the paths it reads, the check), each independent of the others, so a
+    broken field holds back only the rules that read it (each pool's count on its own)."""
+    yield ("chief.replica_count", "the chief's replica count", ("chief.replica_count",), lambda: [
+        Problem("chief.replica_count",
+                f"the chief (pool 0) must have exactly 1 replica, not {spec.chief.replica_count}",
+                "set chief.replica_count to 1 and put extra replicas in workers")]
+        if spec.chief.replica_count != 1 else [])
+    evaluator = spec.evaluator
+    yield ("evaluator.replica_count", "the evaluator's replica count", ("evaluator.replica_count",), lambda: [
+        Problem("evaluator.replica_count",
+                f"TensorFlow supports at most one evaluator, not {evaluator.replica_count}",
+                "set evaluator.replica_count to 1")]
+        if evaluator and evaluator.replica_count != 1 else [])
+    yield ("parameter_servers", "the strategy's pools", ("distribution", "parameter_servers"),
+           lambda: _strategy_pools(spec))
+    if spec.reduction_server:
+        rs = spec.reduction_server
+        yield ("reduction_server", "Reduction Server's rules",
+               ("reduction_server", "reduction_server.client_installed", "distribution", "parameter_servers",
+                "workers.accelerator_count", "chief.accelerator_count"), lambda: _check_reduction_server(spec, rs))
+    for where in ("chief", "workers", "parameter_servers", "evaluator"):
+        role = getattr(spec, where)
+        needs = (where, f"{where}.machine_type", f"{where}.accelerator_type", f"{where}.accelerator_count")
+        # Absent: nothing to check; dropped as invalid: it waits, as above.
+        yield (where, f"the machine and accelerators of {where}", needs, functools.partial(
+            check_machine, where, role.machine_type, role.accelerator_type, role.accelerator_count)
+            if role is not None else list)
+    if spec.reduction_server:
+        machine = spec.reduction_server.machine_type
+        yield ("reduction_server", "Reduction Server's machine", ("reduction_server.machine_type",),
+               lambda: check_machine("reduction_server", machine, None, 0))
+    yield ("labels", "the labels", ("labels",), lambda: check_labels("labels", spec.labels))
+    # Its name has the parameters' values in it: it waits for them too ("parameters" unknown).
+    run_needs = ("experiment", "experiment_run") + (
+        ("parameters",) if spec.experiment_run and references(spec.experiment_run) else ())
+    yield ("experiment_run", "the experiment run's name", run_needs,
+           lambda: vertex_names.check_run(spec.experiment, spec.experiment_run))
+    if spec.model_upload is not None:
+        labels = spec.model_upload.labels
+        yield ("model_upload.labels", "the model's labels", ("model_upload.labels",),
+               lambda: check_labels("model_upload.labels", labels))
+
+
+def _strategy_pools(spec: JobSpec) -> list[Problem]:
+    problems = []
     if spec.parameter_servers and spec.distribution != "parameter_server":
         problems.append(Problem("parameter_servers",
                                 "parameter servers need a parameter-server strategy template",
                                 'set distribution to "parameter_server" or remove parameter_servers'))
-    if spec.distribution == "parameter_server":
-        if not spec.parameter_servers:
-            problems.append(Problem("parameter_servers", "a parameter_server job needs parameter servers",
-                                    "add parameter_servers with replica_count >= 1"))
-    if spec.reduction_server:
-        problems += _check_reduction_server(spec, spec.reduction_server)
-
-    for where, role in _roles(spec):
-        problems += check_machine(where, role.machine_type, role.accelerator_type, role.accelerator_count)
-    if spec.reduction_server:
-        problems += check_machine("reduction_server", spec.reduction_server.machine_type, None, 0)
-    problems += check_labels("labels", spec.labels)
-    problems += vertex_names.check_run(spec.experiment, spec.experiment_run)
-    if spec.model_upload is not None:
-        problems += check_labels("model_upload.labels", spec.model_upload.labels)
+    if spec.distribution == "parameter_server" and not spec.parameter_servers:
+        problems.append(Problem("parameter_servers", "a parameter_server job needs parameter servers",
+                                "add parameter_servers with replica_count >= 1"))
     return problems
 
 
@@ -86,14 +132,6 @@ def _check_reduction_server(spec: JobSpec, rs: ReductionServer) -> list[Problem]
             "installs the package as Google's Reduction Server docs show) and set "
             "reduction_server.client_installed to true, or remove reduction_server"))
     return problems
-
-
-def _roles(spec: JobSpec):
-    yield "chief", spec.chief
-    for name in ("workers", "parameter_servers", "evaluator"):
-        role = getattr(spec, name)
-        if role is not None:
-            yield name, role
 
 
 def _label_char(ch: str) -> bool:

@@ -118,8 +118,10 @@ def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
     return (value, None) if math.isfinite(value) else (None, "a finite number")
 
 
-def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) -> tuple[LaunchForm, dict | None]:
-    """The form as posted (to show again) and the JobCreate body fields, or None if a field is unreadable."""
+def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) -> tuple[LaunchForm, dict]:
+    """The form as posted (to show again) and the JobCreate body fields of what could be read
+    (lf.has_errors: some could not; the service still checks the rest, so every problem shows
+    at once). Overrides that are not JSON stay text: the service then says what it could not check."""
     lf = new_form(declared, {}, backend=str(form.get("backend") or backend))
     lf.display_name = str(form.get("display_name") or "")
     lf.labels = str(form.get("labels") or "")
@@ -170,8 +172,8 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) ->
         else:
             if jobspec_depth(overrides) > MAX_OVERRIDE_DEPTH:
                 lf.errors["overrides"] = f"nested deeper than {MAX_OVERRIDE_DEPTH} levels"
-    if lf.has_errors:
-        return lf, None
+    if "overrides" in lf.errors:
+        overrides = lf.overrides
     body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend}
     if lf.display_name.strip():
         body["display_name"] = lf.display_name.strip()
@@ -184,6 +186,15 @@ def job_create(template: str, version: int, body: dict, lf: LaunchForm) -> JobCr
     except ValidationError as e:
         show_problems(lf, pydantic_problems(e, ""))
         return None
+
+
+def show_more_problems(lf: LaunchForm, problems: list[Problem]) -> None:
+    """The service's problems with a form that has problems of its own: those of fields the
+    form flagged already are its echo (a parameter left out as unreadable is "required") and
+    are left out; the rest shows beside the form's."""
+    flagged = {f"parameters.{p.name}" for p in lf.params if p.error} | set(lf.errors)
+    show_problems(lf, [p for p in problems if p.field not in flagged
+                       and p.field.partition(".")[0] not in flagged - {"overrides"}])
 
 
 def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:

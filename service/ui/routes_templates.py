@@ -123,8 +123,16 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     state = services(request)
     lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend)
     dry_run = form.get("action") != "launch"
-    job_body = launch.job_create(name, tv.version, body, lf) if body is not None else None
-    if job_body is None:
+    job_body = launch.job_create(name, tv.version, body, lf)
+    if lf.has_errors or job_body is None:
+        if job_body is not None:
+            # The service's checks of what the form could read, beside the form's own problems
+            # (issue 25: a bad parameter is not held back until the overrides are JSON).
+            try:
+                state.submitter.submit(session, job_body, user.actor, dry_run=True)
+            except (Invalid, Forbidden) as e:
+                session.rollback()
+                launch.show_more_problems(lf, e.problems)
         return _launch_page(request, user, tv, lf, status=422)
     try:
         result = state.submitter.submit(session, job_body, user.actor, dry_run=dry_run,

@@ -1,0 +1,44 @@
+"""The launch form shows every problem of a launch at once (issue 25): its own (text that is
+not a number, overrides that are not JSON) beside the service's checks of the rest."""
+from __future__ import annotations
+
+import html
+import json
+
+from tests.ui.conftest import new_client, template_body
+from tests.ui.test_pages import _launch_form
+
+
+def _beside(page: str, where: str) -> str:
+    return html.unescape(page.split(f'id="{where}"', 1)[1].split("</p>", 1)[0])
+
+
+def test_overrides_that_are_not_json_do_not_hold_back_a_bad_parameter(app, api, tokens):
+    body = template_body("typed")
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["admin"])
+    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+        c, "typed", action="launch", overrides="{not json", **{"param.epochs": "500"}))
+    assert r.status_code == 422
+    assert "above the maximum 50" in _beside(r.text, "param-epochs-error")
+    overrides = _beside(r.text, "overrides-error")
+    assert "not valid JSON" in overrides and "not checked" in overrides
+    assert "a merge patch over the template spec" not in overrides   # the form says it already: no echo
+    assert api.c.get("/v1/jobs").json()["items"] == []
+
+
+def test_every_mistake_shows_beside_its_field_in_one_answer(app, api, tokens):
+    body = template_body("typed")
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["admin"])
+    overrides = {"chief": {"replica_count": 2}, "workers": {"replica_count": 0, "machine_type": "n9-giant-7"}}
+    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+        c, "typed", action="launch", overrides=json.dumps(overrides),
+        **{"param.epochs": "500", "param.learning_rate": "fast"}))
+    assert r.status_code == 422
+    assert "a number" in _beside(r.text, "param-learning_rate-error")        # the form's
+    assert "above the maximum 50" in _beside(r.text, "param-epochs-error")   # the service's, with it
+    shown = _beside(r.text, "overrides-error")
+    for field in ("spec.workers.replica_count", "spec.chief.replica_count", "spec.workers.machine_type"):
+        assert field in shown, shown
+    assert api.c.get("/v1/jobs").json()["items"] == []
