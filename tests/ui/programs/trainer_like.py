@@ -15,11 +15,22 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--wait-file", help="wait until this file exists before training")
     p.add_argument("--exit", type=int, default=0)
+    p.add_argument("--stderr-demo", action="store_true",
+                   help="print on stderr what TensorFlow does: INFO, a warning, a caught traceback")
     a = p.parse_args()
     task = os.environ.get("TRAINJOBS_LOCAL_REPLICA", "?/?").split("/", 1)[1]
     tf = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
     role = f"{tf.get('type', 'chief')}:{tf.get('index', 0)}"
     print(f"hello from {task} as {role}", flush=True)
+    if a.stderr_demo:
+        for line in ("2026-11-25 10:00:00.000001: I tensorflow/core/platform/cpu_feature_guard.cc:210] "
+                     "healthy info on stderr",
+                     "WARNING:tensorflow:a warning on stderr",
+                     "Traceback (most recent call last):",
+                     '  File "train.py", line 3, in <module>',
+                     "    main()",
+                     "ValueError: a caught error on stderr"):
+            print(line, file=sys.stderr, flush=True)
     if a.wait_file:
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)

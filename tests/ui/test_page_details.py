@@ -1,0 +1,132 @@
+"""What a newcomer's first hour found on the pages (issue 25): log lines coloured by
+severity, a diff line by line, chart titles that are titles, a cancel that is no
+error, times a browser can localize, search and "my jobs", where the output is."""
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.backends.localkit import Api
+from tests.conftest import bearer
+from tests.ui.conftest import csrf_of, new_client, template_body, trainer_spec
+
+
+@pytest.fixture
+def noisy(api) -> dict:
+    """A succeeded job whose chief printed INFO, a warning and a traceback on stderr."""
+    body = template_body("noisy", workers=0, chief_extra=["--stderr-demo"])
+    api.template("noisy", body["spec"], parameters=body["parameters"])
+    job = api.submit("noisy", parameters={"epochs": 2})
+    return api.wait_state(job["id"], "SUCCEEDED")
+
+
+def _lines(page: str) -> list[tuple[str, str, str]]:
+    """(stream, severity, message) of each log line the page rendered."""
+    found = re.findall(r'<span class="ln[^"]*" data-replica="[^"]*" data-stream="(\w+)" data-severity="(\w*)">'
+                       r'.*?<span class="msg">(.*?)</span>', page)
+    return [(s, sev, html.unescape(m)) for s, sev, m in found]
+
+
+def test_log_lines_are_coloured_by_severity_not_by_stream(app, noisy, tokens):
+    page = new_client(app, tokens["viewer"]).get(f"/ui/jobs/{noisy['id']}").text
+    by_message = {m: (stream, sev) for stream, sev, m in _lines(page)}
+    info = next(m for m in by_message if m.endswith("healthy info on stderr"))
+    assert by_message[info] == ("stderr", "")  # a healthy stderr line is not red
+    assert by_message["WARNING:tensorflow:a warning on stderr"] == ("stderr", "warning")
+    assert by_message["Traceback (most recent call last):"] == ("stderr", "traceback")
+    assert by_message["    main()"] == ("stderr", "traceback")
+    assert by_message["ValueError: a caught error on stderr"] == ("stderr", "error")
+    assert by_message["workerpool0-0: training finished"] == ("stdout", "")
+    assert ' err"' not in page and 'class="msg err' not in page  # no colour by stream is left
+
+
+def test_a_diff_is_shown_line_by_line(app, api, tokens):
+    body = template_body("t")
+    api.template("t", body["spec"], parameters=body["parameters"], description="first")
+    r = api.c.put("/v1/templates/t", json={"spec": trainer_spec(workers=3), "parameters": body["parameters"],
+                                           "description": "three workers"})
+    assert r.status_code == 200
+    page = new_client(app, tokens["viewer"]).get("/ui/templates/t/diff?a=1&b=2").text
+    pre = re.search(r'<pre class="code diff"[^>]*>(.*?)</pre>', page, re.S).group(1)
+    rows = pre.split("\n")
+    assert rows[0] == '<span class="file">--- version 1</span>'
+    assert rows[1] == '<span class="file">+++ version 2</span>'
+    assert all(row.count("<") == 2 for row in rows if row), "one element a line"
+    assert sum(row.startswith("<del>") for row in rows) >= 2 and sum(row.startswith("<ins>") for row in rows) >= 2
+
+
+def test_chart_titles_are_svg_titles_that_label_their_charts(app, noisy, tokens):
+    page = new_client(app, tokens["viewer"]).get(f"/ui/jobs/{noisy['id']}").text
+    assert "&lt;title" not in page
+    labelled = re.findall(r'<svg class="chart"[^>]* aria-labelledby="([^"]+)"', page)
+    assert labelled == ["chart-loss-title", "chart-accuracy-title"]
+    for ref in labelled:
+        title = re.search(rf'<title id="{ref}">([^<]+)</title>', page)
+        assert title, ref
+    assert re.search(r'<title id="chart-loss-title">loss by epoch: loss 0.5, val_loss 0.6</title>', page)
+
+
+def test_times_are_utc_in_the_html_for_the_browser_to_localize(app, noisy, tokens):
+    page = new_client(app, tokens["viewer"]).get(f"/ui/jobs/{noisy['id']}").text
+    started = re.search(r'<dt>Started</dt><dd><time datetime="([^"]+)" title="([^"]+)" data-local>', page)
+    at = datetime.fromisoformat(started.group(1).replace("Z", "+00:00"))
+    assert at.isoformat().startswith(noisy["started_at"][:19])
+    assert started.group(2) == at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert len(re.findall(r'<time class="ts" datetime="[^"]+Z" title="[^"]+ UTC" data-local="time">', page)) >= 6
+
+
+def test_a_users_own_cancel_is_a_notice_not_an_error(app, api, tokens, tmp_path):
+    body = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
+    api.template("sleeper", body["spec"], parameters=body["parameters"])
+    job = api.submit("sleeper")
+    api.wait_state(job["id"], "RUNNING")
+    c = new_client(app, tokens["member"])
+    assert 'id="cancel"' in c.get(f"/ui/jobs/{job['id']}").text
+    r = c.post(f"/ui/jobs/{job['id']}/cancel", data={"csrf": csrf_of(c.get("/ui/jobs").text)})
+    assert r.status_code == 200 and 'id="notice"' in r.text
+    # Whether it is still CANCELLING or CANCELLED: no Cancel button, a neutral notice, no error box.
+    assert 'id="cancel"' not in r.text and 'id="job-error"' not in r.text and 'role="alert"' not in r.text
+    assert re.search(r'id="job-cancelled".*Cancelled by member-alice@alpha', r.text, re.S)
+    api.wait_state(job["id"], "CANCELLED")
+    page = c.get(f"/ui/jobs/{job['id']}").text
+    assert "<h2>Cancelled</h2>" in page and 'id="job-error"' not in page and 'id="cancel"' not in page
+    assert api.job(job["id"])["error"]  # the backend's record stays in the API
+
+
+def test_search_and_my_jobs(app, api, tokens):
+    body = template_body("sleeper", wait_file="/nonexistent/never", workers=0)
+    api.template("sleeper", body["spec"], parameters=body["parameters"])
+    admins = api.submit("sleeper", display_name="Resnet-Big")
+    member = Api(TestClient(app, headers=bearer(tokens["member"])))
+    mine = member.submit("sleeper", display_name="bert small")
+    c = new_client(app, tokens["member"])
+
+    def rows(url: str) -> list[str]:
+        r = c.get(url)
+        assert r.status_code == 200, r.text
+        return re.findall(r'<tr data-job-id="([^"]+)"', r.text)
+
+    assert rows("/ui/jobs") == [mine["id"], admins["id"]]
+    assert rows("/ui/jobs?q=resnet") == [admins["id"]]
+    assert rows("/ui/jobs?q=%20BERT%20") == [mine["id"]]
+    assert rows("/ui/jobs?q=sleeper") == [mine["id"], admins["id"]]  # the template's name
+    assert rows(f"/ui/jobs?q={admins['id']}") == [admins["id"]]
+    assert rows("/ui/jobs?q=50%25") == []  # LIKE's wildcards are text
+    assert rows("/ui/jobs?mine=true") == [mine["id"]]
+    assert rows("/ui/jobs?mine=true&q=resnet") == []
+    page = c.get("/ui/jobs?mine=true&q=bert").text
+    assert 'id="mine" checked' in page and 'value="bert"' in page and "Clear filters" in page
+    assert c.get("/ui/jobs?q=" + "x" * 201).status_code == 422
+    for j in (admins, mine):
+        api.c.post(f"/v1/jobs/{j['id']}/cancel")
+
+
+def test_a_local_job_names_its_output_folder_and_the_tensorboard_command(app, noisy, tokens):
+    page = new_client(app, tokens["viewer"]).get(f"/ui/jobs/{noisy['id']}").text
+    folder = html.unescape(re.search(r'<code id="output-dir">([^<]+)</code>', page).group(1))
+    command = html.unescape(re.search(r'<code id="tensorboard-command">([^<]+)</code>', page).group(1))
+    assert folder.endswith("/output/") and command == f"tensorboard --logdir {folder}logs/"
