@@ -22,6 +22,9 @@ def main() -> int:
     tf = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
     role = f"{tf.get('type', 'chief')}:{tf.get('index', 0)}"
     print(f"hello from {task} as {role}", flush=True)
+    if a.wait_file:
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
     if a.stderr_demo:
         for line in ("2026-11-25 10:00:00.000001: I tensorflow/core/platform/cpu_feature_guard.cc:210] "
                      "healthy info on stderr",
@@ -31,9 +34,6 @@ def main() -> int:
                      "    main()",
                      "ValueError: a caught error on stderr"):
             print(line, file=sys.stderr, flush=True)
-    if a.wait_file:
-        while not os.path.exists(a.wait_file):
-            time.sleep(0.02)
     print(json.dumps({"event": "train_start", "epochs": a.epochs, "task": role}), flush=True)
     for e in range(1, a.epochs + 1):
         print(json.dumps({"event": "epoch_end", "epoch": e, "epochs": a.epochs, "steps": 10, "seconds": 0.01,
