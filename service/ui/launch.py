@@ -137,9 +137,10 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) ->
         raw = str(form.get(key) or "")
         p.value = raw
         if raw.strip() == "" and p.type != "string":
-            if p.required:
-                p.error = "required"
-            continue  # empty: the default applies
+            # The form shows every default filled in: a blank field was emptied, and taking the
+            # default silently would launch what the user did not see (issue 25).
+            p.error = "required" if p.required else f"enter a value (the default is {_text(p.default)})"
+            continue
         value, error = _typed(p, raw, by_name[p.name])
         if error:
             p.error = error

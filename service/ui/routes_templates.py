@@ -147,6 +147,8 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
                                "Launch again to start a new job with these.")
         return _launch_page(request, user, tv, lf, status=409)
     if isinstance(result, Previewed):
+        # The preview's name is made for it; the form keeps it, so Launch makes the job it named.
+        lf.display_name = lf.display_name.strip() or result.preview.display_name
         return _launch_page(request, user, tv, lf, preview=result.preview)
     # The submitter woke the controller for admission (lifecycle.wake).
     return RedirectResponse(f"/ui/jobs/{result.job.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)

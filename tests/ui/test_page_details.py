@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from tests.backends.localkit import Api
 from tests.conftest import bearer
-from tests.ui.conftest import csrf_of, new_client, template_body, trainer_spec
+from tests.ui.conftest import csrf_of, form_values, launch_form, new_client, template_body, trainer_spec
 
 
 @pytest.fixture
@@ -130,3 +130,39 @@ def test_a_local_job_names_its_output_folder_and_the_tensorboard_command(app, no
     folder = html.unescape(re.search(r'<code id="output-dir">([^<]+)</code>', page).group(1))
     command = html.unescape(re.search(r'<code id="tensorboard-command">([^<]+)</code>', page).group(1))
     assert folder.endswith("/output/") and command == f"tensorboard --logdir {folder}logs/"
+
+
+@pytest.mark.parametrize("name, message", [("epochs", "enter a value (the default is 3)"),
+                                           ("learning_rate", "enter a value (the default is 0.01)")])
+def test_a_blank_number_is_refused_not_taken_as_the_default(app, api, tokens, name, message):
+    body = template_body("typed")
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["member"])
+    r = c.post("/ui/templates/typed/launch", data=launch_form(c, "typed", action="launch", **{f"param.{name}": " "}))
+    assert r.status_code == 422
+    error = re.search(rf'id="param-{name}-error">([^<]+)</p>', r.text)
+    assert error and html.unescape(error.group(1)) == message
+    assert re.search(rf'id="param-{name}" name="param.{name}" value=" "[^>]*required', r.text)
+    assert api.c.get("/v1/jobs").json()["items"] == []
+
+
+def test_the_preview_names_the_job_launch_makes_with_its_cost_and_a_launch_button(app, api, tokens):
+    body = template_body("typed")
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["member"])
+    preview = c.post("/ui/templates/typed/launch", data=launch_form(c, "typed", action="preview"))
+    assert preview.status_code == 200
+    named = html.unescape(re.search(r'<strong id="preview-name">([^<]+)</strong>', preview.text).group(1))
+    assert re.fullmatch(r"typed-[0-9a-f]{8}", named)
+    cost = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<p id="preview-cost">(.*?)</p>', preview.text, re.S).group(1)))
+    dry = api.c.post("/v1/jobs?dry_run=true", json={"template": "typed", "backend": "local"}).json()["cost"]
+    assert f"{dry['currency']} {dry['per_hour']} an hour" in cost and "an estimate, not a bill" in cost
+    assert re.search(r'<button type="submit" form="launch-form" name="action" value="launch" id="launch-previewed">',
+                     preview.text)
+    # The launch button beside the preview posts the same form: the job has the previewed name.
+    launched = c.post("/ui/templates/typed/launch", data={**form_values(preview.text), "action": "launch"},
+                      follow_redirects=False)
+    assert launched.status_code == 303, launched.text
+    job = api.job(launched.headers["location"].split("/ui/jobs/")[1].split("?")[0])
+    assert job["display_name"] == named
+    api.c.post(f"/v1/jobs/{job['id']}/cancel")
