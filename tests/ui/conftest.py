@@ -130,6 +130,10 @@ def form_values(h: str) -> dict:
         form[m.group(2)] = m.group(3)
     for m in re.finditer(r'name="(param\.\w+)" value="true" checked', h):
         form[m.group(1)] = "true"
+    for m in re.finditer(r'<input type="number" id="set-[\w-]+" name="(set\.[\w.]+)" value="([^"]*)"', h):
+        form[m.group(1)] = html.unescape(m.group(2))
+    for m in re.finditer(r'<select id="set-[\w-]+" name="(set\.[\w.]+)".*?<option value="([^"]*)" selected>', h, re.S):
+        form[m.group(1)] = html.unescape(m.group(2))
     return form
 
 

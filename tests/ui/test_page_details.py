@@ -166,3 +166,45 @@ def test_the_preview_names_the_job_launch_makes_with_its_cost_and_a_launch_butto
     job = api.job(launched.headers["location"].split("/ui/jobs/")[1].split("?")[0])
     assert job["display_name"] == named
     api.c.post(f"/v1/jobs/{job['id']}/cancel")
+
+
+def test_the_settings_a_template_lets_members_change_are_fields(app, api, tokens):
+    body = template_body("typed", workers=2)
+    body["spec"]["overridable"] = ["workers.replica_count", "workers.machine_type", "workers.accelerator_type",
+                                   "workers.accelerator_count", "chief.machine_type"]
+    api.template("typed", body["spec"], parameters=body["parameters"])
+    c = new_client(app, tokens["member"])
+    page = c.get("/ui/templates/typed/launch").text
+    names = re.findall(r'name="(set\.[\w.]+)"', page)
+    assert names == ["set.chief.machine_type", "set.workers.replica_count", "set.workers.machine_type",
+                     "set.workers.accelerator_type", "set.workers.accelerator_count"]
+    form = form_values(page)
+    assert (form["set.workers.replica_count"], form["set.workers.machine_type"], form["set.workers.accelerator_type"]) \
+        == ("2", "n1-standard-8", "NVIDIA_TESLA_T4")
+    machines = re.findall(r'<option value="([^"]+)"', page.split('id="set-chief-machine_type"')[1].split("</select>")[0])
+    assert "n1-standard-4" in machines and "n1-standard-16" in machines  # the price table's, and the template's
+    assert '<option value="">none</option>' in page.split('id="set-workers-accelerator_type"')[1].split("</select>")[0]
+
+    # Fields and advanced JSON together: the JSON is applied over the fields; the preview shows both.
+    r = c.post("/ui/templates/typed/launch", data={**form, "action": "preview", "set.workers.replica_count": "3",
+                                                   "set.chief.machine_type": "n1-standard-8",
+                                                   "overrides": '{"workers": {"machine_type": "n1-standard-16"}}'})
+    assert r.status_code == 200, r.text
+    assert re.search(r"<td>workerpool0</td><td>chief</td><td>1</td><td>n1-standard-8</td>", r.text)
+    assert re.search(r"<td>workerpool1</td><td>worker</td><td>3</td><td>n1-standard-16</td>", r.text)
+    # A blank count is refused beside its field; a bad one is the service's refusal beside it too.
+    r = c.post("/ui/templates/typed/launch", data={**form, "action": "launch", "set.workers.replica_count": ""})
+    assert r.status_code == 422 and "enter a number (the template&#39;s is 2)" in r.text.split('id="set-workers-replica_count-error"')[1]
+    r = c.post("/ui/templates/typed/launch", data={**form, "action": "launch", "set.workers.accelerator_count": "0"})
+    assert r.status_code == 422, r.text
+    assert 'id="set-workers-accelerator_count-error"' in r.text or 'id="set-workers-accelerator_type-error"' in r.text
+    assert api.c.get("/v1/jobs").json()["items"] == []
+    # Launched: the job's overrides are what the fields changed.
+    r = c.post("/ui/templates/typed/launch", data={**form, "action": "launch", "set.workers.replica_count": "1"},
+               follow_redirects=False)
+    assert r.status_code == 303, r.text
+    job = api.job(r.headers["location"].split("/ui/jobs/")[1].split("?")[0])
+    assert job["overrides"] == {"workers": {"replica_count": 1}}
+    again = c.get(f"/ui/templates/typed/launch?from={job['id']}").text
+    assert form_values(again)["set.workers.replica_count"] == "1"
+    api.c.post(f"/v1/jobs/{job['id']}/cancel")
