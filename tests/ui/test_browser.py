@@ -153,27 +153,39 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     epochs.send_keys("7")
     Select(d.find_element(By.ID, "param-optimizer")).select_by_visible_text("sgd")
     d.find_element(By.ID, "param-mixed_precision").click()
+    count = d.find_element(By.ID, "set-workers-replica_count")  # the template's overridable setting, as a field
+    assert count.get_attribute("value") == "1"
+    count.clear()
+    d.find_element(By.ID, "preview").click()
+    wait(d, EC.presence_of_element_located((By.ID, "set-workers-replica_count-error")), "the blank count refused")
+    count = d.find_element(By.ID, "set-workers-replica_count")
+    count.clear()
+    count.send_keys("2")
     d.find_element(By.ID, "preview").click()
     wait(d, EC.presence_of_element_located((By.ID, "preview-result")), "the dry-run preview")
     pools = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")[:5]]
              for tr in d.find_elements(By.CSS_SELECTOR, "#preview-result table.pools tbody tr")]
     assert pools == [["workerpool0", "chief", "1", "n1-standard-4", "none"],
-                     ["workerpool1", "worker", "1", "n1-standard-8", "1 × NVIDIA_TESLA_T4"]]
+                     ["workerpool1", "worker", "2", "n1-standard-8", "1 × NVIDIA_TESLA_T4"]]
+    assert "an hour" in d.find_element(By.ID, "preview-cost").text
     configs = {}
     for details in d.find_elements(By.CSS_SELECTOR, "#preview-result details.replica-config"):
         configs[details.get_attribute("data-task")] = json.loads(
             details.find_element(By.TAG_NAME, "pre").get_attribute("textContent"))
     assert configs["workerpool0-0"]["task"] == {"type": "chief", "index": 0}
-    assert configs["workerpool1-0"]["task"] == {"type": "worker", "index": 0}
+    assert configs["workerpool1-1"]["task"] == {"type": "worker", "index": 1}
     # A local job: the preview shows what the local backend gives (ports are chosen at launch).
     port = "127.0.0.1:<port chosen at launch>"
-    assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port]}
+    assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port, port]}
     assert d.find_element(By.ID, "param-epochs").get_attribute("value") == "7"  # the form keeps its values
     assert api.c.get("/v1/jobs").json()["items"] == []                           # a preview stores nothing
 
-    d.find_element(By.ID, "launch").click()
+    named = d.find_element(By.ID, "preview-name").text
+    d.find_element(By.ID, "launch-previewed").click()  # beside the preview: launches what it showed
     wait(d, EC.url_contains("/ui/jobs/"), "the new job's page")
     job_id = d.current_url.split("/ui/jobs/")[1].split("?")[0]
+    assert api.job(job_id)["display_name"] == named
+    assert api.job(job_id)["overrides"] == {"workers": {"replica_count": 2}}
     assert api.job(job_id)["parameters"] == {"epochs": 7, "optimizer": "sgd", "mixed_precision": True,
                                              "learning_rate": 0.01}
     wait(d, lambda d: page_state(d) == "RUNNING", "the job to run")
