@@ -254,7 +254,9 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     new = {**body, "spec": trainer_spec(workers=2)}
     assert api.c.put("/v1/templates/demo-like", json={k: new[k] for k in ("spec", "parameters", "description")}
                      ).status_code == 200
-    done = api.submit("demo-like", parameters={"epochs": 6}, labels={"team": "vision"}, display_name="resnet-sweep-a")
+    # Its chief prints INFO, a warning and a caught traceback on stderr: the shot shows their colours.
+    done = api.submit("demo-like", parameters={"epochs": 6}, labels={"team": "vision"}, display_name="resnet-sweep-a",
+                      overrides={"chief": {"container": {"args": ["--epochs", "6", "--stderr-demo"]}}})
     api.wait_state(done["id"], "SUCCEEDED")
     failed = api.submit("demo-like", display_name="resnet-sweep-b",
                         overrides={"chief": {"container": {"args": ["--epochs", "2", "--exit", "3"]}}})
@@ -269,6 +271,7 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     laptop.resize(1366, 2200)
     laptop.get(f"{laptop.base_url}/ui/jobs/{done['id']}")
     assert points(laptop, "loss", "loss") == 6
+    assert laptop.find_elements(By.CSS_SELECTOR, "#log-lines .sev-traceback")
     laptop.save_screenshot(str(shots / "job-laptop-light.png"))
     laptop.get(f"{laptop.base_url}/ui/jobs/{failed['id']}")
     assert "workerpool0-0" in laptop.find_element(By.ID, "job-error").text
