@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime
 
-from sqlalchemy import or_, select, tuple_
+from sqlalchemy import func, or_, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from service import jobspec
@@ -55,7 +55,11 @@ def get_job(session: Session, team_id: uuid.UUID, job_id: uuid.UUID, *, for_upda
 
 def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], template: str | None, labels: list[str],
               created_after: datetime | None, created_before: datetime | None, limit: int,
-              cursor: str | None, id_prefix: str | None = None, name: str | None = None) -> tuple[list[Job], str | None]:
+              cursor: str | None, id_prefix: str | None = None, name: str | None = None,
+              text: str | None = None, created_by: str | None = None) -> tuple[list[Job], str | None]:
+    """`id_prefix`, `name`: the CLI's lookups (a unique id prefix, an exact display name); `text`: in
+    the display or template name (any case), or the job's whole id (the UI's search); `created_by`:
+    the launcher as jobs record it (`token@team`, the UI's "my jobs")."""
     q = (select(Job).options(defer(Job.compiled), defer(Job.overrides), defer(Job.parameters),
                              defer(Job.error))
          .where(Job.team_id == team_id)
@@ -68,6 +72,10 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
         q = q.where(Job.id.between(*id_range(id_prefix)))
     if name is not None:
         q = q.where(Job.display_name == name)
+    if text:
+        q = q.where(_text_matches(text))
+    if created_by:
+        q = q.where(Job.created_by == created_by)
     bad = [Problem("label", f"{label!r} is not key or key=value with Google's label rules",
                    "keys: a lowercase letter, then lowercase letters, digits, _ or -; values likewise; "
                    "64 characters each at most")
@@ -98,6 +106,16 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (encode_cursor(rows[-1].created_at.isoformat(), rows[-1].id) if more else None)
+
+
+def _text_matches(text: str):
+    needle = text.strip().lower()
+    found = or_(func.lower(Job.display_name).contains(needle, autoescape=True),
+                func.lower(Job.template_name).contains(needle, autoescape=True))
+    try:
+        return or_(found, Job.id == uuid.UUID(needle))
+    except ValueError:
+        return found
 
 
 def _label_filter_ok(label: str) -> bool:

@@ -75,8 +75,9 @@ def _svg(key: str, series: list[Series]) -> Markup:
     title_id = f"chart-{escape(key)}-title"
     out = [f'<svg class="chart" viewBox="0 0 {W} {H}" role="img" aria-labelledby="{title_id}" '
            f'data-metric="{escape(key)}" preserveAspectRatio="xMidYMid meet">',
+           # Markup + str would escape the str: the <title> element is built as one string.
            f'<title id="{title_id}">{escape(key)} by epoch: '
-           + escape(", ".join(f"{s.name} {fmt(s.last)}" for s in series if s.last is not None)) + '</title>']
+           f'{escape(", ".join(f"{s.name} {fmt(s.last)}" for s in series if s.last is not None))}</title>']
     y0, y1 = _y_domain(values) if values else (0.0, 0.0)
     if not values or not math.isfinite((y1 - y0) * 2):  # nothing to draw, or a span beyond floats
         what = "no finite values" if not values else "values too far apart to draw"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,8 @@ from service.jobs.schemas import JobCreate
 from service.jobs.submitter import is_idempotency_key  # the API's rule: the form's hidden key fits it
 from service.jobspec import MAX_OVERRIDE_DEPTH, pydantic_problems
 from service.jobspec import _depth as jobspec_depth
+from service.ui import launch_settings
+from service.ui.launch_settings import SettingField
 
 LABEL_LINE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\S*)\s*$")
 
@@ -61,12 +63,14 @@ class LaunchForm:
     labels: str = ""
     overrides: str = ""
     idempotency_key: str = ""
+    settings: list[SettingField] = field(default_factory=list)  # what the template lets members change
     errors: dict[str, str] = field(default_factory=dict)     # form field -> message
     other_errors: list[str] = field(default_factory=list)    # problems no field owns
 
     @property
     def has_errors(self) -> bool:
-        return bool(self.errors or self.other_errors or any(p.error for p in self.params))
+        return bool(self.errors or self.other_errors or any(p.error for p in self.params)
+                    or any(f.error for f in self.settings))
 
 
 def _num(x: float) -> str:
@@ -82,7 +86,8 @@ def _text(value: Any) -> str:
 
 
 def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, display_name: str = "",
-             labels: Mapping[str, str] | None = None, overrides: Any = None, idempotency_key: str = "") -> LaunchForm:
+             labels: Mapping[str, str] | None = None, overrides: Any = None, idempotency_key: str = "",
+             settings: Sequence[SettingField] = ()) -> LaunchForm:
     """A form filled with `values` over the parameters' defaults."""
     params = []
     for p in declared:
@@ -94,7 +99,8 @@ def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, d
                                  default=p.get("default")))
     return LaunchForm(params, backend, display_name,
                       "\n".join(f"{k}={v}" for k, v in (labels or {}).items()),
-                      json.dumps(overrides, indent=2) if overrides not in (None, {}) else "", idempotency_key)
+                      json.dumps(overrides, indent=2) if overrides not in (None, {}) else "", idempotency_key,
+                      settings=list(settings))
 
 
 def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
@@ -118,11 +124,14 @@ def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
     return (value, None) if math.isfinite(value) else (None, "a finite number")
 
 
-def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) -> tuple[LaunchForm, dict]:
+def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str,
+              settings: Sequence[SettingField] = ()) -> tuple[LaunchForm, dict]:
     """The form as posted (to show again) and the JobCreate body fields of what could be read
     (lf.has_errors: some could not; the service still checks the rest, so every problem shows
-    at once). Overrides that are not JSON stay text: the service then says what it could not check."""
-    lf = new_form(declared, {}, backend=str(form.get("backend") or backend))
+    at once). Overrides that are not JSON stay text: the service then says what it could not check.
+    The settings fields (replica counts, machines) are a patch the advanced JSON goes over."""
+    lf = new_form(declared, {}, backend=str(form.get("backend") or backend), settings=settings)
+    from_fields = launch_settings.read(lf.settings, form)
     lf.display_name = str(form.get("display_name") or "")
     lf.labels = str(form.get("labels") or "")
     lf.overrides = str(form.get("overrides") or "")
@@ -139,9 +148,10 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) ->
         raw = str(form.get(key) or "")
         p.value = raw
         if raw.strip() == "" and p.type != "string":
-            if p.required:
-                p.error = "required"
-            continue  # empty: the default applies
+            # The form shows every default filled in: a blank field was emptied, and taking the
+            # default silently would launch what the user did not see (issue 25).
+            p.error = "required" if p.required else f"enter a value (the default is {_text(p.default)})"
+            continue
         value, error = _typed(p, raw, by_name[p.name])
         if error:
             p.error = error
@@ -174,6 +184,8 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str) ->
                 lf.errors["overrides"] = f"nested deeper than {MAX_OVERRIDE_DEPTH} levels"
     if "overrides" in lf.errors:
         overrides = lf.overrides
+    elif from_fields:
+        overrides = launch_settings.combine(from_fields, overrides)
     body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend}
     if lf.display_name.strip():
         body["display_name"] = lf.display_name.strip()
@@ -200,6 +212,7 @@ def show_more_problems(lf: LaunchForm, problems: list[Problem]) -> None:
 def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
     """Each problem beside the field it names (parameters.epochs -> the epochs input)."""
     params = {p.name: p for p in lf.params}
+    settings = {f"{f.role}.{f.key}": f for f in lf.settings}
 
     def add(field_name: str, text: str) -> None:
         lf.errors[field_name] = f"{lf.errors[field_name]}; {text}" if field_name in lf.errors else text
@@ -212,6 +225,8 @@ def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
             params[rest.split(".")[0]].error = text
         elif head in ("labels", "display_name", "backend"):
             add(head, f"{rest}: {text}" if rest else text)
+        elif head in ("overrides", "spec") and rest in settings and not lf.overrides.strip():
+            settings[rest].error = text  # the field made this override (no JSON could have)
         elif head in ("overrides", "spec"):
             add("overrides", f"{where}: {text}")
         else:

@@ -40,6 +40,14 @@ def time_ago(at: datetime | None) -> Markup:
     return Markup(f'<time datetime="{iso(at)}" title="{when(at)}" data-ago>{age(at)}</time>')
 
 
+def local_time(at: datetime | None) -> Markup:
+    """A moment as UTC in the HTML (pages work without JavaScript); static/common.js shows it
+    in the browser's time zone, keeping the UTC in the title."""
+    if at is None:
+        return Markup("—")
+    return Markup(f'<time datetime="{iso(at)}" title="{when(at)}" data-local>{when(at)}</time>')
+
+
 def run_time(start: datetime | None, end: datetime | None) -> Markup:
     return Markup(f'<span class="duration" data-start="{iso(start)}" data-end="{iso(end)}">'
                   f'{duration_between(start, end)}</span>')

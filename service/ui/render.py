@@ -47,7 +47,8 @@ def _env() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.globals.update(asset=asset, state_icons=markup.STATE_ICONS, terminal=TERMINAL_NAMES,
                        states=[s.value for s in JobState], state_badge=markup.state_badge,
-                       progress_bar=markup.progress_bar, time_ago=markup.time_ago, run_time=markup.run_time,
+                       progress_bar=markup.progress_bar, time_ago=markup.time_ago, local_time=markup.local_time,
+                       run_time=markup.run_time,
                        csrf_field=markup.csrf_field, epoch_rows=markup.epoch_rows)
     env.filters.update(age=age, iso=iso, when=when, pretty=pretty, number=number, duration=duration_between)
     return env

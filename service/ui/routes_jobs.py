@@ -23,6 +23,7 @@ from service.ui.deps import Form, Member, UiUser, User
 from service.ui.feed import change_of
 from service.ui.render import render, render_fragment
 from service.ui.routing import HtmlRoute
+from service.ui.severity import severities
 from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
 
@@ -43,18 +44,23 @@ def jobs_page(request: Request, session: SessionDep, user: User,
               state: Annotated[list[JobState], Query()] = [],
               template: Annotated[str | None, Query(pattern=f"^$|{TEMPLATE_NAME_PATTERN}")] = None,
               label: Annotated[str | None, Query(pattern=f"^$|{LABEL_PATTERN}")] = None,
-              cursor: Annotated[str | None, Query(max_length=512)] = None):
+              cursor: Annotated[str | None, Query(max_length=512)] = None,
+              q: Annotated[str | None, Query(max_length=200)] = None,
+              mine: Annotated[bool, Query()] = False):
     ui = services(request).ui_settings
+    q = (q or "").strip()
     rows, next_cursor = jobs.list_jobs(session, user.actor.team_id, states=state, template=template or None,
                                        labels=[label] if label else [], created_after=None, created_before=None,
-                                       limit=ui.page_size, cursor=cursor or None)
+                                       limit=ui.page_size, cursor=cursor or None, text=q or None,
+                                       created_by=user.actor.name if mine else None)
     # The progress column is deferred by the list query: read only its two numbers.
     live = {r.id: change_of(r) for r in queries.changes_of(session, user.actor.team_id, [j.id for j in rows])}
     names = [t.name for t, _ in templates.list_templates(session, user.actor.team_id, include_archived=True,
                                                           limit=200, cursor=None)[0]]
     return render(request, "jobs.html", user=user, jobs=rows, live=live, next_cursor=next_cursor,
                   chosen_states=[s.value for s in state], template=template or "", label=label or "",
-                  template_names=names, paged=bool(cursor), filtered=bool(state or template or label))
+                  template_names=names, paged=bool(cursor), q=q, mine=mine,
+                  filtered=bool(state or template or label or q or mine))
 
 
 def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uuid.UUID) -> dict:
@@ -76,8 +82,9 @@ def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:
     try:
         page = logs.read(logs.backend_of(services(request).backends, view), view.handle, replica, None, limit)
     except DomainError as e:
-        return dict(lines=[], cursor=None, more=False, log_error=e.detail)
-    return dict(lines=page.lines, cursor=page.cursor, more=len(page.lines) >= limit, log_error=None)
+        return dict(lines=[], severity=[], cursor=None, more=False, log_error=e.detail)
+    return dict(lines=page.lines, severity=severities(page.lines), cursor=page.cursor,
+                more=len(page.lines) >= limit, log_error=None)
 
 
 @router.get("/jobs/{job_id}")

@@ -18,7 +18,7 @@ from service.jobs.submitter import Previewed
 from service.jobspec import CompiledJob
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
-from service.ui import launch, views
+from service.ui import launch, launch_settings, views
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
@@ -93,6 +93,15 @@ def _tf_config(env: dict) -> str | None:
     return json.dumps(config, indent=2)
 
 
+def _settings(request: Request, tv: VersionFacts, overrides=None) -> list[launch_settings.SettingField]:
+    """The fields of what the template lets members change; machines and accelerators to pick
+    from are those the service's price table knows in its region (and the template's own)."""
+    pricer = services(request).pricer
+    region = pricer.table.regions.get(pricer.region)
+    return launch_settings.fields(tv.spec, region.machines if region else (), region.accelerators if region else (),
+                                  overrides)
+
+
 def _source_job(session: SessionDep, user: UiUser, job_id: uuid.UUID | None):
     return jobs.get_job(session, user.actor.team_id, job_id) if job_id else None
 
@@ -109,7 +118,8 @@ def launch_page(name: Name, request: Request, session: SessionDep, user: Member,
     form = launch.new_form(tv.parameters, job.parameters if job else {},
                            backend=job.backend if job else ui.default_backend,
                            labels=job.labels if job else None, overrides=job.overrides if job else None,
-                           idempotency_key=secrets.token_urlsafe(16))
+                           idempotency_key=secrets.token_urlsafe(16),
+                           settings=_settings(request, tv, job.overrides if job else None))
     return _launch_page(request, user, tv, form, source=source)
 
 
@@ -121,7 +131,8 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
         version = None
     tv = templates.get_version(session, user.actor.team_id, name, version)
     state = services(request)
-    lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend)
+    lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend,
+                                settings=_settings(request, tv))
     dry_run = form.get("action") != "launch"
     job_body = launch.job_create(name, tv.version, body, lf)
     if lf.has_errors or job_body is None:
@@ -154,6 +165,8 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
                                "Launch again to start a new job with these.")
         return _launch_page(request, user, tv, lf, status=409)
     if isinstance(result, Previewed):
+        # The preview's name is made for it; the form keeps it, so Launch makes the job it named.
+        lf.display_name = lf.display_name.strip() or result.preview.display_name
         return _launch_page(request, user, tv, lf, preview=result.preview)
     # The submitter woke the controller for admission (lifecycle.wake).
     return RedirectResponse(f"/ui/jobs/{result.job.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)

@@ -4,6 +4,7 @@ Chromium from the OS packages driven by Selenium. Under CI=true a missing
 chromium fails the browser tests instead of skipping them."""
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -108,6 +109,32 @@ def new_client(app, token: str | None = None) -> TestClient:
     if token:
         sign_in(c, token)
     return c
+
+
+def launch_form(c, name: str, **fields) -> dict:
+    """The launch form's fields as its page fills them in, with `fields` over them."""
+    page = c.get(f"/ui/templates/{name}/launch")
+    assert page.status_code == 200, page.text
+    return {**form_values(page.text), **fields}
+
+
+def form_values(h: str) -> dict:
+    """The values a launch page's form would post."""
+    form = {"csrf": csrf_of(h), "version": re.search(r'name="version" value="(\d+)"', h).group(1),
+            "idempotency_key": re.search(r'name="idempotency_key" value="([^"]*)"', h).group(1),
+            "backend": "local", "labels": "", "overrides": "",
+            "display_name": html.unescape(re.search(r'id="display_name" name="display_name" value="([^"]*)"', h).group(1))}
+    for m in re.finditer(r'<input type="(number|text)" id="param-(\w+)" name="(param\.\w+)" value="([^"]*)"', h):
+        form[m.group(3)] = html.unescape(m.group(4))
+    for m in re.finditer(r'<select id="param-(\w+)" name="(param\.\w+)".*?<option selected>([^<]*)</option>', h, re.S):
+        form[m.group(2)] = m.group(3)
+    for m in re.finditer(r'name="(param\.\w+)" value="true" checked', h):
+        form[m.group(1)] = "true"
+    for m in re.finditer(r'<input type="number" id="set-[\w-]+" name="(set\.[\w.]+)" value="([^"]*)"', h):
+        form[m.group(1)] = html.unescape(m.group(2))
+    for m in re.finditer(r'<select id="set-[\w-]+" name="(set\.[\w.]+)".*?<option value="([^"]*)" selected>', h, re.S):
+        form[m.group(1)] = html.unescape(m.group(2))
+    return form
 
 
 # --- the browser --------------------------------------------------------------------

@@ -4,6 +4,8 @@ on something the page shows (Selenium explicit waits), never on time."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from selenium.common.exceptions import (
@@ -151,27 +153,39 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     epochs.send_keys("7")
     Select(d.find_element(By.ID, "param-optimizer")).select_by_visible_text("sgd")
     d.find_element(By.ID, "param-mixed_precision").click()
+    count = d.find_element(By.ID, "set-workers-replica_count")  # the template's overridable setting, as a field
+    assert count.get_attribute("value") == "1"
+    count.clear()
+    d.find_element(By.ID, "preview").click()
+    wait(d, EC.presence_of_element_located((By.ID, "set-workers-replica_count-error")), "the blank count refused")
+    count = d.find_element(By.ID, "set-workers-replica_count")
+    count.clear()
+    count.send_keys("2")
     d.find_element(By.ID, "preview").click()
     wait(d, EC.presence_of_element_located((By.ID, "preview-result")), "the dry-run preview")
     pools = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")[:5]]
              for tr in d.find_elements(By.CSS_SELECTOR, "#preview-result table.pools tbody tr")]
     assert pools == [["workerpool0", "chief", "1", "n1-standard-4", "none"],
-                     ["workerpool1", "worker", "1", "n1-standard-8", "1 × NVIDIA_TESLA_T4"]]
+                     ["workerpool1", "worker", "2", "n1-standard-8", "1 × NVIDIA_TESLA_T4"]]
+    assert "an hour" in d.find_element(By.ID, "preview-cost").text
     configs = {}
     for details in d.find_elements(By.CSS_SELECTOR, "#preview-result details.replica-config"):
         configs[details.get_attribute("data-task")] = json.loads(
             details.find_element(By.TAG_NAME, "pre").get_attribute("textContent"))
     assert configs["workerpool0-0"]["task"] == {"type": "chief", "index": 0}
-    assert configs["workerpool1-0"]["task"] == {"type": "worker", "index": 0}
+    assert configs["workerpool1-1"]["task"] == {"type": "worker", "index": 1}
     # A local job: the preview shows what the local backend gives (ports are chosen at launch).
     port = "127.0.0.1:<port chosen at launch>"
-    assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port]}
+    assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port, port]}
     assert d.find_element(By.ID, "param-epochs").get_attribute("value") == "7"  # the form keeps its values
     assert api.c.get("/v1/jobs").json()["items"] == []                           # a preview stores nothing
 
-    d.find_element(By.ID, "launch").click()
+    named = d.find_element(By.ID, "preview-name").text
+    d.find_element(By.ID, "launch-previewed").click()  # beside the preview: launches what it showed
     wait(d, EC.url_contains("/ui/jobs/"), "the new job's page")
     job_id = d.current_url.split("/ui/jobs/")[1].split("?")[0]
+    assert api.job(job_id)["display_name"] == named
+    assert api.job(job_id)["overrides"] == {"workers": {"replica_count": 2}}
     assert api.job(job_id)["parameters"] == {"epochs": 7, "optimizer": "sgd", "mixed_precision": True,
                                              "learning_rate": 0.01}
     wait(d, lambda d: page_state(d) == "RUNNING", "the job to run")
@@ -240,7 +254,9 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     new = {**body, "spec": trainer_spec(workers=2)}
     assert api.c.put("/v1/templates/demo-like", json={k: new[k] for k in ("spec", "parameters", "description")}
                      ).status_code == 200
-    done = api.submit("demo-like", parameters={"epochs": 6}, labels={"team": "vision"}, display_name="resnet-sweep-a")
+    # Its chief prints INFO, a warning and a caught traceback on stderr: the shot shows their colours.
+    done = api.submit("demo-like", parameters={"epochs": 6}, labels={"team": "vision"}, display_name="resnet-sweep-a",
+                      overrides={"chief": {"container": {"args": ["--epochs", "6", "--stderr-demo"]}}})
     api.wait_state(done["id"], "SUCCEEDED")
     failed = api.submit("demo-like", display_name="resnet-sweep-b",
                         overrides={"chief": {"container": {"args": ["--epochs", "2", "--exit", "3"]}}})
@@ -255,6 +271,7 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     laptop.resize(1366, 2200)
     laptop.get(f"{laptop.base_url}/ui/jobs/{done['id']}")
     assert points(laptop, "loss", "loss") == 6
+    assert laptop.find_elements(By.CSS_SELECTOR, "#log-lines .sev-traceback")
     laptop.save_screenshot(str(shots / "job-laptop-light.png"))
     laptop.get(f"{laptop.base_url}/ui/jobs/{failed['id']}")
     assert "workerpool0-0" in laptop.find_element(By.ID, "job-error").text
@@ -302,3 +319,85 @@ def test_phone_dark_and_laptop_light_layouts_without_javascript_too(make_browser
     assert points(plain, "loss", "val_loss") == 6
     assert "workerpool0-0: training finished" in plain.find_element(By.ID, "log-lines").text
     assert not plain.find_element(By.ID, "log-filter").is_displayed()
+
+
+def test_live_log_colours_local_times_a_quiet_cancel_and_the_reconnecting_sign(make_browser, live_api, server,
+                                                                                 tokens, tmp_path):
+    """Issue 25: what the scripts do. The browser goes through a proxy, cut to play an outage."""
+    from tests.faults.tcp_proxy import TcpProxy
+    from tests.ui.log_severity_cases import CASES
+
+    api = live_api
+    gate = tmp_path / "go"
+    body = template_body("noisy", epochs=1, wait_file=str(gate), workers=0, chief_extra=["--stderr-demo"])
+    api.template("noisy", body["spec"], parameters=body["parameters"])
+    noisy = api.submit("noisy", parameters={"epochs": 1})
+    host, port = server.removeprefix("http://").split(":")
+    proxy = TcpProxy(host, int(port))
+    try:
+        d = make_browser()
+        d.base_url = f"http://127.0.0.1:{proxy.port}"
+        d.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})  # UTC+05:30
+        sign_in(d, tokens["member"])
+        # The browser's classifier says what the server's does of every line of the table.
+        assert d.execute_script("const c = TJ.classifier(); return arguments[0].map(c);",
+                                [m for m, _ in CASES]) == [s for _, s in CASES]
+
+        d.get(f"{d.base_url}/ui/jobs/{noisy['id']}")
+        wait(d, lambda d: page_state(d) == "RUNNING", "the job to run")
+        wait(d, lambda d: d.find_element(By.ID, "logs").get_attribute("data-follow") == "open", "the log stream")
+
+        # Local times: the UTC stays in the title, the text is Kolkata's (minutes move by 30).
+        started = d.find_element(By.CSS_SELECTOR, "#panel-header dt + dd time[data-local]")
+        at = datetime.fromisoformat(started.get_attribute("datetime").replace("Z", "+00:00"))
+        assert started.get_attribute("title") == at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        local = at.astimezone(ZoneInfo("Asia/Kolkata"))
+        assert local.strftime(":%M:%S") in started.text and "GMT+5:30" in started.text, started.text
+
+        # The service is cut off: the page says so at once and its clocks stop; back, it says nothing.
+        assert not d.find_element(By.ID, "offline").is_displayed()
+        proxy.cut()
+        wait(d, lambda d: d.find_element(By.ID, "offline").is_displayed(), "the reconnecting sign")
+        assert d.execute_script("return document.documentElement.dataset.offline") == "true"
+        frozen = d.find_element(By.CSS_SELECTOR, "#panel-header .duration").text
+        d.execute_script("TJ.tick()")
+        assert d.find_element(By.CSS_SELECTOR, "#panel-header .duration").text == frozen
+        proxy.restore()
+        wait(d, lambda d: not d.find_element(By.ID, "offline").is_displayed(), "the sign to go")
+
+        # Lines that arrive live are coloured by what they say, not by their stream.
+        gate.touch()
+        wait(d, lambda d: "ValueError: a caught error on stderr" in d.find_element(By.ID, "log-lines").text,
+             "the traceback's last line")
+        lines = {ln.find_element(By.CLASS_NAME, "msg").text: ln for ln in d.find_elements(By.CSS_SELECTOR, "#log-lines .ln")}
+        info = next(ln for m, ln in lines.items() if m.endswith("healthy info on stderr"))
+        plain = next(ln for m, ln in lines.items() if m.startswith("hello from"))
+        assert (info.get_attribute("data-stream"), info.get_attribute("data-severity")) == ("stderr", "")
+        colour = lambda ln: ln.find_element(By.CLASS_NAME, "msg").value_of_css_property("color")  # noqa: E731
+        assert colour(info) == colour(plain)
+        assert [lines[m].get_attribute("data-severity") for m in
+                ("WARNING:tensorflow:a warning on stderr", "Traceback (most recent call last):",
+                 "ValueError: a caught error on stderr")] == ["warning", "traceback", "error"]
+        assert colour(lines["ValueError: a caught error on stderr"]) != colour(plain)
+        ts = info.find_element(By.CLASS_NAME, "ts")
+        assert ts.get_attribute("title").endswith("Z") and ts.text != ts.get_attribute("title")
+        api.wait_state(noisy["id"], "SUCCEEDED")
+
+        # A cancel of one's own: a notice said once, no error, no Cancel button while it stops.
+        sleeper = template_body("sleeper", wait_file=str(tmp_path / "never"), workers=0)
+        api.template("sleeper", sleeper["spec"], parameters=sleeper["parameters"])
+        job = api.submit("sleeper")
+        d.get(f"{d.base_url}/ui/jobs/{job['id']}")
+        wait(d, lambda d: page_state(d) == "RUNNING", "the sleeper to run")
+        d.find_element(By.ID, "cancel").click()
+        wait(d, EC.alert_is_present(), "the confirmation").accept()
+        wait(d, EC.presence_of_element_located((By.ID, "job-cancelled")), "the cancel notice")
+        assert "notice=" not in d.current_url  # said once: a reload or going back does not repeat it
+        assert d.find_element(By.ID, "notice").is_displayed()
+        assert not d.find_elements(By.ID, "cancel") and not d.find_elements(By.ID, "job-error")
+        wait(d, lambda d: page_state(d) == "CANCELLED", "the job to be cancelled")
+        assert "Cancelled by member-alice@alpha" in d.find_element(By.ID, "job-cancelled").text
+        d.refresh()
+        assert not d.find_elements(By.ID, "notice")
+    finally:
+        proxy.close()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import html
 import json
 
-from tests.ui.conftest import new_client, template_body
-from tests.ui.test_pages import _launch_form
+from tests.ui.conftest import launch_form, new_client, template_body
 
 
 def _beside(page: str, where: str) -> str:
@@ -17,7 +16,7 @@ def test_overrides_that_are_not_json_do_not_hold_back_a_bad_parameter(app, api, 
     body = template_body("typed")
     api.template("typed", body["spec"], parameters=body["parameters"])
     c = new_client(app, tokens["admin"])
-    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+    r = c.post("/ui/templates/typed/launch", data=launch_form(
         c, "typed", action="launch", overrides="{not json", **{"param.epochs": "500"}))
     assert r.status_code == 422
     assert "above the maximum 50" in _beside(r.text, "param-epochs-error")
@@ -32,7 +31,7 @@ def test_every_mistake_shows_beside_its_field_in_one_answer(app, api, tokens):
     api.template("typed", body["spec"], parameters=body["parameters"])
     c = new_client(app, tokens["admin"])
     overrides = {"chief": {"replica_count": 2}, "workers": {"replica_count": 0, "machine_type": "n9-giant-7"}}
-    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+    r = c.post("/ui/templates/typed/launch", data=launch_form(
         c, "typed", action="launch", overrides=json.dumps(overrides),
         **{"param.epochs": "500", "param.learning_rate": "fast"}))
     assert r.status_code == 422

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.ui.conftest import csrf_of, new_client, template_body, trainer_spec
+from tests.ui.conftest import csrf_of, launch_form, new_client, template_body, trainer_spec
 
 
 @pytest.fixture
@@ -145,23 +145,6 @@ def test_forms_without_the_csrf_token_change_nothing(app, api, running, tokens):
     assert [e["actor"] for e in api.events(job["id"]) if e["to_state"] == "CANCELLING"] == ["member-alice@alpha"]
 
 
-def _launch_form(c, name: str, **fields) -> dict:
-    page = c.get(f"/ui/templates/{name}/launch")
-    assert page.status_code == 200, page.text
-    h = page.text
-    form = {"csrf": csrf_of(h), "version": re.search(r'name="version" value="(\d+)"', h).group(1),
-            "idempotency_key": re.search(r'name="idempotency_key" value="([^"]*)"', h).group(1),
-            "backend": "local", "labels": "", "overrides": "", "display_name": ""}
-    for m in re.finditer(r'<input type="(number|text)" id="param-(\w+)" name="(param\.\w+)" value="([^"]*)"', h):
-        form[m.group(3)] = html.unescape(m.group(4))
-    for m in re.finditer(r'<select id="param-(\w+)" name="(param\.\w+)".*?<option selected>([^<]*)</option>', h, re.S):
-        form[m.group(2)] = m.group(3)
-    for m in re.finditer(r'name="(param\.\w+)" value="true" checked', h):
-        form[m.group(1)] = "true"
-    form.update(fields)
-    return form
-
-
 def test_the_launch_form_is_made_from_the_typed_parameters(app, api, tokens):
     body = template_body("typed")
     body["parameters"].append({"name": "run_name", "type": "string", "description": "No default: required"})
@@ -176,7 +159,7 @@ def test_the_launch_form_is_made_from_the_typed_parameters(app, api, tokens):
     assert re.search(r'type="text" id="param-run_name" name="param.run_name" value=""', h)
     assert "(string, required)" in h and "(1 to 50)" in h
 
-    form = _launch_form(c, "typed", **{"param.epochs": "9", "param.run_name": "sweep-7", "labels": "team=vision",
+    form = launch_form(c, "typed", **{"param.epochs": "9", "param.run_name": "sweep-7", "labels": "team=vision",
                                        "param.mixed_precision": "true", "action": "launch"})
     r = c.post("/ui/templates/typed/launch", data=form, follow_redirects=False)
     assert r.status_code == 303, _text(r.text)
@@ -223,7 +206,7 @@ def test_a_bad_launch_is_shown_beside_its_field_and_launches_nothing(app, api, t
     body = template_body("typed")
     api.template("typed", body["spec"], parameters=body["parameters"])
     c = new_client(app, tokens["member"])
-    r = c.post("/ui/templates/typed/launch", data=_launch_form(c, "typed", action="launch", **fields))
+    r = c.post("/ui/templates/typed/launch", data=launch_form(c, "typed", action="launch", **fields))
     assert r.status_code == 422, _text(r.text)[:2000]
     block = r.text.split(f'id="{where}"', 1)[1].split("</p>" if where != "form-errors" else "</div>", 1)[0]
     assert message in html.unescape(block), block
@@ -234,7 +217,7 @@ def test_an_override_a_member_may_not_make_is_refused_beside_its_field(app, api,
     body = template_body("typed")
     api.template("typed", body["spec"], parameters=body["parameters"])
     c = new_client(app, tokens["member"])
-    r = c.post("/ui/templates/typed/launch", data=_launch_form(
+    r = c.post("/ui/templates/typed/launch", data=launch_form(
         c, "typed", action="launch", overrides='{"container": {"command": ["sh", "-c", "id"]}}'))
     assert r.status_code == 403, _text(r.text)[:2000]
     block = r.text.split('id="overrides-error"', 1)[1].split("</p>", 1)[0]
@@ -247,7 +230,7 @@ def test_the_preview_is_the_apis_dry_run(app, api, tokens):
     api.template("typed", body["spec"], parameters=body["parameters"])
     c = new_client(app, tokens["member"])
     r = c.post("/ui/templates/typed/launch",
-               data=_launch_form(c, "typed", action="preview", overrides='{"workers": {"replica_count": 3}}'))
+               data=launch_form(c, "typed", action="preview", overrides='{"workers": {"replica_count": 3}}'))
     assert r.status_code == 200, _text(r.text)[:2000]
     dry = api.c.post("/v1/jobs?dry_run=true", json={"template": "typed", "backend": "local",
                                                     "overrides": {"workers": {"replica_count": 3}}}).json()

@@ -14,6 +14,7 @@ window.TJ = (function () {
   }
 
   function tick() {
+    if (offline) return;
     const now = Date.now();
     document.querySelectorAll("time[data-ago]").forEach((t) => {
       t.textContent = duration(now - Date.parse(t.getAttribute("datetime"))) + " ago";
@@ -22,6 +23,48 @@ window.TJ = (function () {
       const start = d.dataset.start, end = d.dataset.end;
       if (!start) { d.textContent = "—"; return; }
       d.textContent = duration((end ? Date.parse(end) : now) - Date.parse(start));
+    });
+  }
+
+  // Times are sent as UTC (<time datetime> with the UTC in its title); shown in the browser's
+  // zone. data-local="time" (log lines) keeps only the time of day, with milliseconds.
+  const DATE_TIME = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+                      second: "2-digit", timeZoneName: "short" };
+  const TIME = { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+  function localize(root) {
+    (root || document).querySelectorAll("time[data-local]:not([data-localized])").forEach((t) => {
+      const at = new Date(t.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      t.textContent = at.toLocaleString(undefined, t.dataset.local === "time" ? TIME : DATE_TIME);
+      t.dataset.localized = "";
+    });
+  }
+
+  // While a page's live feed is cut (the service stopped or restarts), the whole page says so
+  // and its running clocks stop: a RUNNING job must not seem to tick on while nobody knows.
+  // A stream also ends every TRAINJOBS_UI_STREAM_MAX_SECONDS and is back after its `retry:`
+  // (2 s): only a feed still cut after OFFLINE_AFTER_MS is an outage worth a sign.
+  const OFFLINE_AFTER_MS = 4000;
+  let offline = false, pending = null;
+  function watch(source, onBack) {
+    source.addEventListener("error", () => {
+      if (offline || pending) return;
+      pending = setTimeout(() => {
+        pending = null;
+        if (source.readyState === EventSource.OPEN) return;
+        offline = true;
+        document.documentElement.dataset.offline = "true";
+        document.getElementById("offline").hidden = false;
+      }, OFFLINE_AFTER_MS);
+    });
+    source.addEventListener("open", () => {
+      if (pending) { clearTimeout(pending); pending = null; }
+      if (!offline) return;
+      offline = false;
+      delete document.documentElement.dataset.offline;
+      document.getElementById("offline").hidden = true;
+      if (onBack) onBack();
+      tick();
     });
   }
 
@@ -52,6 +95,13 @@ window.TJ = (function () {
   });
   tick();
   setInterval(tick, 1000);
+  localize();
+  // A notice (?notice=launched) is said once: reloading or going back must not repeat it.
+  const page = new URL(location.href);
+  if (page.searchParams.has("notice")) {
+    page.searchParams.delete("notice");
+    history.replaceState(history.state, "", page.pathname + page.search + page.hash);
+  }
   // Control and bidirectional characters as escapes (\x1b, \u202e), as the server renders them
   // (service/text.py visible): what a replica printed is shown, never reorders or hides text.
   const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g;
@@ -62,5 +112,26 @@ window.TJ = (function () {
     });
   }
 
-  return { duration, tick, announce, stateBadge, visible };
+  // A log line's severity, for its colour: the rules of service/ui/severity.py (kept to one
+  // table of lines by tests/ui), one classifier per replica since a traceback spans lines.
+  const TB_HEAD = /^Traceback \(most recent call last\):/;
+  const TB_BODY = /^\s+(File ".*", line \d+|\S)/;
+  const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)/;
+  const WARNING = /\b(WARNING|WARN)\b|^W\d{4} \d\d:|: W \S+:\d+\]|\b\w*Warning: /;
+  function classifier() {
+    let inTraceback = false;
+    return (message) => {
+      if (TB_HEAD.test(message)) { inTraceback = true; return "traceback"; }
+      if (inTraceback) {
+        if (TB_BODY.test(message)) return "traceback";
+        inTraceback = false;
+        return "error";
+      }
+      if (ERROR.test(message)) return "error";
+      if (WARNING.test(message)) return "warning";
+      return "";
+    };
+  }
+
+  return { duration, tick, localize, watch, announce, stateBadge, visible, classifier };
 })();

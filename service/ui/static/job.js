@@ -31,6 +31,7 @@
       if (header.dataset.state !== before) TJ.announce("The job is now " + header.dataset.state);
       if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
       TJ.tick();
+      TJ.localize();
     } finally {
       loading = false;
       if (again) { again = false; refresh(); }
@@ -43,6 +44,7 @@
     if (change.updated_at > root.dataset.updatedAt) refresh();
   });
   feed.addEventListener("reload", refresh);
+  TJ.watch(feed, refresh);  // back after an outage: what changed meanwhile is read again
 
   // --- logs ---------------------------------------------------------------
   const logs = document.getElementById("logs");
@@ -56,6 +58,13 @@
   let replica = logs.dataset.replica;
   let cursor = logs.dataset.cursor;
   let source = null;
+
+  // Coloured by severity, not stream: TensorFlow and logging write INFO to stderr.
+  const classifiers = new Map();
+  function classify(rep, message) {
+    if (!classifiers.has(rep)) classifiers.set(rep, TJ.classifier());
+    return classifiers.get(rep)(message);
+  }
 
   function matches(line, q) { return !q || line.textContent.toLowerCase().includes(q); }
 
@@ -73,13 +82,18 @@
 
   function append(l) {
     const line = document.createElement("span");
-    line.className = "ln";
+    const severity = classify(l.replica, l.message);
+    line.className = "ln" + (severity ? " sev-" + severity : "");
     line.dataset.replica = l.replica;
-    const ts = document.createElement("span"); ts.className = "ts"; ts.textContent = l.timestamp;
+    line.dataset.stream = l.stream;
+    line.dataset.severity = severity;
+    const ts = document.createElement("time"); ts.className = "ts"; ts.dateTime = l.timestamp;
+    ts.title = l.timestamp; ts.dataset.local = "time"; ts.textContent = l.timestamp;
     const rep = document.createElement("span"); rep.className = "rep"; rep.textContent = TJ.visible(l.replica);
-    const msg = document.createElement("span"); msg.className = "msg" + (l.stream === "stderr" ? " err" : "");
+    const msg = document.createElement("span"); msg.className = "msg";
     msg.textContent = TJ.visible(l.message);
     line.append(ts, " ", rep, " ", msg, "\n");
+    TJ.localize(line);
     line.hidden = !matches(line, filter.value.trim().toLowerCase());
     pre.append(line);
     while (pre.childElementCount > MAX_LINES) pre.firstElementChild.remove();
@@ -113,6 +127,7 @@
     if (source) source.close();
     replica = select.value;
     cursor = "";
+    classifiers.clear();
     pre.replaceChildren();
     const url = new URL(download.href, location.href);
     if (replica) url.searchParams.set("replica", replica); else url.searchParams.delete("replica");

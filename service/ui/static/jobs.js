@@ -52,6 +52,7 @@
 
   const source = new EventSource("/ui/stream?since=" + encodeURIComponent(since));
   source.addEventListener("job", (e) => apply(JSON.parse(e.data)));
+  TJ.watch(source);  // the feed resumes from its last event id: nothing missed is lost
   source.addEventListener("reload", () => { document.getElementById("new-jobs").hidden = false; });
   source.onopen = () => { status.textContent = "Live: states update by themselves."; table.dataset.live = "open"; };
   source.onerror = () => {
