@@ -42,6 +42,9 @@ class Classifier:
 
 
 def severities(lines) -> list[str]:
-    """The severity of each line (anything with .replica and .message), a classifier per replica."""
-    by_replica: dict[str, Classifier] = {}
-    return [by_replica.setdefault(ln.replica, Classifier())(ln.message) for ln in lines]
+    """The severity of each line (anything with .replica, .stream and .message), a classifier per
+    replica and stream: a traceback is written to one stream, and lines of the other stream may
+    come between its lines in time order."""
+    by_stream: dict[tuple[str, str], Classifier] = {}
+    return [by_stream.setdefault((ln.replica, getattr(ln, "stream", "")), Classifier())(ln.message)
+            for ln in lines]

@@ -23,3 +23,20 @@ def test_a_traceback_is_followed_per_replica():
     lines = [Line("a", "Traceback (most recent call last):"), Line("b", "  an indented line of b"),
              Line("a", '  File "x.py", line 1, in f'), Line("b", "ordinary"), Line("a", "OSError: gone")]
     assert severities(lines) == ["traceback", "", "traceback", "", "error"]
+
+
+@dataclass
+class StreamLine:
+    replica: str
+    stream: str
+    message: str
+
+
+def test_a_traceback_is_followed_per_stream_whatever_the_other_stream_prints_between():
+    """Lines come in time order across both streams: a stdout line between a traceback's lines
+    (it happened on the page) must not end the traceback."""
+    lines = [StreamLine("a", "stderr", "Traceback (most recent call last):"),
+             StreamLine("a", "stdout", "a: step 3"),
+             StreamLine("a", "stderr", "    main()"),
+             StreamLine("a", "stderr", "ValueError: boom")]
+    assert severities(lines) == ["traceback", "", "traceback", "error"]

@@ -113,7 +113,7 @@ window.TJ = (function () {
   }
 
   // A log line's severity, for its colour: the rules of service/ui/severity.py (kept to one
-  // table of lines by tests/ui), one classifier per replica since a traceback spans lines.
+  // table of lines by tests/ui), one classifier per replica and stream since a traceback spans lines.
   const TB_HEAD = /^Traceback \(most recent call last\):/;
   const TB_BODY = /^\s+(File ".*", line \d+|\S)/;
   const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)/;

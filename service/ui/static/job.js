@@ -61,9 +61,12 @@
 
   // Coloured by severity, not stream: TensorFlow and logging write INFO to stderr.
   const classifiers = new Map();
-  function classify(rep, message) {
-    if (!classifiers.has(rep)) classifiers.set(rep, TJ.classifier());
-    return classifiers.get(rep)(message);
+  function classify(rep, stream, message) {
+    // One per replica and stream: a traceback is written to one stream, and the other
+    // stream's lines may come between its lines (service/ui/severity.py does the same).
+    const key = rep + "\u0000" + stream;
+    if (!classifiers.has(key)) classifiers.set(key, TJ.classifier());
+    return classifiers.get(key)(message);
   }
 
   function matches(line, q) { return !q || line.textContent.toLowerCase().includes(q); }
@@ -82,7 +85,7 @@
 
   function append(l) {
     const line = document.createElement("span");
-    const severity = classify(l.replica, l.message);
+    const severity = classify(l.replica, l.stream, l.message);
     line.className = "ln" + (severity ? " sev-" + severity : "");
     line.dataset.replica = l.replica;
     line.dataset.stream = l.stream;
