@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 # The followers' process (--follower-process) is handed the token of the run that started it.
 TOKEN = os.environ.get("TRAINJOBS_LOAD_TOKEN") or "tj_" + secrets.token_urlsafe(32)
+# The by-route latency series are private (issue 22): the service is started with this metrics token.
+METRICS_TOKEN = "bench-metrics-" + secrets.token_urlsafe(16)
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def free_port() -> int:
@@ -66,7 +69,8 @@ class Service:
         full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
         full.update({"TRAINJOBS_DATABASE_URL": db_url, "TRAINJOBS_BOOTSTRAP_TOKEN": TOKEN,
                      "TRAINJOBS_SEED_DEMO_TEMPLATE": "true", "TRAINJOBS_LOG_LEVEL": "WARNING",
-                     "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs"), **env})
+                     "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs"),
+                     "TRAINJOBS_METRICS_TOKEN": METRICS_TOKEN, **env})
         self.log = open(work / "service.log", "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
                                       "--log-level", "warning"], env=full, cwd=work, stdout=self.log,
@@ -226,7 +230,7 @@ async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc
                                     "--threads", *(["--format", "raw"] if profile.endswith(".txt") else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
-        before = job_get_buckets((await c.get("/metrics")).text)
+        before = job_get_buckets((await c.get("/metrics", headers=METRICS_AUTH)).text)
         gate.touch()
         get_lat: list[float] = []
         get_status: dict[int, int] = {}
@@ -241,7 +245,7 @@ async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait()
-        after = job_get_buckets((await c.get("/metrics")).text)
+        after = job_get_buckets((await c.get("/metrics", headers=METRICS_AUTH)).text)
         served = {le: after[le] - before.get(le, 0) for le in after}
         return {"results": json.loads(out.read_text()), "get": get_lat, "get_status": get_status,
                 "cpu": cpu, "wall": wall, "served": served}
@@ -251,7 +255,7 @@ def job_get_buckets(metrics: str) -> dict[str, float]:
     """The service's own latency histogram of GET /v1/jobs/{job_id}: {le: count}."""
     out = {}
     for line in metrics.splitlines():
-        if line.startswith("trainjobs_http_request_duration_seconds_bucket{") and 'method="GET"' in line \
+        if line.startswith("trainjobs_http_route_request_duration_seconds_bucket{") and 'method="GET"' in line \
                 and 'route="/v1/jobs/{job_id}"' in line:
             le = line.split('le="', 1)[1].split('"', 1)[0]
             out[le] = float(line.rsplit(" ", 1)[1])
@@ -297,7 +301,11 @@ def followers_part(args, db_url: str, work: Path) -> None:
     # A database of its own: the mix's hundreds of QUEUED demo jobs would be launched
     # first (oldest first) and the followed job would wait behind them.
     # One token for every follower: past the per-caller cap (64 by default) they would be 429s.
-    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2", TRAINJOBS_MAX_STREAMS_PER_CALLER="5000")
+    # The gate is a file in `work`: visible in the replica's sandbox (its own mount namespace and
+    # uid since round 3) only as a shared folder, and reachable by the replica's uid.
+    os.chmod(work, 0o711)
+    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2", TRAINJOBS_MAX_STREAMS_PER_CALLER="5000",
+                  TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(work)]))
     try:
         idle = svc.rss_mb()
         cpu0, t0 = svc.cpu_seconds(), time.monotonic()

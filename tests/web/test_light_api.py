@@ -1,4 +1,5 @@
-"""The API process never imports TensorFlow (start-up time and memory)."""
+"""The API process never imports TensorFlow (start-up time and memory), nor, without the vertex
+backend, Google's client libraries (~70 MB of a ~100 MB process)."""
 import subprocess
 import sys
 
@@ -16,6 +17,8 @@ with TestClient(create_app(s)) as c:
     c.get("/v1/jobs")
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras", "tf_keras", "tensorflow_datasets"))
 print("HEAVY:" + ",".join(heavy))
+google = sorted(m for m in sys.modules if m.startswith(("google.cloud.", "google.api_core", "grpc")))
+print("GOOGLE:" + ",".join(google[:5]))
 """
 
 
@@ -24,3 +27,10 @@ def test_service_does_not_import_tensorflow(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY:\n" in out.stdout or out.stdout.strip().endswith("HEAVY:"), out.stdout
+
+
+def test_a_service_without_the_vertex_backend_loads_no_google_client(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path / "db.sqlite"), str(tmp_path / "runs")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "GOOGLE:\n" in out.stdout, out.stdout
