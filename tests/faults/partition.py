@@ -9,9 +9,10 @@ The second must take over once the lease has run out; the first, when its networ
 comes back, must have stepped down and must not take the lease back."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -56,14 +57,16 @@ def ticks(serve: Serve) -> float:
 
 def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
     url = make_url(pg_url)
+    # JSON log lines: their `ts` (UTC, milliseconds) says when the controllers changed hands.
     env = {"TRAINJOBS_CONTROLLER_LEASE_SECONDS": str(lease_seconds), "TRAINJOBS_ELECTION_INTERVAL_SECONDS": "1",
-           "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs")}
+           "TRAINJOBS_LOCAL_WORK_DIR": str(work / "runs"), "TRAINJOBS_LOG_FORMAT": "json"}
     ns = NetNs()
     old = new = None
     try:
         relay = ns.relay(url.port or 5432)
         inside = url.set(host="127.0.0.1", port=relay.port).render_as_string(hide_password=False)
-        old = Serve(work / "old", {**env, "TRAINJOBS_DATABASE_URL": inside}, name="old", wrap=ns.command([]))
+        old = Serve(work / "old", {**env, "TRAINJOBS_DATABASE_URL": inside}, name="old", wrap=ns.command([]),
+                    log_level="info")  # the controllers' hand-overs are INFO lines
         # Its HTTP port is in the namespace: reach it through a relay of our own (not dropped).
         old.url = f"http://127.0.0.1:{ns.expose(old.port).port}"
         old.client = httpx.Client(base_url=old.url, timeout=30)
@@ -71,11 +74,11 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
         wait_for(old.is_controller, "the namespaced process to become the controller", 60)
         old_epoch, old_holder = lease_row(pg_url)
 
-        new = Serve(work / "new", {**env, "TRAINJOBS_DATABASE_URL": pg_url}, name="new").ready()
+        new = Serve(work / "new", {**env, "TRAINJOBS_DATABASE_URL": pg_url}, name="new", log_level="info").ready()
         assert not new.is_controller() and old.is_controller()   # one controller while all is well
 
         ns.drop(relay.port)
-        dropped_at, dropped_wall = time.monotonic(), datetime.now()   # logs' asctime: local wall time
+        dropped_at, dropped_wall = time.monotonic(), datetime.now(UTC)   # the log lines' ts: UTC
         wait_for(new.is_controller, "a new controller after the partition", lease_seconds * 3 + 30, 0.05)
         took = time.monotonic() - dropped_at
         wait_for(lambda: ticks(new) >= 1, "the new controller's first pass", 30, 0.05)
@@ -115,9 +118,11 @@ def run(pg_url: str, work: Path, lease_seconds: float) -> Figures:
 
 
 def log_time(text: str, needle: str) -> datetime:
-    """When the last log line holding `needle` was written (text log format)."""
-    line = [line for line in text.splitlines() if needle in line][-1]
-    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    """When the last log line holding `needle` was written (its JSON `ts`, UTC)."""
+    lines = [line for line in text.splitlines() if needle in line and line.startswith("{")]
+    assert lines, [line for line in text.splitlines() if needle in line]
+    line = lines[-1]
+    return datetime.fromisoformat(json.loads(line)["ts"].replace("Z", "+00:00"))
 
 
 def _answers(serve: Serve) -> bool:

@@ -5,7 +5,6 @@ with no NOTIFY to itself; and a retry attempt's rows are written by the same job
 writer as a first submit's."""
 from __future__ import annotations
 
-import re
 import uuid
 
 import psycopg
@@ -22,19 +21,14 @@ from service.persistence import jobrows
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel
 from tests.apikit import DEMO
 from tests.conftest import make_token, truncate_all
-from tests.ui.conftest import csrf_of, sign_in
+from tests.ui.conftest import launch_form, sign_in
 
 
 def _ui_launch(app, token: str) -> str:
     """Launch the demo template from the UI's form; returns the new job's id."""
     c = TestClient(app)
     sign_in(c, token)
-    page = c.get("/ui/templates/mwms-demo/launch").text
-    form = {"csrf": csrf_of(page), "version": re.search(r'name="version" value="(\d+)"', page).group(1),
-            "idempotency_key": re.search(r'name="idempotency_key" value="([^"]*)"', page).group(1),
-            "backend": "local", "labels": "", "overrides": "", "display_name": "", "action": "launch"}
-    for m in re.finditer(r'name="(param\.\w+)" value="([^"]*)"', page):
-        form[m.group(1)] = m.group(2)
+    form = launch_form(c, "mwms-demo", action="launch")
     r = c.post("/ui/templates/mwms-demo/launch", data=form, follow_redirects=False)
     assert r.status_code == 303, r.text
     return r.headers["location"].split("/ui/jobs/")[1].split("?")[0]
