@@ -101,6 +101,18 @@ class Follower:
             self.ready.set()
 
 
+def with_retry(chunks: list[bytes], retry: bytes) -> bytes:
+    """Put the `retry:` field in front of the first event among `chunks` (in place); what is
+    left to send (b"" once placed). Never in front of a heartbeat: "retry: 1000\\n: keep-alive"
+    is a block without data, which httpx-sse and others hand out as an empty `message` event
+    (a follower quiet for `heartbeat` seconds before its first line saw one and choked)."""
+    for i, chunk in enumerate(chunks):
+        if not chunk.startswith(b":"):
+            chunks[i] = retry + chunk
+            return b""
+    return retry
+
+
 def next_read_after(floor: float, fan_out_seconds: float, share: float) -> float:
     """Seconds from a fan-out to the next read while lines keep coming: `floor`, or longer when
     handing a batch to every follower took the loop long enough that reading at the floor
@@ -328,12 +340,13 @@ class Hub:
                     await follower.ready.wait()
                     continue
                 chunks = follower.take()
+                if retry:
+                    retry = with_retry(chunks, retry)
                 # Small chunks go out together; big ones one by one, never copied per follower.
                 if len(chunks) > 1 and sum(map(len, chunks)) <= 65536:
                     chunks = [b"".join(chunks)]
                 for chunk in chunks:
-                    yield retry + chunk if retry else chunk
-                    retry = b""
+                    yield chunk
         finally:
             follower.done = True
             follower.release()

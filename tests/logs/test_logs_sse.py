@@ -117,6 +117,46 @@ def test_heartbeats_keep_a_quiet_stream_open(live, work_dir, token, tmp_path):
     assert_no_processes(work_dir)
 
 
+def test_heartbeats_before_the_first_line_never_make_an_empty_event(live, work_dir, token, tmp_path):
+    """A follower quiet for a heartbeat before its first line: the `retry:` field goes with the
+    first event, not with a comment (a block of `retry:` and a comment is an event without data
+    to httpx-sse; it choked followers that waited longer than a heartbeat under load)."""
+    gate = tmp_path / "gate"
+    silent = ("import os, sys, time\n"
+              "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+              "print('after the gate', flush=True)\n")
+    with live(logs_heartbeat_seconds=0.2) as url, _client(url, token) as client:
+        api = Api(client)
+        api.template("silent", {"container": {"image_uri": "local", "command": ["python", "-c", silent, str(gate)]}})
+        job_id = api.submit("silent")["id"]
+        api.wait_state(job_id, "RUNNING")
+        raw: list[str] = []
+        with client.stream("GET", f"/v1/jobs/{job_id}/logs", params={"follow": "true"}) as r:
+            for line in r.iter_lines():
+                raw.append(line)
+                if line == ": keep-alive" and raw.count(": keep-alive") == 2:
+                    gate.touch()  # two heartbeats went out before any line existed
+                if line.startswith("event: end"):
+                    break
+        blocks, block = [], []
+        for line in raw:
+            if line:
+                block.append(line)
+            elif block:
+                blocks.append(block)
+                block = []
+        fielded = [b for b in blocks if not all(ln.startswith(":") for ln in b)]
+        assert fielded, raw
+        # Every block with a field is an event with data; the first of them carries `retry:`.
+        assert all(any(ln.startswith("data: ") for ln in b) for b in fielded), raw
+        assert fielded[0][0] == "retry: 1000" and sum(ln.startswith("retry:") for ln in raw) == 1, raw
+        assert any("after the gate" in ln for ln in fielded[0]), raw
+        # And as an SSE client sees it: a `log` event, then `end`, nothing empty between.
+        with connect_sse(client, "GET", f"/v1/jobs/{job_id}/logs", params={"follow": "true"}) as source:
+            assert [e.event for e in source.iter_sse()] == ["log", "end"]
+    assert_no_processes(work_dir)
+
+
 def test_bad_last_event_id_is_a_problem_not_a_broken_stream(live, work_dir, token):
     with live() as url, _client(url, token) as client:
         api = Api(client)
