@@ -175,8 +175,13 @@ def test_trainjobs_serve_applies_the_limits(tmp_path, workers):
             except OSError:
                 return False
         wait_for(answers, "serve to answer", 90, 0.2)
+        # One worker answering is not all of them up: each logs when its start-up is done. (Probing
+        # from the first answer, a second worker still importing under load missed all 40 rounds
+        # of connections: a fresh-clone run failed so.)
+        wait_for(lambda: (tmp_path / "serve.log").read_text().count("Application startup complete") >= workers,
+                 f"all {workers} workers started", 90, 0.2)
         pids = set()
-        for _ in range(40 if workers > 1 else 1):  # new connections spread over the workers
+        for _ in range(100 if workers > 1 else 1):  # new connections spread over the workers
             with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
                 s.sendall(head(*(f"X-Field-{i}: {i}" for i in range(12)), path="/readyz"))
                 assert status_of(read_all(s)) == 431
