@@ -32,6 +32,7 @@ class Serve:
         port: an earlier one's, to restart the service where its clients are."""
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.workers, self.log_level = workers, log_level
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cwd / f"{name}.log"
         # None of the test process's settings, but its replica uids (tests/conftest.py: one
@@ -62,8 +63,13 @@ class Serve:
                 return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
+        def all_started() -> bool:
+            # One worker answering is not all of them up; each logs its start-up at INFO.
+            return self.log().count("Application startup complete") >= self.workers
         try:
             wait_for(answers, "serve to become ready", timeout, 0.1)
+            if self.workers > 1 and self.log_level in ("info", "debug"):
+                wait_for(all_started, f"all {self.workers} workers to start", timeout, 0.1)
         except AssertionError as e:
             raise AssertionError(f"{e}: {self.log()[-3000:]}") from None
         return self

@@ -19,7 +19,8 @@ QUICK = {"name": "quick", "spec": {"container": {"image_uri": "local", "command"
 
 @pytest.fixture
 def served(tmp_path):
-    service = Serve(tmp_path, {"TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}"}, workers=2)
+    service = Serve(tmp_path, {"TRAINJOBS_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}"}, workers=2,
+                    log_level="info")  # ready() waits for both workers' start-up lines
     try:
         yield service.ready()
     finally:
