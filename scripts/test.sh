@@ -40,4 +40,5 @@ fi
 # much of the suite waits on subprocesses and the database, and each worker has its own
 # PostgreSQL database and replica uids (tests/conftest.py). worksteal: the long tests
 # (real TensorFlow, several `serve` processes) do not leave one worker with the tail.
-exec .venv/bin/python -m pytest -n "${TRAINJOBS_TEST_WORKERS:-auto}" --dist worksteal "$@"
+# --durations: every run names its slowest tests, so a suite creeping past 20 minutes says where.
+exec .venv/bin/python -m pytest -n "${TRAINJOBS_TEST_WORKERS:-auto}" --dist worksteal --durations=15 "$@"
