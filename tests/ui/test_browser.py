@@ -389,7 +389,9 @@ def test_live_log_colours_local_times_a_quiet_cancel_and_the_reconnecting_sign(m
         job = api.submit("sleeper")
         d.get(f"{d.base_url}/ui/jobs/{job['id']}")
         wait(d, lambda d: page_state(d) == "RUNNING", "the sleeper to run")
-        d.find_element(By.ID, "cancel").click()
+        # Found and clicked in one try: the header may be swapped in again between the two (a
+        # fresh-clone run failed on a stale button after RUNNING showed).
+        wait(d, lambda d: d.find_element(By.ID, "cancel").click() or True, "the cancel button")
         wait(d, EC.alert_is_present(), "the confirmation").accept()
         wait(d, EC.presence_of_element_located((By.ID, "job-cancelled")), "the cancel notice")
         assert "notice=" not in d.current_url  # said once: a reload or going back does not repeat it
