@@ -1,0 +1,109 @@
+"""What the scheduler reads and what it decides: plain values, no database, no backend.
+
+Resources are named counts: "vcpu", "gpu:NVIDIA_TESLA_A100", "core" ... A backend says what it
+offers (capacity) and what each job of it asks (demand) in the same names; the scheduler never
+interprets a name, so a new kind of resource needs no change here. Missing keys are 0."""
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+Resources = Mapping[str, int]
+JobId = Hashable
+
+
+@dataclass(frozen=True)
+class Share:
+    """A team's part of one backend's capacity (Kueue's ClusterQueue quotas in a cohort).
+
+    nominal: guaranteed; the team gets it back by preemption when others borrowed it.
+    borrowing_limit: how much beyond its nominal the team may use; a resource not named may
+    borrow without limit. lending_limit: how much of its unused nominal others may borrow; a
+    resource not named lends all of it. weight: the fair-share weight (2 = twice the share)."""
+    nominal: Resources = field(default_factory=dict)
+    borrowing_limit: Resources = field(default_factory=dict)
+    lending_limit: Resources = field(default_factory=dict)
+    weight: float = 1.0
+
+
+DEFAULT_SHARE = Share()
+
+
+@dataclass(frozen=True)
+class Running:
+    """A job holding capacity: launched and not yet ended (a stopping job still holds it).
+
+    stopping: a stop is under way (a preemption or a cancel); stopping_for: the waiting job a
+    preemption is for, whose start it then waits for. expected_end: when it will have ended at
+    the latest (its start plus its time limit), for the estimates; None if unknown."""
+    job_id: JobId
+    team: str
+    priority: int
+    demand: Resources
+    started_at: float
+    stopping: bool = False
+    stopping_for: JobId | None = None
+    expected_end: float | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job waiting for capacity. may_preempt: its priority class may preempt lower ones.
+    nominated: jobs were preempted for it and it has not started since (it goes first)."""
+    job_id: JobId
+    team: str
+    priority: int
+    demand: Resources
+    queued_at: float
+    may_preempt: bool = False
+    nominated: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    """starve_after_s: a job waiting this long has capacity kept for it as it frees, so a large
+    job is never starved by a stream of small ones. max_preemptions_per_pass bounds the work a
+    pass may undo at once. estimate_limit: start estimates for this many waiting jobs."""
+    starve_after_s: float = 1800.0
+    max_preemptions_per_pass: int = 16
+    estimate_limit: int = 100
+
+
+class PreemptionKind(str, Enum):
+    RECLAIM = "reclaim"      # a team takes back its nominal quota from a borrower
+    PRIORITY = "priority"    # a job of a preempting class displaces a lower-priority one
+
+
+@dataclass(frozen=True)
+class Admitted:
+    job_id: JobId
+    team: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Preempted:
+    job_id: JobId
+    team: str
+    for_job: JobId
+    kind: PreemptionKind
+    why: str
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A job still waiting after the pass: its place (1 = next) and why, in words."""
+    job_id: JobId
+    team: str
+    position: int
+    why: str
+    ahead: int
+    estimated_start: float | None = None
+
+
+@dataclass
+class Decision:
+    admit: list[Admitted] = field(default_factory=list)
+    preempt: list[Preempted] = field(default_factory=list)
+    queue: list[Queued] = field(default_factory=list)

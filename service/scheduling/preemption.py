@@ -1,0 +1,73 @@
+"""Which running jobs to stop so that a waiting job can start, if any may be stopped for it.
+
+Two reasons allow it (Kueue's reclaimWithinCohort and withinClusterQueue):
+- reclaim: the waiting job's team stays inside its nominal quota with the job started, and
+  other teams use capacity beyond theirs. Their borrowed jobs may go, whatever their priority.
+- priority: the waiting job's class may preempt; jobs of a lower priority may go: borrowed
+  jobs of other teams, and its own team's jobs.
+Never a job inside its team's nominal quota for another team's sake. Candidates in order:
+other teams' borrowed jobs first, then lowest priority, then youngest. As few as needed:
+taken in that order until the job fits, then each one put back if the job still fits without it."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from service.scheduling.ledger import Ledger
+from service.scheduling.model import PreemptionKind, Running, Waiting
+
+
+def choose_victims(ledger: Ledger, job: Waiting, running: Iterable[Running], borrowed: set,
+                   taken: set, budget: int) -> list[tuple[Running, PreemptionKind]] | None:
+    """The jobs to preempt for `job` (each with why), or None when none may or it would not fit."""
+    reclaim = ledger.within_nominal(job.team, job.demand)
+    if budget <= 0 or not (reclaim or job.may_preempt):
+        return None                            # the common case, decided without a look at the running jobs
+    short = ledger.short(job.team, job.demand)
+    others: list[tuple[Running, PreemptionKind]] = []
+    own: list[tuple[Running, PreemptionKind]] = []
+    for v in running:
+        if v.stopping or v.job_id in taken or not any(v.demand.get(r, 0) for r in short):
+            continue
+        lower = job.may_preempt and v.priority < job.priority
+        if v.team == job.team:
+            if lower:
+                own.append((v, PreemptionKind.PRIORITY))
+        elif v.job_id in borrowed and (reclaim or lower):
+            others.append((v, PreemptionKind.RECLAIM if reclaim else PreemptionKind.PRIORITY))
+    order = sorted(others, key=_cheapest_first) + sorted(own, key=_cheapest_first)
+    chosen = _take_until_it_fits(ledger, job, order)
+    if chosen is None:
+        return None
+    chosen = _put_back_what_is_not_needed(ledger, job, chosen)
+    for v, _ in chosen:                        # they hold their capacity until they have stopped
+        ledger.add(v.team, v.demand)
+    return chosen if len(chosen) <= budget else None
+
+
+def _cheapest_first(candidate: tuple[Running, PreemptionKind]) -> tuple:
+    v = candidate[0]
+    return v.priority, -v.started_at, str(v.job_id)
+
+
+def _take_until_it_fits(ledger: Ledger, job: Waiting, order: list) -> list | None:
+    chosen = []
+    for v, kind in order:
+        ledger.remove(v.team, v.demand)
+        chosen.append((v, kind))
+        if ledger.fits(job.team, job.demand):
+            return chosen
+    for v, _ in chosen:
+        ledger.add(v.team, v.demand)
+    return None
+
+
+def _put_back_what_is_not_needed(ledger: Ledger, job: Waiting, chosen: list) -> list:
+    needed = []
+    for v, kind in reversed(chosen):
+        ledger.add(v.team, v.demand)
+        if ledger.fits(job.team, job.demand):
+            continue                           # it may keep running
+        ledger.remove(v.team, v.demand)
+        needed.append((v, kind))
+    needed.reverse()
+    return needed

@@ -1,0 +1,103 @@
+"""Properties of the scheduler over generated worlds (tests/scheduling/simulation.py):
+capacity is never exceeded; a preemption is made only for a waiting job, never of a job inside
+its team's nominal quota for another team, and is followed by that job's start; a team inside
+its nominal quota waits no longer than one pass plus the grace period while others borrow; no
+job starves."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.scheduling.model import Policy, Share
+from tests.scheduling.simulation import Job, World
+
+TEAMS = ["a", "b", "c", "d"]
+
+
+@st.composite
+def worlds(draw):
+    resources = draw(st.sampled_from([["core"], ["core", "gpu:T4"]]))
+    capacity = {r: draw(st.integers(2, 12)) for r in resources}
+    teams = TEAMS[:draw(st.integers(1, 4))]
+    shares = {}
+    left = dict(capacity)
+    for t in teams:
+        nominal = {r: draw(st.integers(0, left[r])) for r in resources}
+        for r, n in nominal.items():
+            left[r] -= n                  # nominal quotas add up to at most the capacity (the API checks it)
+        borrowing = {r: draw(st.integers(0, capacity[r])) for r in resources if draw(st.booleans())}
+        lending = {r: draw(st.integers(0, nominal[r])) for r in resources if draw(st.booleans())}
+        shares[t] = Share(nominal, borrowing, lending, draw(st.sampled_from([1.0, 1.0, 2.0, 0.5])))
+    jobs = []
+    for i in range(draw(st.integers(1, 30))):
+        demand = {r: draw(st.integers(0, capacity[r])) for r in resources}
+        if not any(demand.values()):
+            demand[resources[0]] = 1
+        jobs.append(Job(f"j{i}", draw(st.sampled_from(teams)), draw(st.integers(0, 12)), demand,
+                        draw(st.integers(1, 5)), draw(st.integers(0, 3)), draw(st.booleans())))
+    return World(capacity, shares, jobs, Policy(starve_after_s=6, max_preemptions_per_pass=1000))
+
+
+def _fits_ever(world: World, job: Job) -> bool:
+    kept = {r: sum(s.nominal.get(r, 0) - min(s.lending_limit.get(r, s.nominal.get(r, 0)), s.nominal.get(r, 0))
+                   for t, s in world.shares.items() if t != job.team) for r in world.capacity}
+    s = world.shares[job.team]
+    limit_ok = all(s.borrowing_limit.get(r) is None or n <= s.nominal.get(r, 0) + s.borrowing_limit[r]
+                   for r, n in job.demand.items())
+    return limit_ok and all(n <= world.capacity[r] - kept[r] for r, n in job.demand.items())
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_capacity_holds_preemptions_are_justified_and_nobody_starves(world):
+    world.run(passes=400)
+    assert world.violations == []
+    for pass_, victim, for_job, _ in world.preemptions:
+        # The job it was made for starts once the victim has stopped (next pass), or the pass after.
+        assert any(pass_ < t <= pass_ + 2 for t in world.started.get(for_job, [])), (pass_, victim, for_job)
+    for job in world.jobs:
+        if _fits_ever(world, job):
+            assert job.job_id in world.first_start, f"{job.job_id} never started"
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_a_team_inside_its_nominal_quota_gets_it_back_within_a_pass_and_the_grace_period(world):
+    """Replays the world and, after every pass, finds each team with a waiting job that would keep
+    it inside its nominal quota while another team borrows what that job needs: the team must
+    start a job within two passes (this pass's preemptions stop in the next, the grace period)."""
+    from service.scheduling.ledger import borrowed_jobs
+    from service.scheduling.scheduler import schedule
+
+    deprived_since: dict[str, int] = {}
+    original = schedule
+
+    def watching(capacity, shares, running, waiting, now, policy=Policy()):
+        d = original(capacity, shares, running, waiting, now, policy)
+        admitted = {a.job_id for a in d.admit}
+        started = {w.team for w in waiting if w.job_id in admitted}
+        use: dict = {}
+        for job in list(running) + [w for w in waiting if w.job_id in admitted]:
+            for k, n in job.demand.items():
+                use.setdefault(job.team, {})[k] = use.get(job.team, {}).get(k, 0) + n
+        borrowed = borrowed_jobs(running, shares)
+        for team in shares:
+            nominal, u = shares[team].nominal, use.get(team, {})
+            deprived = team not in started and any(
+                all(u.get(k, 0) + n <= nominal.get(k, 0) for k, n in w.demand.items() if n)
+                and any(r.team != team and r.job_id in borrowed and not r.stopping
+                        and any(r.demand.get(k, 0) and n for k, n in w.demand.items()) for r in running)
+                for w in waiting if w.team == team and w.job_id not in admitted)
+            if deprived:
+                since = deprived_since.setdefault(team, now)
+                assert now - since <= 2, f"team {team} inside its nominal quota waits since pass {since}"
+            else:
+                deprived_since.pop(team, None)
+        return d
+
+    import tests.scheduling.simulation as sim
+    sim.schedule = watching
+    try:
+        world.run(passes=400)
+    finally:
+        sim.schedule = original
