@@ -15,6 +15,7 @@ from trainer import checkpoints
 from trainer.cluster import ClusterInfo
 from trainer.config import TrainConfig
 from trainer.divergence import StopOnNaN
+from trainer.preemption import Notice, SaveOnPreemption
 from trainer.progress import EpochProgress
 
 
@@ -50,14 +51,26 @@ def training_callbacks(
     global_batch: int,
     start_fields: dict[str, Any],
     parameter_server: bool = False,
+    preemption: tuple[Notice, tf.distribute.Strategy, bool] | None = None,
 ) -> list[tf.keras.callbacks.Callback]:
+    """preemption: (the SIGTERM notice, the strategy, whether several workers must agree) to save
+    at the step a preemption arrives; None keeps epoch-only backups (parameter-server training,
+    where batch hooks are refused)."""
     # 1. The NaN guard first: raising before the others' on_epoch_end keeps
     #    diverged weights out of the backup and the checkpoints. Batch hooks
     #    are refused under parameter-server training: epoch ends only there.
     callbacks: list[tf.keras.callbacks.Callback] = [StopOnNaN(0 if parameter_server else cfg.nan_check_steps)]
     # 2. The backup is written before the epoch line goes out, so a replica
     #    killed right after printing epoch N resumes at N+1.
-    callbacks.append(tf.keras.callbacks.BackupAndRestore(checkpoints.backup_dir(cfg.checkpoint_dir)))
+    backup: tf.keras.callbacks.BackupAndRestore
+    if preemption is None:
+        backup = tf.keras.callbacks.BackupAndRestore(checkpoints.backup_dir(cfg.checkpoint_dir))
+    else:
+        notice, strategy, multi_worker = preemption
+        backup = SaveOnPreemption(checkpoints.backup_dir(cfg.checkpoint_dir), notice, strategy,
+                                  check_steps=cfg.preemption_check_steps, steps_per_epoch=steps_per_epoch,
+                                  multi_worker=multi_worker)
+    callbacks.append(backup)
     keep = epoch_checkpoints_to_keep(cfg, cluster)
     if keep:
         # Only the evaluator reads them, and they cost as much as the backup (bench/trainer.py).
@@ -71,5 +84,11 @@ def training_callbacks(
                                           write_graph=False))
         # Progress lines come from the chief only: every replica reports the
         # same all-reduced metrics, and the service reads the chief's.
-        callbacks.append(EpochProgress(cluster.task_name, cfg.epochs, steps_per_epoch, global_batch, start_fields))
+        callbacks.append(EpochProgress(cluster.task_name, cfg.epochs, steps_per_epoch, global_batch, start_fields,
+                                       resumed_step=lambda: _resumed_step(backup)))
     return callbacks
+
+
+def _resumed_step(backup: tf.keras.callbacks.BackupAndRestore) -> int:
+    at = getattr(backup, "resumed_at", None)
+    return at[1] if at else 0

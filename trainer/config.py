@@ -61,6 +61,8 @@ class TrainConfig:
     cluster_timeout: float
     all_reduce: str
     nan_check_steps: int
+    preemption_check_steps: int = 5
+    preemption_save_seconds: float = 25.0
 
     @property
     def is_synthetic(self) -> bool:
@@ -146,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--nan-check-steps", type=int, default=50,
                        help="stop (exit 3, nothing saved) when the loss is NaN or infinite, checked every N steps "
                        "and at each epoch end (0: epoch ends only)")
+    train.add_argument("--preemption-check-steps", type=int, default=5,
+                       help="on SIGTERM (a preemption or a cancel) every replica saves its state at the next multiple "
+                       "of N steps and exits 143; the next attempt resumes from that step (one all-reduce every N "
+                       "steps under MultiWorkerMirroredStrategy)")
+    train.add_argument("--preemption-save-seconds", type=float, default=25.0,
+                       help="a replica that has not saved this long after SIGTERM exits without saving "
+                       "(keep it under the backend's grace period)")
     train.add_argument("--shuffle-buffer", type=int, default=1024)
     train.add_argument("--seed", type=int, default=42)
 
@@ -215,6 +224,10 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         raise ConfigError(f"--cluster-timeout must be positive, got {a.cluster_timeout}")
     if a.nan_check_steps < 0:
         raise ConfigError(f"--nan-check-steps must be at least 0, got {a.nan_check_steps}")
+    if a.preemption_check_steps < 1:
+        raise ConfigError(f"--preemption-check-steps must be at least 1, got {a.preemption_check_steps}")
+    if a.preemption_save_seconds <= 0:
+        raise ConfigError(f"--preemption-save-seconds must be positive, got {a.preemption_save_seconds}")
     if a.learning_rate <= 0:
         raise ConfigError(f"--learning-rate must be positive, got {a.learning_rate}")
     num_classes = a.num_classes
@@ -275,4 +288,6 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         cluster_timeout=a.cluster_timeout,
         all_reduce=a.all_reduce,
         nan_check_steps=a.nan_check_steps,
+        preemption_check_steps=a.preemption_check_steps,
+        preemption_save_seconds=a.preemption_save_seconds,
     )

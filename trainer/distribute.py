@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,20 +119,3 @@ def save_dir(model_dir: str, is_chief: bool) -> Iterator[str]:
         yield temp
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-
-
-def exit_on_sigterm(task: str) -> None:
-    """Make SIGTERM end this replica promptly.
-
-    In a multi-worker cluster TensorFlow's coordination service installs a
-    preemption notifier that catches SIGTERM and does nothing else unless a
-    PreemptionCheckpointHandler is in use, so a cancelled job would only end at
-    the SIGKILL after the grace period. BackupAndRestore already resumes from the
-    last finished epoch, so exiting at once loses nothing that waiting would keep."""
-    import signal
-
-    def _exit(signum, _frame):
-        print(f"trainer: {task} got SIGTERM; exiting", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)

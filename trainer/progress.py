@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -19,7 +20,8 @@ class EpochProgress(tf.keras.callbacks.Callback):
     """
 
     def __init__(
-        self, task: str, epochs: int, steps_per_epoch: int, global_batch: int, start_fields: dict[str, Any]
+        self, task: str, epochs: int, steps_per_epoch: int, global_batch: int, start_fields: dict[str, Any],
+        resumed_step: Callable[[], int] = lambda: 0,
     ):
         super().__init__()
         self._task = task
@@ -31,13 +33,16 @@ class EpochProgress(tf.keras.callbacks.Callback):
         self._global_batch = global_batch
         self._start_fields = start_fields
         self._started = False
+        self._resumed_step = resumed_step
         self._epoch_start = 0.0
         self._train_seconds: float | None = None
 
     def on_epoch_begin(self, epoch, logs=None):
         if not self._started:
             self._started = True
-            emit("train_start", self._task, epochs=self._epochs, initial_epoch=epoch + 1, **self._start_fields)
+            # initial_step: a preempted attempt saved mid-epoch, and this one goes on from that step.
+            emit("train_start", self._task, epochs=self._epochs, initial_epoch=epoch + 1,
+                 initial_step=self._resumed_step(), **self._start_fields)
         self._train_seconds = None
         self._epoch_start = time.perf_counter()
 

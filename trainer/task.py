@@ -28,6 +28,7 @@ from trainer import events, hardware, startup_noise
 from trainer.cluster import ClusterInfo, check_role, parse_environment
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError
+from trainer.notice import NOTICE
 
 # TensorFlow's class names are historical (MWMS is CollectiveAllReduceStrategy).
 _STRATEGY_NAMES = {
@@ -40,9 +41,11 @@ _STRATEGY_NAMES = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     events.claim_stdout()
+    NOTICE.listen()               # before TensorFlow starts a thread (trainer/notice.py)
     try:
         cfg = parse_args(argv)
         cluster = parse_environment(os.environ)
+        NOTICE.task = cluster.task_name
         check_role(cluster, cfg.strategy)
         expected_gpus = hardware.expected_gpus(os.environ)
         events.set_common_fields(trial=cluster.trial)
@@ -109,7 +112,9 @@ def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int
         strategy = distribute.create_strategy(strategy_name, cluster, all_reduce)
     finally:
         faulthandler.cancel_dump_traceback_later()
-    distribute.exit_on_sigterm(task)
+    parameter_server = strategy_name == "parameter_server"
+    if not parameter_server:                  # there batch hooks are refused: it exits at once, as before
+        NOTICE.save_first(task, cfg.preemption_save_seconds)
     policy = distribute.set_mixed_precision(cfg.mixed_precision)
     tf.keras.utils.set_random_seed(cfg.seed)
 
@@ -134,7 +139,8 @@ def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int
         checkpoints.clear_done_marker(cfg.checkpoint_dir)
     callbacks = training_callbacks(
         cfg, cluster, steps_per_epoch=inputs.steps_per_epoch, global_batch=global_batch,
-        parameter_server=strategy_name == "parameter_server",
+        parameter_server=parameter_server,
+        preemption=None if parameter_server else (NOTICE, strategy, strategy_name == "mwms" and bool(peers)),
         start_fields={
             "strategy": _STRATEGY_NAMES[strategy_name], "replicas": replicas,
             "workers": _training_workers(cluster, strategy_name), "all_reduce": all_reduce if strategy_name == "mwms" else None,

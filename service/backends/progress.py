@@ -23,6 +23,10 @@ def _finite(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
+
+
 def update(progress: dict | None, message: str, timestamp: str, tf_role: str | None) -> dict | None:
     """The progress after one log message, or None if the message says nothing new."""
     if not message.startswith("{") or '"event"' not in message:
@@ -47,9 +51,17 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
             out.setdefault("epochs", event["epochs"])
         # BackupAndRestore restored a checkpoint (a retry attempt, a restarted replica):
         # the view says which epoch training went on from.
-        initial = event.get("initial_epoch")
-        if isinstance(initial, int) and not isinstance(initial, bool) and initial > 1:
+        # A preempted attempt saved mid-epoch: initial_step says which step it goes on from.
+        initial, step = event.get("initial_epoch"), event.get("initial_step")
+        step = step if _count(step) else 0
+        if _count(initial) and (initial > 1 or step > 0):
             out["resumed_at_epoch"] = initial
+            if step:
+                out["resumed_at_step"] = step
+    elif kind == "preempted":
+        # The trainer saved at this step on SIGTERM (trainer/preemption.py): the work kept.
+        out["preempted_at"] = {k: event[k] for k in ("epoch", "step", "global_step") if _count(event.get(k))}
+        out["preempted_at"]["at"] = timestamp
     elif kind == "epoch_end":
         out.update({k: event[k] for k in _KEEP_EPOCH if k in event})
         out["phase"] = "training"

@@ -1,6 +1,7 @@
-"""Cancel: SIGTERM ends a multi-worker replica at once. TensorFlow's coordination
-service would otherwise swallow it (its preemption notifier), and a cancelled job
-would only stop at the SIGKILL after the service's grace period."""
+"""Preemption and cancel: SIGTERM makes every replica of a running MWMS job save its state at
+the same step and exit 143 promptly (TensorFlow's coordination service would otherwise swallow
+the signal, and the job would only stop at the SIGKILL after the service's grace period); the
+next attempt goes on from that step, not from the last epoch (trainer/preemption.py)."""
 import json
 import os
 import signal
@@ -12,7 +13,9 @@ import pytest
 from tests.trainer.helpers import (
     DEMO_ARGS,
     REPO,
+    events,
     free_port,
+    of,
     output_flags,
     trainer_env,
     vertex_tf_config,
@@ -20,29 +23,75 @@ from tests.trainer.helpers import (
 
 pytestmark = pytest.mark.slow
 
+STEPS = 150
 
-def test_sigterm_ends_both_replicas_of_a_running_mwms_job(tmp_path):
+
+def test_sigterm_saves_every_replica_at_one_step_and_the_next_attempt_goes_on_from_it(replicas, tmp_path):
     cluster = {"chief": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
-    args = [*DEMO_ARGS, "--epochs=200", "--steps-per-epoch=20", "--batch-size=16", *output_flags(tmp_path)]
+    args = [*DEMO_ARGS, "--epochs=2", f"--steps-per-epoch={STEPS}", "--batch-size=16", "--preemption-check-steps=3",
+            *output_flags(tmp_path)]
+
+    def env(role):
+        return trainer_env(TF_CONFIG=vertex_tf_config(cluster, role, 0))
+
     procs = {}
     for role in ("chief", "worker"):
-        env = trainer_env(TF_CONFIG=vertex_tf_config(cluster, role, 0))
         # stderr to a file: an unread pipe could fill up and block the replica.
         with open(tmp_path / f"{role}.err", "w") as err:
-            procs[role] = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=REPO, env=env,
+            procs[role] = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=REPO, env=env(role),
                                            stdout=subprocess.PIPE, stderr=err, text=True)
+    seen = []
     try:
         for line in procs["chief"].stdout:  # training is under way once epoch 1 ends
+            seen.append(line)
             if line.startswith("{") and json.loads(line).get("event") == "epoch_end":
                 break
-        for proc in procs.values():
-            os.kill(proc.pid, signal.SIGTERM)
-        # Without the trainer's own handler both would ignore SIGTERM and this wait times out.
-        codes = {role: proc.wait(timeout=60) for role, proc in procs.items()}
+        # Only the worker gets the notice (a VM preempted): the chief must save at the same step.
+        os.kill(procs["worker"].pid, signal.SIGTERM)
+        codes = {role: proc.wait(timeout=90) for role, proc in procs.items()}
+        seen.extend(procs["chief"].stdout.read().splitlines(keepends=True))
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     assert codes == {"chief": 128 + signal.SIGTERM, "worker": 128 + signal.SIGTERM}
-    assert "got SIGTERM; exiting" in (tmp_path / "chief.err").read_text()
+    first = events("".join(seen))
+    [saved] = of(first, "preempted")
+    assert saved["epoch"] == 2 and 0 < saved["step"] < STEPS and saved["step"] % 3 == 0, saved
+    assert saved["global_step"] == STEPS + saved["step"]
+    assert "got SIGTERM; saving a checkpoint" in (tmp_path / "worker.err").read_text()
+    assert of(first, "train_end") == []
+
+    again = {role: replicas.start(f"{role}-run2", args, env(role)) for role in ("chief", "worker")}
+    runs = {role: replicas.wait(proc) for role, proc in again.items()}
+    for role, run in runs.items():
+        assert run.returncode == 0, f"{role}: {run.explain()}"
+    start = of(runs["chief"].events, "train_start")[0]
+    assert (start["initial_epoch"], start["initial_step"]) == (2, saved["step"])
+    assert [e["epoch"] for e in of(runs["chief"].events, "epoch_end")] == [2]
+    assert (tmp_path / "model" / "saved_model.pb").is_file()
+
+
+def test_a_replica_that_cannot_save_still_exits(replicas, tmp_path):
+    """The worker is SIGKILLed, then the chief gets SIGTERM: its all-reduce never returns, and the
+    watchdog ends it after --preemption-save-seconds."""
+    cluster = {"chief": [f"127.0.0.1:{free_port()}"], "worker": [f"127.0.0.1:{free_port()}"]}
+    args = [*DEMO_ARGS, "--epochs=50", "--steps-per-epoch=50", "--batch-size=16", "--preemption-save-seconds=3",
+            *output_flags(tmp_path)]
+    worker = replicas.start("worker", args, trainer_env(TF_CONFIG=vertex_tf_config(cluster, "worker", 0)))
+    chief = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=REPO,
+                             env=trainer_env(TF_CONFIG=vertex_tf_config(cluster, "chief", 0)),
+                             stdout=subprocess.PIPE, stderr=open(tmp_path / "chief.err", "w"), text=True)
+    try:
+        for line in chief.stdout:
+            if '"epoch_end"' in line:
+                break
+        os.kill(worker.pid, signal.SIGKILL)
+        os.kill(chief.pid, signal.SIGTERM)
+        assert chief.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if chief.poll() is None:
+            chief.kill()
+            chief.wait()
+    assert "could not save within 3 s of SIGTERM" in (tmp_path / "chief.err").read_text()
