@@ -36,7 +36,9 @@ class Running:
 
     stopping: a stop is under way (a preemption or a cancel); stopping_for: the waiting job a
     preemption is for, whose start it then waits for. expected_end: when it will have ended at
-    the latest (its start plus its time limit), for the estimates; None if unknown."""
+    the latest (its start plus its time limit), for the estimates; None if unknown.
+    preemptible: False once the job was preempted as often as the policy allows, so that every
+    job ends in the end (two teams cannot take the same capacity from each other for ever)."""
     job_id: JobId
     team: str
     priority: int
@@ -45,6 +47,7 @@ class Running:
     stopping: bool = False
     stopping_for: JobId | None = None
     expected_end: float | None = None
+    preemptible: bool = True
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 jobs are preempted for them, and where every other waiting job stands and why.
 
 Order. First the jobs for which jobs were preempted (so each preemption ends in the start it
-was made for). Then the jobs that keep their team inside its nominal quota (the guarantee).
-Then the jobs that waited past Policy.starve_after_s, oldest first. Each of these keeps the
+was made for). Then the jobs that keep their team inside its nominal quota (the guarantee),
+wherever they stand in their team's queue. Then the jobs that waited past
+Policy.starve_after_s, oldest first. Each of these keeps the
 capacity that is free for it, so capacity accrues to it as running jobs end. Then the rest.
 Between teams by fair share (the team that borrows least beyond its nominal quota, weighted,
 goes first; then the smallest dominant share, Ghodsi et al.'s DRF), within a team by priority,
@@ -53,6 +54,8 @@ class _Pass:
         self.epoch = 0                            # counts the changes this pass made
         self.hopeless: dict[tuple, int] = {}      # (team, demand) -> epoch at which such a job could not start
         self.keys: dict[tuple, tuple] = {}
+        # (team, demand): jobs of one kind fare alike while nothing changes (see _consider)
+        self.kinds = {job.job_id: (job.team, tuple(job.demand.items())) for job in waiting}
         self.left: list[tuple[Waiting, str]] = []       # still waiting, with what the pass did for it
 
     def run(self) -> Decision:
@@ -60,16 +63,22 @@ class _Pass:
         for job in nominated:
             self._consider(job, urgent=True)
         done: set = set()
-        for job in self._fair_order(starving + rest, before_borrowers=lambda: self._starving(starving, done)):
+        hungry = {job.job_id for job in starving}
+        for job in self._fair_order([j for j in starving + rest if self._inside_nominal(j)]):
+            done.add(job.job_id)
+            self._consider(job, urgent=job.job_id in hungry)
+        for job in starving:
             if job.job_id not in done:
                 done.add(job.job_id)
-                self._consider(job, urgent=False)
+                self._consider(job, urgent=True)
+        for job in self._fair_order([j for j in rest if j.job_id not in done]):
+            self._consider(job, urgent=False)
         ahead = [job for job, _ in self.left]
         starts = estimate_starts(self.ledger.capacity, self.running, self.decision.admit, ahead, self.waiting,
                                  self.now, self.policy.estimate_limit)
         said: dict[tuple, str] = {}                        # why in words, as things stand after the pass
         for i, (job, note) in enumerate(self.left):
-            key = _kind(job)
+            key = self.kinds[job.job_id]
             why = said.get(key)
             if why is None:
                 why = said[key] = waiting_why(self.ledger, job)
@@ -79,11 +88,8 @@ class _Pass:
                                               starts.get(job.job_id)))
         return self.decision
 
-    def _starving(self, starving: list[Waiting], done: set) -> None:
-        for job in starving:
-            if job.job_id not in done:       # not already taken in its team's turn inside its quota
-                done.add(job.job_id)
-                self._consider(job, urgent=True)
+    def _inside_nominal(self, job: Waiting) -> bool:
+        return bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)
 
     def _split(self) -> tuple[list[Waiting], list[Waiting], list[Waiting]]:
         nominated, starving, rest = [], [], []
@@ -97,11 +103,9 @@ class _Pass:
         by_age = lambda j: (j.queued_at, str(j.job_id))  # noqa: E731
         return sorted(nominated, key=by_age), sorted(starving, key=by_age), rest
 
-    def _fair_order(self, jobs: Sequence[Waiting], before_borrowers):
+    def _fair_order(self, jobs: Sequence[Waiting]):
         """Yields jobs team by team, always from the team that is furthest below its share now
-        (re-read after every start, since a start moves its team's share). Teams whose next job
-        keeps them inside their nominal quota come first; before the first job that would
-        borrow, before_borrowers() runs once (the starving jobs' turn)."""
+        (re-read after every start, since a start moves its team's share)."""
         queues: dict[str, list[Waiting]] = {}
         for job in jobs:
             queues.setdefault(job.team, []).append(job)
@@ -111,21 +115,14 @@ class _Pass:
             heap.append((self._team_key(team, q[-1]), team))
         heapq.heapify(heap)
         while heap:
-            key, team = heapq.heappop(heap)
-            if key[0] and before_borrowers:
-                before_borrowers()
-                before_borrowers = None
-                heapq.heappush(heap, (self._team_key(team, queues[team][-1]), team))
-                continue
+            _, team = heapq.heappop(heap)
             q = queues[team]
             yield q.pop()
             if q:
                 heapq.heappush(heap, (self._team_key(team, q[-1]), team))
-        if before_borrowers:
-            before_borrowers()
 
     def _team_key(self, team: str, head: Waiting) -> tuple:
-        key = _kind(head)
+        key = self.kinds[head.job_id]
         known = self.keys.get(key)
         if known is None or known[0] != self.epoch:
             known = self.keys[key] = (self.epoch, (not self.ledger.within_nominal(team, head.demand),
@@ -137,7 +134,7 @@ class _Pass:
         decides changes while the pass changes nothing (epoch), so a job like one that just had
         to wait (same team, same demand, no preempting class) waits too, without a second look:
         that keeps a pass over 10,000 waiting jobs cheap."""
-        kind = _kind(job)
+        kind = self.kinds[job.job_id]
         if not urgent and not job.may_preempt and self.hopeless.get(kind) == self.epoch:
             return self._wait(job)
         self.epoch += 1                          # undone below when nothing changed
@@ -175,10 +172,6 @@ class _Pass:
     def _admit_why(self, job: Waiting) -> str:
         borrows = self.ledger.borrows(job.team)
         return f"fits; team {job.team} {'borrows idle capacity' if borrows else 'is inside its nominal quota'}"
-
-
-def _kind(job: Waiting) -> tuple:
-    return job.team, tuple(job.demand.items())
 
 
 def _preempt_why(victim: Running, job: Waiting, kind) -> str:

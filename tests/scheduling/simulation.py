@@ -32,6 +32,9 @@ class World:
     finished: set = field(default_factory=set)
     preemptions: list[tuple[int, str, str, str]] = field(default_factory=list)   # (pass, victim, for job, kind)
     violations: list[str] = field(default_factory=list)
+    max_preemptions: int = 3
+    preempted_count: dict[str, int] = field(default_factory=dict)
+    guaranteed: dict[int, set] = field(default_factory=dict)     # pass -> teams that started a job inside their nominal quota
     max_use: dict = field(default_factory=dict)
 
     def run(self, passes: int) -> None:
@@ -56,11 +59,21 @@ class World:
                              nominated=i in nominated) for i, t in waiting.items()]
             d = schedule(self.capacity, self.shares, list(running.values()), queue, now, self.policy)
             self._check(now, d, running, queue)
+            use: dict = {}
+            for r in running.values():
+                for k, n in r.demand.items():
+                    use.setdefault(r.team, {})[k] = use.get(r.team, {}).get(k, 0) + n
             for a in d.admit:
                 job = by_id[a.job_id]
+                u, nominal = use.setdefault(job.team, {}), self.shares.get(job.team, Share()).nominal
+                for k, n in job.demand.items():
+                    u[k] = u.get(k, 0) + n
+                if all(u.get(k, 0) <= nominal.get(k, 0) for k, n in job.demand.items() if n):
+                    self.guaranteed.setdefault(now, set()).add(job.team)
                 del waiting[a.job_id]
                 nominated.discard(a.job_id)
-                running[a.job_id] = Running(a.job_id, job.team, job.priority, job.demand, now)
+                running[a.job_id] = Running(a.job_id, job.team, job.priority, job.demand, now,
+                                            preemptible=self.preempted_count.get(a.job_id, 0) < self.max_preemptions)
                 self.started.setdefault(a.job_id, []).append(now)
                 self.first_start.setdefault(a.job_id, now)
             for p in d.preempt:
@@ -68,6 +81,7 @@ class World:
                 running[p.job_id] = Running(v.job_id, v.team, v.priority, v.demand, v.started_at, stopping=True,
                                             stopping_for=p.for_job)
                 nominated.add(p.for_job)
+                self.preempted_count[p.job_id] = self.preempted_count.get(p.job_id, 0) + 1
                 self.preemptions.append((now, p.job_id, p.for_job, p.kind.value))
             for job_id, r in running.items():
                 if not r.stopping and r.started_at < now + 1:

@@ -160,3 +160,12 @@ def test_estimated_start_from_the_running_jobs_time_limits():
     d = schedule(CORES, {}, running, waiting, now=10)
     starts = {q.job_id: q.estimated_start for q in d.queue}
     assert starts == {"w1": 100.0, "w2": 300.0, "w3": None}
+
+
+def test_a_job_preempted_as_often_as_allowed_is_no_longer_a_victim():
+    shares = {t: Share(nominal={"core": 1}) for t in "ab"}
+    running = [run("a0", "a", started=0), run("a1", "a", started=1), run("a2", "a", started=2, preemptible=False),
+               run("a3", "a", started=3, preemptible=False)]
+    d = schedule(CORES, shares, running, [wait("b0", "b", queued=10)], now=10)
+    # a3 would go first (youngest borrowed), but it has been preempted enough: a1 goes instead.
+    assert [p.job_id for p in d.preempt] == ["a1"]
