@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BeforeValidator
 
-from service.core.pagination import ID_PREFIX_MAX, ID_PREFIX_MIN
+from service.core.pagination import CURSOR_PATTERN, ID_PREFIX_MAX, ID_PREFIX_MIN
 
 IdPrefix = Annotated[str | None, Query(
     pattern=rf"^[0-9a-fA-F]{{{ID_PREFIX_MIN},{ID_PREFIX_MAX}}}$",
@@ -21,7 +21,6 @@ NameFilter = Annotated[str | None, Query(min_length=1, max_length=128, descripti
 # A page cursor is opaque: `next_cursor` of the previous page, passed back unchanged. Its
 # alphabet is base64url (the pattern says so; a value outside it, or one this service did not
 # hand out, answers 422 naming `cursor` and how to fix it, checked where it is decoded).
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
 Cursor = Annotated[str | None, Query(
     max_length=512, json_schema_extra={"pattern": CURSOR_PATTERN},
     description="Opaque: the previous page's `next_cursor`, unchanged (base64url, as this service hands it out); "
