@@ -101,6 +101,8 @@ class _TextRule:
 
     def __get_pydantic_json_schema__(self, schema, handler: GetJsonSchemaHandler):
         out = handler(schema)
+        if "pattern" in out:  # a pattern of the field's own: both hold
+            out["allOf"] = [*out.get("allOf", []), {"pattern": out.pop("pattern")}]
         out["pattern"] = self.pattern
         return out
 

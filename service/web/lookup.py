@@ -34,7 +34,7 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-
 
 def _rfc3339(value):
     if isinstance(value, str) and not _RFC3339.match(value):
-        raise ValueError("not an RFC 3339 date-time with a zone; write e.g. 2026-01-31T12:00:00Z")
+        raise ValueError("not an RFC 3339 date-time; write e.g. 2026-01-31T12:00:00Z")
     return value
 
 
