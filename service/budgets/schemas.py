@@ -1,14 +1,26 @@
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from service.core.schema_base import RequestBody
 
 AcceleratorName = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")]
+# A spend as a string: plain digits, at most 6 decimals (what the number form allows too).
+SPEND_TEXT = r"^((0|[1-9][0-9]{0,11})(\.[0-9]{1,6})?|1000000000000(\.0{1,6})?)$"
+
+
+def _spend_text(value):
+    if isinstance(value, str) and not re.fullmatch(SPEND_TEXT, value):
+        raise ValueError("write a spend as digits with at most 6 decimals, e.g. \"2500.00\"")
+    return value
+
+
+Spend = Annotated[Decimal, BeforeValidator(_spend_text), Field(ge=0, le=Decimal("1e12"), decimal_places=6)]
 
 
 class LimitsIn(RequestBody):
@@ -21,11 +33,15 @@ class LimitsIn(RequestBody):
     max_concurrent_jobs: int | None = Field(None, ge=0, le=1_000_000,
                                             description="Jobs of the team launched or waiting to launch at once")
     max_accelerators: dict[AcceleratorName, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
-        default_factory=dict, description="Accelerators in use at once, by type (all replicas of all active jobs), "
-                                          "e.g. {\"NVIDIA_TESLA_T4\": 8}; types not named are not limited")
-    max_monthly_spend: Annotated[Decimal, Field(ge=0, le=Decimal("1e12"), decimal_places=6)] | None = Field(
-        None, description="Estimated spend per calendar month (UTC), in the price table's currency "
-                          "(docs/cost.md: how it is counted)")
+        default_factory=dict, json_schema_extra={"additionalProperties": False},
+        description="Accelerators in use at once, by type (all replicas of all active jobs), "
+                    "e.g. {\"NVIDIA_TESLA_T4\": 8}; types not named are not limited")
+    max_monthly_spend: Spend | None = Field(
+        None, json_schema_extra={"anyOf": [
+            {"type": "number", "minimum": 0, "maximum": 1e12, "multipleOf": 0.000001},
+            {"type": "string", "pattern": SPEND_TEXT}, {"type": "null"}]},
+        description="Estimated spend per calendar month (UTC), in the price table's currency "
+                    "(docs/cost.md: how it is counted); at most 6 decimals")
     on_exceed: Literal["refuse", "queue"] = Field(
         "refuse", description="refuse: POST /v1/jobs answers 409 naming the limit; queue: the job is "
                               "accepted and waits in QUEUED (waiting_reason says why) until use drops")

@@ -5,10 +5,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 
 from service.core.errors import Invalid, Problem
+
+# What encode_cursor hands out: base64url without padding. Checked before decoding (the decoder
+# alone skips characters outside its alphabet, so "ab!c" read as "abc").
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 
 
 def encode_cursor(*values) -> str:
@@ -22,6 +28,8 @@ def _bad_cursor() -> Invalid:
 
 
 def decode_cursor(cursor: str, n: int) -> list[str]:
+    if not _CURSOR.match(cursor):
+        raise _bad_cursor()
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import AfterValidator
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic_core import core_schema
 
 
 def _bad(s: str) -> bool:
@@ -87,6 +88,30 @@ def _multiline(value: str) -> str:
     return value
 
 
+class _TextRule:
+    """An after-validator that also states its rule in the JSON schema (a `pattern`), so the
+    OpenAPI document says what is refused (generated clients and schemathesis read it)."""
+
+    def __init__(self, check, refused: str) -> None:
+        self.check = check
+        self.pattern = f"^[^{refused}]*$"
+
+    def __get_pydantic_core_schema__(self, source, handler: GetCoreSchemaHandler):
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema, handler: GetJsonSchemaHandler):
+        out = handler(schema)
+        if "pattern" in out:  # a pattern of the field's own: both hold
+            out["allOf"] = [*out.get("allOf", []), {"pattern": out.pop("pattern")}]
+        out["pattern"] = self.pattern
+        return out
+
+
+# The refused characters of _CONTROL and _CONTROL_MULTILINE, as \u escapes (JSON Schema's
+# regular expressions are ECMA-262's; Python's read them alike).
+_REFUSED = "\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069\\u2028\\u2029"
+_REFUSED_MULTILINE = _REFUSED.replace("\\u0000-\\u001f", "\\u0000-\\u0008\\u000b-\\u001f")
+
 # Pydantic annotations for request fields people read: a display name, a description.
-PlainText = AfterValidator(_plain)
-MultilineText = AfterValidator(_multiline)
+PlainText = _TextRule(_plain, _REFUSED)
+MultilineText = _TextRule(_multiline, _REFUSED_MULTILINE)

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
 from service.auth.deps import Admin, Viewer
 from service.core.schema_base import FieldProblem
@@ -23,7 +23,9 @@ _TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}},
                         "config: the YAML for `gcloud ai custom-jobs create --config`; sdk: Python for the Vertex "
                         "AI SDK"}
 FormatQuery = Annotated[ExportFormat, Query(description="gcloud, config or sdk")]
-ParamQuery = Annotated[list[Annotated[str, StringConstraints(max_length=4200)]], Query(
+# name=value: the pattern documents the form (a value without `=` answers 422 naming it, with the fix).
+ParamQuery = Annotated[list[Annotated[str, StringConstraints(max_length=4200),
+                                      Field(json_schema_extra={"pattern": "^[^=]+=[\\s\\S]*$"})]], Query(
     max_length=100, description="name=value, typed as the template declares (repeat); default: the defaults")]
 
 

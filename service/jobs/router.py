@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -33,7 +32,7 @@ from service.persistence.models import Job, utcnow
 from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.web.container import SessionDep, services
-from service.web.lookup import IdPrefix, NameFilter
+from service.web.lookup import Cursor, IdPrefix, NameFilter, Timestamp
 from service.web.problems import problem_responses
 from service.web.request_threads import in_thread
 
@@ -125,12 +124,14 @@ def list_jobs(session: SessionDep, actor: Viewer,
               state: Annotated[list[JobState], Query(description="Repeat for several states")] = [],
               template: Annotated[str | None, Query(pattern=TEMPLATE_NAME_PATTERN)] = None,
               label: Annotated[list[LabelFilter], Query(
-                  description="key=value, or key alone for any value; repeat to AND")] = [],
-              created_after: datetime | None = None,
-              created_before: datetime | None = None,
+                  description="key=value, or key alone for any value; repeat to AND. Keys and values follow "
+                              "Google's label rules (lowercase letters, digits, _ and -; a key starts with a "
+                              "letter; at most 63 characters each)")] = [],
+              created_after: Timestamp | None = None,
+              created_before: Timestamp | None = None,
               id_prefix: IdPrefix = None, name: NameFilter = None,
               limit: Annotated[int, Query(ge=1, le=200)] = 50,
-              cursor: Annotated[str | None, Query(max_length=512)] = None):
+              cursor: Cursor = None):
     if cursor:
         decode_time_cursor(cursor)  # a forged cursor is a 422 before any query sees it
     jobs, next_cursor = service.list_jobs(session, actor.team_id, states=state, template=template, labels=label,

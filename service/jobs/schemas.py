@@ -22,6 +22,8 @@ from service.templates.schemas import MAX_VERSION, TemplateName
 
 LabelKey = Annotated[str, StringConstraints(max_length=64)]      # checked in full by jobspec (Google's rules)
 LabelValue = Annotated[str, StringConstraints(max_length=64)]
+DISPLAY_NAME_MAX = 128  # Vertex AI's limit, applied on every backend (jobspec checks it too)
+DisplayName = Annotated[str, StringConstraints(min_length=1, max_length=DISPLAY_NAME_MAX), PlainText]
 
 
 class JobCreate(RequestBody):
@@ -36,7 +38,7 @@ class JobCreate(RequestBody):
                                              "null removes a key. e.g. {\"workers\": {\"replica_count\": 4}}")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = Field(
         None, description="local (default), vertex or slurm")
-    display_name: Annotated[str, StringConstraints(max_length=1024), PlainText] | None = Field(
+    display_name: DisplayName | None = Field(
         None, description="At most 128 characters, printable (no control or bidirectional characters). "
                           "Default: <template>-<short id>.")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
@@ -49,13 +51,15 @@ class JobRelaunch(RequestBody):
         "parameters": {"epochs": 5}, "labels": {"try": "2"}}]})
 
     template_version: int | Literal["latest"] | None = Field(
-        None, description='Default: the version the job used; "latest" for the template\'s newest.')
+        None, json_schema_extra={"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_VERSION},
+                                           {"type": "string", "const": "latest"}, {"type": "null"}]},
+        description='Default: the version the job used; "latest" for the template\'s newest.')
     parameters: dict[Annotated[str, StringConstraints(max_length=64)], int | float | str | bool] = Field(
         default_factory=dict, max_length=100, description="Merged over the job's parameters")
     overrides: Any = Field(None, description="JSON merge patch over the job's own overrides (null in it removes "
                                              "a key, as in the spec); left out: the job's overrides as they were")
     backend: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] | None = None
-    display_name: Annotated[str, StringConstraints(max_length=1024), PlainText] | None = None
+    display_name: DisplayName | None = None
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64,
                                                description="Merged over the job's labels")
 

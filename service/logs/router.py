@@ -26,10 +26,15 @@ longer than TRAINJOBS_LOGS_STREAM_LINE_MAX_BYTES is cut, ending with `…[trainj
 for streaming, N more characters]`; pages keep lines whole."""
 
 
+# One Server-Sent Event, as a reader parses it (`data` is a JSON text: SSE_DOC says which).
+SSE_EVENT = {"type": "object", "properties": {"event": {"type": "string"}, "data": {"type": "string"},
+                                              "id": {"type": "string"}, "retry": {"type": "integer"}}}
+
+
 @router.get("/{job_id}/logs", response_model=LogPageOut, operation_id="jobs_logs",
             summary="A job's replica logs: a page, or a live stream (SSE)", description=SSE_DOC,
-            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                       **problem_responses(401, 404, 409, 422, 502, 503)})
+            responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}},
+                       **problem_responses(401, 404, 409, 422, 429, 502, 503)})
 async def job_logs(
         job_id: uuid.UUID, request: Request, actor: Viewer, session: SessionDep,
         replica: Annotated[str | None, Query(max_length=64, description="Only this replica, e.g. workerpool1-0")] = None,

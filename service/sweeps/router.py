@@ -10,7 +10,7 @@ from service.core.pagination import decode_time_cursor
 from service.sweeps import service
 from service.sweeps.schemas import SweepCreate, SweepOut, SweepPage, SweepState
 from service.web.container import SessionDep, services
-from service.web.lookup import IdPrefix, NameFilter
+from service.web.lookup import Cursor, IdPrefix, NameFilter
 from service.web.problems import problem_responses
 
 router = APIRouter(prefix="/v1/sweeps", tags=["sweeps"])
@@ -44,7 +44,7 @@ def list_sweeps(session: SessionDep, actor: Viewer,
                 state: Annotated[list[SweepState], Query(description="Repeat for several states")] = [],
                 id_prefix: IdPrefix = None, name: NameFilter = None,
                 limit: Annotated[int, Query(ge=1, le=100)] = 20,
-                cursor: Annotated[str | None, Query(max_length=512)] = None):
+                cursor: Cursor = None):
     if cursor:
         decode_time_cursor(cursor)  # a forged cursor is a 422 before any query sees it
     sweeps, next_cursor = service.list_sweeps(session, actor.team_id, states=state, limit=limit, cursor=cursor,

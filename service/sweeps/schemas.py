@@ -75,8 +75,10 @@ class SweepCreate(RequestBody):
     parameters: dict[ParamName, ParameterSpace] = Field(min_length=1, max_length=100,
                                                         description="The search space, by parameter name")
     trial_count: int | None = Field(None, ge=1, description="random only: how many trials")
-    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="random only: the same seed gives the same "
-                             "trials. Default: one chosen at creation and shown in the sweep")
+    # 2^53-1: a larger integer is not exact in JSON for many clients (JavaScript's numbers), nor in the
+    # OpenAPI document (FastAPI writes bounds as floats); the service draws its own seeds below 2^53.
+    seed: int | None = Field(None, ge=0, le=2**53 - 1, description="random only, 0 to 2^53-1: the same seed gives "
+                             "the same trials. Default: one chosen at creation and shown in the sweep")
     fixed_parameters: dict[ParamName, Scalar] = Field(default_factory=dict, max_length=100,
                                                       description="Values every trial gets")
     overrides: Any = Field(None, description="JSON merge patch over the template spec, for every trial")

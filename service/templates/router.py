@@ -20,6 +20,7 @@ from service.templates.schemas import (
     VersionSummary,
 )
 from service.web.container import SessionDep
+from service.web.lookup import Cursor
 from service.web.problems import problem_responses
 
 NameParam = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN, description="The template's name")]
@@ -56,7 +57,7 @@ def create_template(body: TemplateCreate, session: SessionDep, actor: Admin, res
 def list_templates(session: SessionDep, actor: Viewer,
                    include_archived: bool = False,
                    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                   cursor: Annotated[str | None, Query(max_length=512)] = None):
+                   cursor: Cursor = None):
     rows, next_cursor = service.list_templates(session, actor.team_id, include_archived=include_archived,
                                                limit=limit, cursor=cursor)
     return TemplatePage(items=[TemplateSummary(name=t.name, latest_version=t.latest_version,

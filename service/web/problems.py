@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.core.errors import DomainError
 from service.core.schema_base import FieldProblem
+from service.web import methods, openapi_document
 from service.web.problem_types import HTTP_SLUGS, type_uri
 from service.web.versioned_paths import versioned_path
 
@@ -38,6 +39,7 @@ PROBLEM_DESCRIPTIONS = {
     404: "Not found",
     409: "Conflict with the current state",
     413: "Request body too large",
+    429: "Too many streams for this credential (TRAINJOBS_MAX_STREAMS_PER_CALLER): close one, retry after Retry-After",
     422: "Invalid input: `errors` names each field and how to fix it",
     502: "The backend (e.g. Vertex AI) refused the operation; its message is in detail",
     503: "Overloaded or database unavailable: nothing was done; retry after Retry-After",
@@ -88,6 +90,7 @@ def _loc(loc: tuple) -> str:
 
 
 def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
+    openapi_document.install(app)  # the document: answers given before a route runs, the backends
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError):
         extra = dict(exc.extra)
@@ -123,9 +126,14 @@ def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
             method = request.method
             return problem(404, "Use the versioned path", f"the API is versioned: send {method} {use}",
                            "unversioned-path", request, use=use)
-        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
-        resp = problem(exc.status_code, title, str(exc.detail), HTTP_SLUGS.get(exc.status_code, "http-error"),
-                       request)
+        if exc.status_code == 405:
+            # `Allow` lists every method of the path, not only the route's (service/web/methods.py).
+            return methods.answer_options(request) or _method_not_allowed(request)
+        title = {400: "Bad request", 404: "Not found"}.get(exc.status_code, "HTTP error")
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's words
+            detail = "the body is not JSON text (JSON is UTF-8); send a JSON document"
+        resp = problem(exc.status_code, title, detail, HTTP_SLUGS.get(exc.status_code, "http-error"), request)
         for k, v in (exc.headers or {}).items():
             resp.headers[k] = v
         return resp
@@ -161,6 +169,15 @@ def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
         # No stack trace or message in the answer: it may hold secrets.
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem(500, "Internal error", "an unexpected error; it has been logged", "internal", request)
+
+
+def _method_not_allowed(request: Request) -> JSONResponse:
+    allow = methods.allow_for(request)
+    resp = problem(405, "Method not allowed", f"{request.method} is not a method of this path; it takes "
+                   f"{allow or 'none'}", "method-not-allowed", request)
+    if allow:
+        resp.headers["Allow"] = allow
+    return resp
 
 
 def _db503(request: Request) -> JSONResponse:

@@ -15,6 +15,7 @@ from service.persistence.models import (
     WebhookSubscription,
 )
 from service.web.container import SessionDep, services
+from service.web.lookup import Cursor
 from service.web.problems import problem_responses
 from service.webhooks import service
 from service.webhooks.limits import WebhookLimits
@@ -123,7 +124,7 @@ def test_webhook(webhook_id: uuid.UUID, request: Request, session: SessionDep, a
 def list_deliveries(webhook_id: uuid.UUID, session: SessionDep, actor: Admin,
                     status: Annotated[Literal["pending", "delivered", "failed"] | None, Query()] = None,
                     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                    cursor: Annotated[str | None, Query(max_length=512)] = None):
+                    cursor: Cursor = None):
     if cursor:
         decode_time_cursor(cursor)  # a forged cursor is a 422 before any query sees it
     rows, next_cursor = service.list_deliveries(session, actor.team_id, webhook_id, status=status, limit=limit,

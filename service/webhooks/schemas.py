@@ -19,10 +19,12 @@ class WebhookCreate(RequestBody):
         "url": "https://hooks.example.com/trainjobs", "event_types": ["job.succeeded", "job.failed"],
         "format": "standard", "description": "CI pipeline"}]})
 
+    # The pattern documents the scheme rule; the service checks it (and the address) itself, with a fix.
     url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
+        json_schema_extra={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"},
         description="Where deliveries are POSTed: an https:// (or http://) URL on a public address")
     event_types: list[EventType] = Field(default_factory=lambda: list(DEFAULT_EVENT_TYPES), min_length=1,
-                                         max_length=len(EVENT_TYPES),
+                                         max_length=len(EVENT_TYPES), json_schema_extra={"uniqueItems": True},
                                          description=f"Default: the four final states. {EVENTS_HELP}")
     format: Format = Field("standard", description="standard: the JSON event, signed per Standard Webhooks; "
                                                    "slack: {\"text\": ...} for a Slack incoming webhook")
