@@ -52,9 +52,9 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
         # BackupAndRestore restored a checkpoint (a retry attempt, a restarted replica):
         # the view says which epoch training went on from.
         # A preempted attempt saved mid-epoch: initial_step says which step it goes on from.
-        initial, step = event.get("initial_epoch"), event.get("initial_step")
-        step = step if _count(step) else 0
-        if _count(initial) and (initial > 1 or step > 0):
+        initial, given = event.get("initial_epoch"), event.get("initial_step")
+        step: int = given if _count(given) else 0
+        if isinstance(initial, int) and _count(initial) and (initial > 1 or step > 0):
             out["resumed_at_epoch"] = initial
             if step:
                 out["resumed_at_step"] = step
