@@ -53,7 +53,7 @@ def update(progress: dict | None, message: str, timestamp: str, tf_role: str | N
         # the view says which epoch training went on from.
         # A preempted attempt saved mid-epoch: initial_step says which step it goes on from.
         initial, given = event.get("initial_epoch"), event.get("initial_step")
-        step: int = given if _count(given) else 0
+        step = given if isinstance(given, int) and _count(given) else 0
         if isinstance(initial, int) and _count(initial) and (initial > 1 or step > 0):
             out["resumed_at_epoch"] = initial
             if step:
