@@ -68,6 +68,44 @@ window.TJ = (function () {
     });
   }
 
+  // A page holds its event streams only while it is shown. Chromium's back/forward cache
+  // keeps a page that was left, and its open streams, for minutes, and a browser opens at
+  // most six HTTP/1.1 connections to one host: a few cached pages or background tabs with
+  // live streams and the next page load waits. So a hidden tab or a page being left
+  // (pagehide, cached or not) closes its streams; shown again, it opens them anew and reads
+  // what changed meanwhile (docs/ui.md "How many connections a page holds").
+  const shown = [];
+  let suspended = false;
+  function live(start, stop) {
+    shown.push({ start, stop });
+    if (!suspended) start();
+  }
+  function suspend() {
+    if (suspended) return;
+    suspended = true;
+    if (pending) { clearTimeout(pending); pending = null; }
+    shown.forEach((s) => s.stop());
+  }
+  function resume() {
+    if (!suspended || document.visibilityState === "hidden") return;
+    suspended = false;
+    shown.forEach((s) => s.start());
+  }
+  window.addEventListener("pagehide", suspend);
+  window.addEventListener("pageshow", (e) => { if (e.persisted) resume(); });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") suspend(); else resume();
+  });
+  if (document.visibilityState === "hidden") suspended = true;  // opened in a background tab
+
+  // What a stream's own status line says while it reconnects: nothing for the first
+  // OFFLINE_AFTER_MS, so the normal end of a stream every TRAINJOBS_UI_STREAM_MAX_SECONDS
+  // (back within its 2 s `retry`) does not flash "Reconnecting…".
+  function later(fn) {
+    const timer = setTimeout(fn, OFFLINE_AFTER_MS);
+    return () => clearTimeout(timer);
+  }
+
   function announce(text) {
     const region = document.getElementById("announce");
     if (region) region.textContent = text;
@@ -133,5 +171,5 @@ window.TJ = (function () {
     };
   }
 
-  return { duration, tick, localize, watch, announce, stateBadge, visible, classifier };
+  return { duration, tick, localize, watch, live, later, announce, stateBadge, visible, classifier };
 })();
