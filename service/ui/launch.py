@@ -103,6 +103,13 @@ def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, d
                       settings=list(settings))
 
 
+def _lines(value: Any) -> str:
+    """A text box's text with the browser's CRLF line breaks (HTML forms send them) as LF, once:
+    a CR left in would be shown back as `\x0d` (pages show control characters) and grow with
+    every preview or refusal (issue 37)."""
+    return str(value or "").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
     if p.choices is not None:
         for choice in declared["choices"]:
@@ -133,8 +140,8 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str,
     lf = new_form(declared, {}, backend=str(form.get("backend") or backend), settings=settings)
     from_fields = launch_settings.read(lf.settings, form)
     lf.display_name = str(form.get("display_name") or "")
-    lf.labels = str(form.get("labels") or "")
-    lf.overrides = str(form.get("overrides") or "")
+    lf.labels = _lines(form.get("labels"))
+    lf.overrides = _lines(form.get("overrides"))
     lf.idempotency_key = str(form.get("idempotency_key") or "")
     by_name = {p["name"]: p for p in declared}
     values: dict[str, Any] = {}

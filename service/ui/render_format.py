@@ -48,3 +48,13 @@ def number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
     return str(value)
+
+
+def declared(value: Any, type_: str | None = None) -> str:
+    """A template's value as it declares it, in JSON's words: `true` not Python's `True`, an
+    int parameter's bound `1` not the stored `1.0`."""
+    if isinstance(value, float) and type_ == "int" and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)

@@ -135,10 +135,21 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
 
     epochs = d.find_element(By.ID, "param-epochs")
     assert (epochs.get_attribute("type"), epochs.get_attribute("min"), epochs.get_attribute("max"),
-            epochs.get_attribute("value")) == ("number", "1.0", "50.0", "3")
+            epochs.get_attribute("value")) == ("number", "1", "50", "3")
     assert [o.text for o in Select(d.find_element(By.ID, "param-optimizer")).options] == ["adam", "sgd"]
     assert d.find_element(By.ID, "param-mixed_precision").get_attribute("type") == "checkbox"
     assert d.find_element(By.ID, "param-learning_rate").get_attribute("step") == "any"
+
+    # Multi-line text boxes as typed (the browser posts CRLF): they survive every refusal and
+    # preview below exactly (issue 37: each one added a visible \x0d until Launch failed).
+    labels, overrides = "owner=newcomer\nteam=vision", '{\n  "workers": {"replica_count": 2}\n}'
+    d.find_element(By.ID, "labels").send_keys(labels)
+    d.find_element(By.CSS_SELECTOR, "#advanced summary").click()
+    d.find_element(By.ID, "overrides").send_keys(overrides)
+
+    def text_boxes(d) -> tuple[str, str]:
+        return (d.find_element(By.ID, "labels").get_attribute("value"),
+                d.find_element(By.ID, "overrides").get_attribute("value"))
 
     # Out of bounds: refused beside the field, nothing launched.
     epochs.clear()
@@ -147,6 +158,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     error = wait(d, EC.presence_of_element_located((By.ID, "param-epochs-error")), "the field's error")
     assert "above the maximum 50" in error.text
     assert api.c.get("/v1/jobs").json()["items"] == []
+    assert text_boxes(d) == (labels, overrides)
 
     epochs = d.find_element(By.ID, "param-epochs")
     epochs.clear()
@@ -178,6 +190,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     port = "127.0.0.1:<port chosen at launch>"
     assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port, port]}
     assert d.find_element(By.ID, "param-epochs").get_attribute("value") == "7"  # the form keeps its values
+    assert text_boxes(d) == (labels, overrides)
     assert api.c.get("/v1/jobs").json()["items"] == []                           # a preview stores nothing
 
     named = d.find_element(By.ID, "preview-name").text
@@ -186,6 +199,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     job_id = d.current_url.split("/ui/jobs/")[1].split("?")[0]
     assert api.job(job_id)["display_name"] == named
     assert api.job(job_id)["overrides"] == {"workers": {"replica_count": 2}}
+    assert api.job(job_id)["labels"] == {"owner": "newcomer", "team": "vision"}
     assert api.job(job_id)["parameters"] == {"epochs": 7, "optimizer": "sgd", "mixed_precision": True,
                                              "learning_rate": 0.01}
     wait(d, lambda d: page_state(d) == "RUNNING", "the job to run")
