@@ -68,6 +68,20 @@ class LaunchForm:
     other_errors: list[str] = field(default_factory=list)    # problems no field owns
 
     @property
+    def problems(self) -> list[tuple[str | None, str, str]]:
+        """(field id to link, field's name, message) of every problem, in the form's order: the
+        box at the top counts and lists them (issue 37), each also shown beside its field."""
+        out: list[tuple[str | None, str, str]] = [(p.input_id, p.name, p.error) for p in self.params if p.error]
+        for name in ("backend", "display_name", "labels"):
+            if name in self.errors:
+                out.append((name, name.replace("_", " "), self.errors[name]))
+        out += [(f.input_id, f"{f.role.replace('_', ' ')}: {f.key.replace('_', ' ')}", f.error)
+                for f in self.settings if f.error]
+        if "overrides" in self.errors:
+            out.append(("overrides", "overrides", self.errors["overrides"]))
+        return out + [(None, "", e) for e in self.other_errors]
+
+    @property
     def has_errors(self) -> bool:
         return bool(self.errors or self.other_errors or any(p.error for p in self.params)
                     or any(f.error for f in self.settings))
