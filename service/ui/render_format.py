@@ -39,6 +39,11 @@ def when(at: datetime | None) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
 
 
+def clock(at: datetime | None) -> str:
+    """A log line's time of day in UTC with milliseconds (`08:35:09.123`); the title has the date."""
+    return at.astimezone(UTC).strftime("%H:%M:%S.%f")[:-3] if at else "—"
+
+
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 

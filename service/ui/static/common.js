@@ -27,15 +27,25 @@ window.TJ = (function () {
   }
 
   // Times are sent as UTC (<time datetime> with the UTC in its title); shown in the browser's
-  // zone. data-local="time" (log lines) keeps only the time of day, with milliseconds.
-  const DATE_TIME = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-                      second: "2-digit", timeZoneName: "short" };
-  const TIME = { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+  // zone in the pages' one format: `2026-11-26 14:05:09 GMT+5:30` (the server's without
+  // JavaScript: `2026-11-26 08:35:09 UTC`); data-local="time" (log lines) keeps only the time
+  // of day with milliseconds, `14:05:09.123`, as the server writes it in UTC.
+  const DATE_TIME = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
+  const TIME = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit",
+    fractionalSecondDigits: 3, hourCycle: "h23" });
+  function format(at, fmt) {
+    const p = {};
+    fmt.formatToParts(at).forEach((part) => { p[part.type] = part.value; });
+    const clock = p.hour + ":" + p.minute + ":" + p.second;
+    if (fmt === TIME) return clock + "." + p.fractionalSecond;
+    return p.year + "-" + p.month + "-" + p.day + " " + clock + " " + p.timeZoneName;
+  }
   function localize(root) {
     (root || document).querySelectorAll("time[data-local]:not([data-localized])").forEach((t) => {
       const at = new Date(t.getAttribute("datetime"));
       if (isNaN(at)) return;
-      t.textContent = at.toLocaleString(undefined, t.dataset.local === "time" ? TIME : DATE_TIME);
+      t.textContent = format(at, t.dataset.local === "time" ? TIME : DATE_TIME);
       t.dataset.localized = "";
     });
   }
@@ -154,7 +164,7 @@ window.TJ = (function () {
   // table of lines by tests/ui), one classifier per replica and stream since a traceback spans lines.
   const TB_HEAD = /^Traceback \(most recent call last\):/;
   const TB_BODY = /^\s+(File ".*", line \d+|\S)/;
-  const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)/;
+  const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)|^[\w.-]+: error: /;
   const WARNING = /\b(WARNING|WARN)\b|^W\d{4} \d\d:|: W \S+:\d+\]|\b\w*Warning: /;
   function classifier() {
     let inTraceback = false;
