@@ -51,6 +51,19 @@ def mark_page(driver) -> None:
     driver.execute_script("window.__sameDocument = true")
 
 
+def record_statuses(driver) -> None:
+    """Keep every text the page's stream status line shows (the log's or the list's)."""
+    driver.execute_script("""
+        window.__said = [];
+        const el = document.getElementById('log-status') || document.getElementById('live-status');
+        new MutationObserver(() => window.__said.push(el.textContent))
+            .observe(el, {childList: true, characterData: true, subtree: true});""")
+
+
+def said(driver) -> list[str]:
+    return driver.execute_script("return window.__said")
+
+
 def same_document(driver) -> bool:
     return driver.execute_script("return window.__sameDocument === true")
 
@@ -76,6 +89,7 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert row_state(listing, job["id"])(listing) == "QUEUED"
     wait(listing, lambda d: d.find_element(By.ID, "jobs").get_attribute("data-live") == "open", "the live feed")
     mark_page(listing)
+    record_statuses(listing)
 
     page = make_browser()
     sign_in(page, tokens["viewer"])
@@ -84,6 +98,7 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert page.find_elements(By.ID, "no-epochs")
     wait(page, lambda d: d.find_element(By.ID, "logs").get_attribute("data-follow") == "open", "the log stream")
     mark_page(page)
+    record_statuses(page)
 
     gate.touch()  # the blocker finishes; the demo-like job starts, trains 3 epochs, succeeds
 
@@ -108,6 +123,9 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert "workerpool0-0: training finished" in text and "workerpool1-0: training finished" in text
     assert "SUCCEEDED" in page.find_element(By.ID, "log-status").text
     assert same_document(page), "the job page was reloaded"
+    # Streams here end every second (ui_stream_max_seconds=1) and are back within their retry:
+    # a normal end is not an outage, and the pages never said "Reconnecting" (issue 37).
+    assert [t for t in said(page) + said(listing) if "Reconnecting" in t] == []
 
     # Find within the page, then one replica's logs only.
     finder = page.find_element(By.ID, "log-filter")

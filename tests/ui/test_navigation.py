@@ -50,6 +50,7 @@ def test_ten_tabs_and_thirty_navigations_never_wait_for_a_connection(make_browse
         go()
         loads.append((time.monotonic() - started, what))
         assert not d.find_element(By.ID, "offline").is_displayed(), f"'Reconnecting' after {what}"
+        assert "Reconnecting" not in d.find_element(By.TAG_NAME, "body").text, what  # nor a stream's own line
 
     def following(d) -> bool:
         return d.find_element(By.ID, "logs").get_attribute("data-follow") == "open"
