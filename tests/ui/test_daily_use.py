@@ -65,7 +65,7 @@ def test_a_local_jobs_output_folder_is_a_path_with_its_host_beside(app, api, tok
     # Log lines without JavaScript: the time of day in UTC, as the script shows it (HH:MM:SS.mmm).
     assert re.search(r'data-local="time">\d\d:\d\d:\d\d\.\d{3}</time>', page)
     # Succeeded: its progress says where it ended, not a phase and a rate.
-    assert "ended at epoch 1" in _text(page.split('id="panel-progress"', 1)[1].split("</section>", 1)[0])
+    assert "epoch 1/1 · finished" in _text(page.split('id="panel-progress"', 1)[1].split("</section>", 1)[0])
 
 
 def test_template_values_as_declared_and_launch_again_points_at_a_newer_version(app, api, tokens):
