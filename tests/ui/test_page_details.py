@@ -194,8 +194,8 @@ def test_the_settings_a_template_lets_members_change_are_fields(app, api, tokens
                                                    "set.chief.machine_type": "n1-standard-8",
                                                    "overrides": '{"workers": {"machine_type": "n1-standard-16"}}'})
     assert r.status_code == 200, r.text
-    assert re.search(r"<td>workerpool0</td><td>chief</td><td>1</td><td>n1-standard-8</td>", r.text)
-    assert re.search(r"<td>workerpool1</td><td>worker</td><td>3</td><td>n1-standard-16</td>", r.text)
+    assert re.search(r'<td>workerpool0</td><td>chief</td><td>1</td><td class="machine">n1-standard-8</td>', r.text)
+    assert re.search(r'<td>workerpool1</td><td>worker</td><td>3</td><td class="machine">n1-standard-16</td>', r.text)
     # A blank count is refused beside its field; a bad one is the service's refusal beside it too.
     r = c.post("/ui/templates/typed/launch", data={**form, "action": "launch", "set.workers.replica_count": ""})
     assert r.status_code == 422 and "enter a number (the template&#39;s is 2)" in r.text.split('id="set-workers-replica_count-error"')[1]
