@@ -79,6 +79,22 @@ def _write_secret(path: Path, secret: str) -> None:
     os.chmod(path, 0o600)
 
 
+def _exit_now(code: int) -> int:
+    """Exit with `code` once the server has stopped, without the interpreter's teardown: it
+    freed the whole app object by object, up to ~2 s of silence after "Finished server
+    process" (issue 37). Only when every other thread has ended (the app's shutdown joined
+    them): nothing is left to finish, and logs and output are flushed first."""
+    import logging
+    import threading
+
+    if threading.active_count() != 1:
+        return code
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _serve(args) -> int:
     import uvicorn
 
@@ -103,7 +119,7 @@ def _serve(args) -> int:
         server.run()
         if not server.started:
             return 3  # the app refused to start (uvicorn logged why), as `uvicorn.run` exits
-        return 130 if server.signal_received == signal.SIGINT else 0
+        return _exit_now(130 if server.signal_received == signal.SIGINT else 0)
     # Several processes: the supervisor stays small (the preparation runs in a child
     # process), each worker builds its app from the environment and stands for
     # election; the one that wins (per database) also runs the lifecycle loops.

@@ -205,9 +205,10 @@ class Settings(BaseSettings):
     ui_stream_interval_seconds: float = Field(1.0, gt=0, le=60, description="How often the UI's live feed "
                                               "reads the jobs changed since its last read (one query for "
                                               "every open page of this process)")
-    ui_stream_max_seconds: float = Field(60.0, gt=0, le=3600, description="A UI event stream ends after "
+    ui_stream_max_seconds: float = Field(30.0, gt=0, le=3600, description="A UI event stream ends after "
                                          "this long and the browser reconnects where it left off (so open "
-                                         "tabs never hold a stopping server for longer)")
+                                         "tabs never hold a stopping server, nor a page the browser failed "
+                                         "to close, one of its six connections to the host for longer)")
     ui_page_size: int = Field(50, ge=1, le=200, description="Jobs per page of the UI's list")
     ui_diff_max_lines: int = Field(5000, ge=10, le=100_000, description="Template versions longer than this "
                                    "(as indented JSON) are not diffed on a page (the diff's cost grows faster "

@@ -5,6 +5,7 @@ cancel, so no request races the controller and none waits on Google."""
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session, defer
 from service import jobspec
 from service.auth.service import Actor
 from service.core.errors import Conflict, Invalid, NotFound, Problem
-from service.core.pagination import decode_cursor, encode_cursor, id_range
+from service.core.pagination import ID_PREFIX_MAX, ID_PREFIX_MIN, decode_cursor, encode_cursor, id_range
 from service.jobs.schemas import ReplicaOut
 from service.jobspec.validate import label_key_ok, label_value_ok
 from service.lifecycle.engine import Engine
@@ -108,14 +109,23 @@ def list_jobs(session: Session, team_id: uuid.UUID, *, states: list[JobState], t
     return rows, (encode_cursor(rows[-1].created_at.isoformat(), rows[-1].id) if more else None)
 
 
+_HEX_PREFIX = re.compile(rf"^[0-9a-f]{{{ID_PREFIX_MIN},{ID_PREFIX_MAX}}}$")
+
+
 def _text_matches(text: str):
+    """A part of a name, a whole job id, or the start of one as the CLI prints it (`3f2a9b1c`,
+    dashes optional): the id's a range scan of the primary key, as `id_prefix`."""
     needle = text.strip().lower()
     found = or_(func.lower(Job.display_name).contains(needle, autoescape=True),
                 func.lower(Job.template_name).contains(needle, autoescape=True))
     try:
         return or_(found, Job.id == uuid.UUID(needle))
     except ValueError:
-        return found
+        pass
+    digits = needle.replace("-", "")
+    if _HEX_PREFIX.match(digits):
+        return or_(found, Job.id.between(*id_range(digits)))
+    return found
 
 
 def _label_filter_ok(label: str) -> bool:

@@ -66,7 +66,7 @@ class Controller:
         self._stop.set()
         if self._thread:
             self._thread.join(30)
-        self._demote("the service is stopping")
+        self._demote("the service is stopping", expected=True)
         self.leadership.release()
 
     def wake(self, backend: str | None = None, admit_only: bool = False) -> None:
@@ -151,13 +151,15 @@ class Controller:
         if self.on_tick:
             self.on_tick(stats)
 
-    def _demote(self, why: str) -> None:
+    def _demote(self, why: str, expected: bool = False) -> None:
         with self._lock:
             if self.epoch is None:
                 return
             epoch, self.epoch = self.epoch, None   # from now on this process does not control
             self._term = None
-            log.warning("this process stopped being the controller (epoch %d): %s", epoch, why)
+            # A normal stop is news, not a warning; losing the lock or a takeover is one.
+            log.log(logging.INFO if expected else logging.WARNING,
+                    "this process stopped being the controller (epoch %d): %s", epoch, why)
             workers: list[BackendLoop | LoopService] = [*self.loops.values(), *self.services.values()]
             self.loops, self.services = {}, {}
             # Ask every thread to stop first, then wait for them together, within one bound:

@@ -4,6 +4,7 @@ wrong folder, a SQLite URL would otherwise create an empty database there and
 hand out tokens nobody's service reads."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +42,10 @@ def missing(url: str) -> str | None:
 
 def check(url: str, *, create_ok: bool = False) -> bool:
     """Print which database is used; False (after saying why) if it must not be."""
-    print(f"trainjobs: using the database {describe(url)} (TRAINJOBS_DATABASE_URL)", file=sys.stderr)
+    # Name the variable only when it chose the database: unset, the URL is the default's.
+    chosen_by = "TRAINJOBS_DATABASE_URL" if os.environ.get("TRAINJOBS_DATABASE_URL") else \
+        "the default; TRAINJOBS_DATABASE_URL sets another"
+    print(f"trainjobs: using the database {describe(url)} ({chosen_by})", file=sys.stderr)
     if create_ok:
         return True
     why = missing(url)

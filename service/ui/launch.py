@@ -68,6 +68,20 @@ class LaunchForm:
     other_errors: list[str] = field(default_factory=list)    # problems no field owns
 
     @property
+    def problems(self) -> list[tuple[str | None, str, str]]:
+        """(field id to link, field's name, message) of every problem, in the form's order: the
+        box at the top counts and lists them (issue 37), each also shown beside its field."""
+        out: list[tuple[str | None, str, str]] = [(p.input_id, p.name, p.error) for p in self.params if p.error]
+        for name in ("backend", "display_name", "labels"):
+            if name in self.errors:
+                out.append((name, name.replace("_", " "), self.errors[name]))
+        out += [(f.input_id, f"{f.role.replace('_', ' ')}: {f.key.replace('_', ' ')}", f.error)
+                for f in self.settings if f.error]
+        if "overrides" in self.errors:
+            out.append(("overrides", "overrides", self.errors["overrides"]))
+        return out + [(None, "", e) for e in self.other_errors]
+
+    @property
     def has_errors(self) -> bool:
         return bool(self.errors or self.other_errors or any(p.error for p in self.params)
                     or any(f.error for f in self.settings))
@@ -103,6 +117,13 @@ def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, d
                       settings=list(settings))
 
 
+def _lines(value: Any) -> str:
+    """A text box's text with the browser's CRLF line breaks (HTML forms send them) as LF, once:
+    a CR left in would be shown back as `\x0d` (pages show control characters) and grow with
+    every preview or refusal (issue 37)."""
+    return str(value or "").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
     if p.choices is not None:
         for choice in declared["choices"]:
@@ -133,8 +154,8 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str,
     lf = new_form(declared, {}, backend=str(form.get("backend") or backend), settings=settings)
     from_fields = launch_settings.read(lf.settings, form)
     lf.display_name = str(form.get("display_name") or "")
-    lf.labels = str(form.get("labels") or "")
-    lf.overrides = str(form.get("overrides") or "")
+    lf.labels = _lines(form.get("labels"))
+    lf.overrides = _lines(form.get("overrides"))
     lf.idempotency_key = str(form.get("idempotency_key") or "")
     by_name = {p["name"]: p for p in declared}
     values: dict[str, Any] = {}

@@ -4,6 +4,7 @@ What they change becomes a merge patch under the form's advanced JSON overrides
 (the JSON is applied over them, so it can still say anything the fields say)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,11 @@ ROLES = ("chief", "workers", "parameter_servers", "evaluator")
 # A role's settings and the spec's defaults for them (service/jobspec/spec.py Machine, Role).
 KEYS: tuple[tuple[str, Any], ...] = (("replica_count", 1), ("machine_type", "n1-standard-4"),
                                       ("accelerator_type", None), ("accelerator_count", 0))
-LIMITS = {"replica_count": (1, 1000), "accelerator_count": (0, 16)}
+LIMITS = {"replica_count": (1, 1000), "accelerator_count": (0, 16), "timeout_seconds": (1, 7 * 24 * 3600)}
+# Settings outside the roles (service/jobspec/spec.py Scheduling); blank is "not set" (Vertex
+# AI's default timeout of 7 days).
+SCHEDULING: tuple[tuple[str, Any], ...] = (("timeout_seconds", None),)
+OPTIONAL = {"timeout_seconds"}
 
 
 @dataclass
@@ -58,11 +63,22 @@ def fields(spec: dict, machines: Iterable[str], accelerators: Iterable[str],
             value = "" if current is None else str(current)
             choices = None
             if key == "machine_type":
-                choices = sorted({*machines, value})
+                choices = sorted({*machines, value}, key=_natural)
             elif key == "accelerator_type":
-                choices = ["", *sorted({*accelerators, value} - {""})]
+                choices = ["", *sorted({*accelerators, value} - {""}, key=_natural)]
             out.append(SettingField(role, key, value, base, choices))
+    for key, default in SCHEDULING:
+        if overridable.permits(granted, ("scheduling", key)):
+            base = (spec.get("scheduling") or {}).get(key, default)
+            current = (shown.get("scheduling") or {}).get(key, default) if isinstance(shown.get("scheduling"), dict) \
+                else base
+            out.append(SettingField("scheduling", key, "" if current is None else str(current), base, None))
     return out
+
+
+def _natural(name: str) -> list:
+    """n1-standard-4 before n1-standard-16: the numbers in a name compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def read(settings: list[SettingField], form: Mapping[str, Any]) -> dict | None:
@@ -75,17 +91,21 @@ def read(settings: list[SettingField], form: Mapping[str, Any]) -> dict | None:
         value: Any
         if f.limits is not None:
             lo, hi = f.limits
-            if not raw:
+            if not raw and f.key in OPTIONAL:
+                value = None
+            elif not raw:
                 f.error = f"enter a number (the template's is {f.base})"
                 continue
-            try:
-                value = int(raw)
-            except ValueError:
-                f.error = "a whole number, e.g. 2"
-                continue
-            if not lo <= value <= hi:
-                f.error = f"from {lo} to {hi}"
-                continue
+            else:
+                try:
+                    value = int(raw)
+                except ValueError:
+                    f.error = "a whole number, e.g. 2"
+                    continue
+                if not lo <= value <= hi:  # worded as the service words its bounds (jobspec)
+                    side = f"below the minimum {lo}" if value < lo else f"above the maximum {hi}"
+                    f.error = f"{value} is {side} — use a value between {lo} and {hi}"
+                    continue
         else:
             value = raw or None
             if f.choices is not None and raw not in f.choices:

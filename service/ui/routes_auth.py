@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import RedirectResponse
+from markupsafe import Markup
 from starlette.datastructures import FormData
 
 from service.auth.service import resolve
@@ -70,8 +71,8 @@ def login(request: Request, session: SessionDep, form: Annotated[FormData, Depen
     actor = resolve(session, token) if token and len(token) <= 512 else None
     if actor is None:
         return _sign_in_page(request, next_url, status=401,
-                             error="Unknown or revoked token. Ask an admin of your team for one "
-                                   "(`trainjobs tokens create`).")
+                             error=Markup("Unknown or revoked token. Ask an admin of your team for one "
+                                          "(they make it with <code>trainjobs tokens create</code>)."))
     resp = RedirectResponse(next_url, status_code=303, headers=SECURITY_HEADERS)
     _cookie(resp, request, sessions.SESSION_COOKIE, sessions.new_session(key, actor.token_id),
             services(request).ui_settings.session_max_age_seconds)

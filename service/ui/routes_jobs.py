@@ -29,8 +29,18 @@ from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 LABEL_PATTERN = r"^[a-z][a-z0-9_-]{0,62}(=[a-z0-9_-]{0,63})?$"  # as GET /v1/jobs?label=
-NOTICES = {"cancel": "Cancel requested: the replicas are being stopped.",
+NOTICES = {"cancel": "Cancel requested.",   # the live "Cancelling" / "Cancelled" box says the rest
            "launched": "Job launched."}
+NOTICE_COOKIE = "trainjobs_notice"
+
+
+def with_notice(job_id: uuid.UUID, notice: str) -> RedirectResponse:
+    """To the job's page, saying `notice` once: a cookie for that page only, read and cleared
+    by it, so the address stays clean (no `?notice=` to repeat on reload), with or without
+    JavaScript."""
+    resp = RedirectResponse(f"/ui/jobs/{job_id}", status_code=303, headers=SECURITY_HEADERS)
+    resp.set_cookie(NOTICE_COOKIE, notice, max_age=60, path=f"/ui/jobs/{job_id}", httponly=True, samesite="strict")
+    return resp
 
 
 @router.get("")
@@ -63,11 +73,22 @@ def jobs_page(request: Request, session: SessionDep, user: User,
                   filtered=bool(state or template or label or q or mine))
 
 
+def _latest_version(session: SessionDep, user: UiUser, name: str) -> int | None:
+    """The template's newest version, for "Launch again" to say when the job's is older."""
+    try:
+        return templates.get_template(session, user.actor.team_id, name).latest_version
+    except DomainError:
+        return None
+
+
 def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uuid.UUID) -> dict:
     job = jobs.get_job(session, user.actor.team_id, job_id)
     compiled = CompiledJob.from_json(job.compiled)
     rows = epoch_history.list_epochs(session, job.id)
-    return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
+    final = JobState(job.state) in TERMINAL
+    return dict(user=user, job=job, final=final, pools=views.pools(compiled),
+                run=views.run_folder(job.backend_ref) if job.backend == "local" and job.backend_ref else None,
+                latest_version=_latest_version(session, user, job.template_name),
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(job, compiled),
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
                 events=jobs.list_events(session, user.actor.team_id, job.id),
@@ -94,8 +115,12 @@ def job_page(job_id: uuid.UUID, request: Request, session: SessionDep, user: Use
     ctx = job_context(request, session, user, job_id)
     if replica and replica not in {r.task_name for r in ctx["replicas"]}:
         replica = None
-    return render(request, "job.html", **ctx, replica=replica, logs=_log_tail(request, ctx, replica),
-                  notice=NOTICES.get(notice or ""))
+    flash = request.cookies.get(NOTICE_COOKIE)
+    resp = render(request, "job.html", **ctx, replica=replica, logs=_log_tail(request, ctx, replica),
+                  notice=NOTICES.get(flash or notice or ""))
+    if flash is not None:
+        resp.delete_cookie(NOTICE_COOKIE, path=f"/ui/jobs/{job_id}", httponly=True, samesite="strict")
+    return resp
 
 
 @router.get("/jobs/{job_id}/panels")
@@ -105,12 +130,18 @@ def job_panels(job_id: uuid.UUID, request: Request, session: SessionDep, user: U
     return HTMLResponse(render_fragment("job_panels.html", request=request, **ctx), headers=SECURITY_HEADERS)
 
 
+@router.get("/jobs/{job_id}/cancel")
+def cancel_page(job_id: uuid.UUID, request: Request, session: SessionDep, user: Member):
+    """The confirmation without JavaScript (a GET: it changes nothing)."""
+    return render(request, "cancel.html", user=user, job=jobs.get_job(session, user.actor.team_id, job_id))
+
+
 @router.post("/jobs/{job_id}/cancel")
 def cancel(job_id: uuid.UUID, request: Request, session: SessionDep, user: Member, form: Form):
     svc = services(request)
     job = jobs.cancel_job(session, svc.lifecycle, job_id, user.actor)
     svc.waker.wake(job.backend)
-    return RedirectResponse(f"/ui/jobs/{job_id}?notice=cancel", status_code=303, headers=SECURITY_HEADERS)
+    return with_notice(job_id, "cancel")
 
 
 @router.get("/jobs/{job_id}/logs.txt")

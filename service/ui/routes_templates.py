@@ -9,7 +9,6 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import RedirectResponse
 
 from service.core.errors import Conflict, Forbidden, Invalid
 from service.jobs import service as jobs
@@ -18,13 +17,12 @@ from service.jobs.submitter import Previewed
 from service.jobspec import CompiledJob
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
-from service.ui import launch, launch_settings, views
+from service.ui import launch, launch_settings, routes_jobs, views
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
 from service.ui.views import VersionFacts
 from service.web.container import SessionDep, services
-from service.web.security_headers import SECURITY_HEADERS
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 Name = Annotated[str, Path(pattern=TEMPLATE_NAME_PATTERN)]
@@ -111,8 +109,8 @@ def launch_page(name: Name, request: Request, session: SessionDep, user: Member,
                 source: Annotated[uuid.UUID | None, Query(alias="from")] = None):
     """The form; `from=<job id>` fills it with that job's values ("launch again")."""
     job = _source_job(session, user, source)
-    if job is not None:
-        name, version = job.template_name, job.template_version
+    if job is not None:  # the job's own version, unless a newer one was asked for (the job page links it)
+        name, version = job.template_name, version or job.template_version
     tv = templates.get_version(session, user.actor.team_id, name, version)
     ui = services(request).ui_settings
     form = launch.new_form(tv.parameters, job.parameters if job else {},
@@ -169,4 +167,4 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
         lf.display_name = lf.display_name.strip() or result.preview.display_name
         return _launch_page(request, user, tv, lf, preview=result.preview)
     # The submitter woke the controller for admission (lifecycle.wake).
-    return RedirectResponse(f"/ui/jobs/{result.job.id}?notice=launched", status_code=303, headers=SECURITY_HEADERS)
+    return routes_jobs.with_notice(result.job.id, "launched")

@@ -11,9 +11,10 @@ import re
 TRACEBACK_HEAD = re.compile(r"^Traceback \(most recent call last\):")
 TRACEBACK_BODY = re.compile(r"^\s+(File \".*\", line \d+|\S)")
 # Errors: Python logging levels, glog/absl ("E1125 10:00:00.1 ..."), TensorFlow's C++ log
-# ("2026-11-25 10:00:00.1: E external/...cc:282] ..."), an exception's last line ("ValueError: ...").
+# ("2026-11-25 10:00:00.1: E external/...cc:282] ..."), an exception's last line ("ValueError: ..."),
+# argparse's fatal line ("trainer: error: unrecognized arguments: --x", what the job's error quotes).
 ERROR = re.compile(r"\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]"
-                   r"|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)")
+                   r"|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)|^[\w.-]+: error: ")
 WARNING = re.compile(r"\b(WARNING|WARN)\b|^W\d{4} \d\d:|: W \S+:\d+\]|\b\w*Warning: ")
 
 

@@ -109,6 +109,15 @@ class LogDir:
     url: str | None      # the Cloud console's browser for gs:// folders
 
 
+def run_folder(backend_ref: str) -> tuple[str | None, Path]:
+    """(host, run folder) of a local job's reference `host:/path` (a bare path before hosts
+    were recorded): the page shows the path as a path and names the host beside it."""
+    if backend_ref.startswith("/"):
+        return None, Path(backend_ref)
+    host, _, path = backend_ref.partition(":")
+    return host, Path(path)
+
+
 def tensorboard_dir(job: JobFacts, compiled: CompiledJob) -> LogDir | None:
     base = compiled.base_output_directory
     if not base:
@@ -117,7 +126,7 @@ def tensorboard_dir(job: JobFacts, compiled: CompiledJob) -> LogDir | None:
         # The local backend maps the output prefix to the run folder (docs/local.md).
         if not job.backend_ref:
             return None
-        return LogDir(str(Path(job.backend_ref) / "output" / "logs") + "/", None)
+        return LogDir(str(run_folder(job.backend_ref)[1] / "output" / "logs") + "/", None)
     path = base.rstrip("/") + "/logs/"
     url = None
     if path.startswith("gs://"):

@@ -132,11 +132,16 @@ def landing_page(title: str, version: str, base: str, dashboard: str | None, pub
     t = html.escape(title)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{t}</title><link rel="icon" href="{html.escape(base)}{ASSETS_URL}/favicon.png">
+<meta name="color-scheme" content="light dark"><title>{t}</title>
+<link rel="icon" href="{html.escape(base)}{ASSETS_URL}/favicon.png">
 <style>
 body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 46rem; margin: 3rem auto; padding: 0 1rem; color: #222; }}
 h1 {{ margin-bottom: 0; }} .v {{ color: #777; }} li {{ margin: .35rem 0; }} li span {{ color: #666; }}
 pre {{ background: #f4f4f4; padding: .8rem; overflow-x: auto; }}
+@media (prefers-color-scheme: dark) {{
+  body {{ background: #15171a; color: #e4e6ea; }} a {{ color: #8ab4f8; }} .v, li span {{ color: #9aa0a6; }}
+  pre {{ background: #23262b; }}
+}}
 </style></head><body>
 <h1>{t} <span class="v">{html.escape(version)}</span></h1>
 <p>Launch and follow distributed TensorFlow training from templates, on Vertex AI or on the service's machine.</p>

@@ -218,6 +218,8 @@ class Server(uvicorn.Server):
             os.write(2, b"trainjobs: second signal: exiting now (jobs keep running)\n")
             os._exit(128 + sig)
         self.signal_received = sig
-        os.write(2, b"trainjobs: stopping: streams end now, requests get TRAINJOBS_SHUTDOWN_GRACE_SECONDS; "
-                    b"signal again to exit at once\n")
+        grace = self.config.timeout_graceful_shutdown
+        within = f"requests get {grace:g} s to finish" if grace is not None else "requests may finish"
+        os.write(2, f"trainjobs: stopping: streams end now, {within} (TRAINJOBS_SHUTDOWN_GRACE_SECONDS); "
+                    "signal again to exit at once\n".encode())
         self.should_exit = True

@@ -73,8 +73,10 @@ def test_the_shipped_table_prices_what_it_has_and_names_the_rest(api_client, db_
     with api_client(shipped, tokens["admin"]) as c:
         cost = _dry(c)
     assert cost["prices_date"] == "2026-11-22" and "cloud.google.com/vertex-ai/pricing" in cost["prices_source"]
-    assert cost["per_hour"] == "0.436998"   # n1-standard-4 at 0.21849885, twice; no disk price shipped
-    assert "no disk price for pd-ssd in region us-central1" in cost["missing"]
+    # n1-standard-4 at 0.21849885, twice, and their 100 GB pd-ssd boot disks at 0.17 a GB-month
+    # over 730 hours (issue 37: the demo's estimate was always incomplete without it)
+    assert cost["per_hour"] == "0.483573"   # 2 * (0.21849885 + 17 / 730) = 0.48357304...
+    assert cost["missing"] == [] and cost["complete"] is True
 
 
 def test_job_shows_estimate_and_accrued_cost_from_start_and_end(client, demo, session_factory):

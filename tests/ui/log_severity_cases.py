@@ -26,4 +26,7 @@ CASES: list[tuple[str, str]] = [
     ("tensorflow.python.framework.errors_impl.NotFoundError: gs://bucket/x; No such object", "error"),
     ("after the traceback, an ordinary line", ""),
     ("KeyboardInterrupt", "error"),
+    ("usage: trainer.py [-h] [--epochs EPOCHS]", ""),
+    ("trainer.py: error: unrecognized arguments: --epoch 3", "error"),  # argparse's fatal line (issue 37)
+    ("the error: part of a sentence", ""),
 ]

@@ -51,6 +51,19 @@ def mark_page(driver) -> None:
     driver.execute_script("window.__sameDocument = true")
 
 
+def record_statuses(driver) -> None:
+    """Keep every text the page's stream status line shows (the log's or the list's)."""
+    driver.execute_script("""
+        window.__said = [];
+        const el = document.getElementById('log-status') || document.getElementById('live-status');
+        new MutationObserver(() => window.__said.push(el.textContent))
+            .observe(el, {childList: true, characterData: true, subtree: true});""")
+
+
+def said(driver) -> list[str]:
+    return driver.execute_script("return window.__said")
+
+
 def same_document(driver) -> bool:
     return driver.execute_script("return window.__sameDocument === true")
 
@@ -76,6 +89,7 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert row_state(listing, job["id"])(listing) == "QUEUED"
     wait(listing, lambda d: d.find_element(By.ID, "jobs").get_attribute("data-live") == "open", "the live feed")
     mark_page(listing)
+    record_statuses(listing)
 
     page = make_browser()
     sign_in(page, tokens["viewer"])
@@ -84,6 +98,7 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert page.find_elements(By.ID, "no-epochs")
     wait(page, lambda d: d.find_element(By.ID, "logs").get_attribute("data-follow") == "open", "the log stream")
     mark_page(page)
+    record_statuses(page)
 
     gate.touch()  # the blocker finishes; the demo-like job starts, trains 3 epochs, succeeds
 
@@ -108,6 +123,9 @@ def test_a_job_goes_from_queued_to_succeeded_live_with_charts_and_logs(make_brow
     assert "workerpool0-0: training finished" in text and "workerpool1-0: training finished" in text
     assert "SUCCEEDED" in page.find_element(By.ID, "log-status").text
     assert same_document(page), "the job page was reloaded"
+    # Streams here end every second (ui_stream_max_seconds=1) and are back within their retry:
+    # a normal end is not an outage, and the pages never said "Reconnecting" (issue 37).
+    assert [t for t in said(page) + said(listing) if "Reconnecting" in t] == []
 
     # Find within the page, then one replica's logs only.
     finder = page.find_element(By.ID, "log-filter")
@@ -135,10 +153,21 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
 
     epochs = d.find_element(By.ID, "param-epochs")
     assert (epochs.get_attribute("type"), epochs.get_attribute("min"), epochs.get_attribute("max"),
-            epochs.get_attribute("value")) == ("number", "1.0", "50.0", "3")
+            epochs.get_attribute("value")) == ("number", "1", "50", "3")
     assert [o.text for o in Select(d.find_element(By.ID, "param-optimizer")).options] == ["adam", "sgd"]
     assert d.find_element(By.ID, "param-mixed_precision").get_attribute("type") == "checkbox"
     assert d.find_element(By.ID, "param-learning_rate").get_attribute("step") == "any"
+
+    # Multi-line text boxes as typed (the browser posts CRLF): they survive every refusal and
+    # preview below exactly (issue 37: each one added a visible \x0d until Launch failed).
+    labels, overrides = "owner=newcomer\nteam=vision", '{\n  "workers": {"replica_count": 2}\n}'
+    d.find_element(By.ID, "labels").send_keys(labels)
+    d.find_element(By.CSS_SELECTOR, "#advanced summary").click()
+    d.find_element(By.ID, "overrides").send_keys(overrides)
+
+    def text_boxes(d) -> tuple[str, str]:
+        return (d.find_element(By.ID, "labels").get_attribute("value"),
+                d.find_element(By.ID, "overrides").get_attribute("value"))
 
     # Out of bounds: refused beside the field, nothing launched.
     epochs.clear()
@@ -147,6 +176,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     error = wait(d, EC.presence_of_element_located((By.ID, "param-epochs-error")), "the field's error")
     assert "above the maximum 50" in error.text
     assert api.c.get("/v1/jobs").json()["items"] == []
+    assert text_boxes(d) == (labels, overrides)
 
     epochs = d.find_element(By.ID, "param-epochs")
     epochs.clear()
@@ -178,6 +208,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     port = "127.0.0.1:<port chosen at launch>"
     assert configs["workerpool0-0"]["cluster"] == {"chief": [port], "worker": [port, port]}
     assert d.find_element(By.ID, "param-epochs").get_attribute("value") == "7"  # the form keeps its values
+    assert text_boxes(d) == (labels, overrides)
     assert api.c.get("/v1/jobs").json()["items"] == []                           # a preview stores nothing
 
     named = d.find_element(By.ID, "preview-name").text
@@ -186,6 +217,7 @@ def test_launch_from_the_form_with_a_preview_then_cancel(make_browser, live_api,
     job_id = d.current_url.split("/ui/jobs/")[1].split("?")[0]
     assert api.job(job_id)["display_name"] == named
     assert api.job(job_id)["overrides"] == {"workers": {"replica_count": 2}}
+    assert api.job(job_id)["labels"] == {"owner": "newcomer", "team": "vision"}
     assert api.job(job_id)["parameters"] == {"epochs": 7, "optimizer": "sgd", "mixed_precision": True,
                                              "learning_rate": 0.01}
     wait(d, lambda d: page_state(d) == "RUNNING", "the job to run")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from datetime import datetime
+from decimal import Decimal
 
 import pytest
 from fastapi.testclient import TestClient
@@ -156,7 +157,10 @@ def test_the_preview_names_the_job_launch_makes_with_its_cost_and_a_launch_butto
     assert re.fullmatch(r"typed-[0-9a-f]{8}", named)
     cost = html.unescape(re.sub(r"<[^>]+>", "", re.search(r'<p id="preview-cost">(.*?)</p>', preview.text, re.S).group(1)))
     dry = api.c.post("/v1/jobs?dry_run=true", json={"template": "typed", "backend": "local"}).json()["cost"]
-    assert f"{dry['currency']} {dry['per_hour']} an hour" in cost and "an estimate, not a bill" in cost
+    # In cents, as prices are read (issue 37); the API keeps six decimals.
+    assert f"{dry['currency']} {Decimal(dry['per_hour']).quantize(Decimal('0.01'))} an hour" in cost
+    assert "an estimate, not a bill" in cost and "Vertex AI's default" in cost
+    assert "pd-ssd" not in cost  # the shipped table prices the boot disks too (T4s it has not, in us-central1)
     assert re.search(r'<button type="submit" form="launch-form" name="action" value="launch" id="launch-previewed">',
                      preview.text)
     # The launch button beside the preview posts the same form: the job has the previewed name.
@@ -190,8 +194,8 @@ def test_the_settings_a_template_lets_members_change_are_fields(app, api, tokens
                                                    "set.chief.machine_type": "n1-standard-8",
                                                    "overrides": '{"workers": {"machine_type": "n1-standard-16"}}'})
     assert r.status_code == 200, r.text
-    assert re.search(r"<td>workerpool0</td><td>chief</td><td>1</td><td>n1-standard-8</td>", r.text)
-    assert re.search(r"<td>workerpool1</td><td>worker</td><td>3</td><td>n1-standard-16</td>", r.text)
+    assert re.search(r'<td>workerpool0</td><td>chief</td><td>1</td><td class="machine">n1-standard-8</td>', r.text)
+    assert re.search(r'<td>workerpool1</td><td>worker</td><td>3</td><td class="machine">n1-standard-16</td>', r.text)
     # A blank count is refused beside its field; a bad one is the service's refusal beside it too.
     r = c.post("/ui/templates/typed/launch", data={**form, "action": "launch", "set.workers.replica_count": ""})
     assert r.status_code == 422 and "enter a number (the template&#39;s is 2)" in r.text.split('id="set-workers-replica_count-error"')[1]

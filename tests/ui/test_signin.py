@@ -54,6 +54,7 @@ def test_a_wrong_token_or_a_forged_form_signs_nobody_in(client, tokens):
     page = client.get("/ui/login")
     r = client.post("/ui/login", data={"csrf": csrf_of(page.text), "token": "tj_not-a-token"})
     assert r.status_code == 401 and "Unknown or revoked token" in r.text
+    assert "<code>trainjobs tokens create</code>" in r.text and "`" not in r.text  # issue 37: no literal backticks
     assert sessions.SESSION_COOKIE not in client.cookies
     # A valid token through a form that did not come from this browser's sign-in page.
     r = client.post("/ui/login", data={"csrf": "0" * 64, "token": tokens["admin"]})

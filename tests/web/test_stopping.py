@@ -88,6 +88,10 @@ def test_a_signal_ends_every_stream_and_the_process_jobs_run_on(tmp_path, sig):
         kill_all(work_dir)
     log = service.log()
     assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+    # Issue 37: the stop line says the seconds, and a normal stop is no warning (the log is at
+    # WARNING here: the controller's step-down is INFO now).
+    assert "requests get 3 s to finish (TRAINJOBS_SHUTDOWN_GRACE_SECONDS)" in log, log[-3000:]
+    assert "stopped being the controller" not in log, log[-3000:]
 
 
 def test_a_second_signal_exits_at_once(tmp_path):

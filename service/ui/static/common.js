@@ -27,15 +27,25 @@ window.TJ = (function () {
   }
 
   // Times are sent as UTC (<time datetime> with the UTC in its title); shown in the browser's
-  // zone. data-local="time" (log lines) keeps only the time of day, with milliseconds.
-  const DATE_TIME = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-                      second: "2-digit", timeZoneName: "short" };
-  const TIME = { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+  // zone in the pages' one format: `2026-11-26 14:05:09 GMT+5:30` (the server's without
+  // JavaScript: `2026-11-26 08:35:09 UTC`); data-local="time" (log lines) keeps only the time
+  // of day with milliseconds, `14:05:09.123`, as the server writes it in UTC.
+  const DATE_TIME = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
+  const TIME = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit",
+    fractionalSecondDigits: 3, hourCycle: "h23" });
+  function format(at, fmt) {
+    const p = {};
+    fmt.formatToParts(at).forEach((part) => { p[part.type] = part.value; });
+    const clock = p.hour + ":" + p.minute + ":" + p.second;
+    if (fmt === TIME) return clock + "." + p.fractionalSecond;
+    return p.year + "-" + p.month + "-" + p.day + " " + clock + " " + p.timeZoneName;
+  }
   function localize(root) {
     (root || document).querySelectorAll("time[data-local]:not([data-localized])").forEach((t) => {
       const at = new Date(t.getAttribute("datetime"));
       if (isNaN(at)) return;
-      t.textContent = at.toLocaleString(undefined, t.dataset.local === "time" ? TIME : DATE_TIME);
+      t.textContent = format(at, t.dataset.local === "time" ? TIME : DATE_TIME);
       t.dataset.localized = "";
     });
   }
@@ -66,6 +76,44 @@ window.TJ = (function () {
       if (onBack) onBack();
       tick();
     });
+  }
+
+  // A page holds its event streams only while it is shown. Chromium's back/forward cache
+  // keeps a page that was left, and its open streams, for minutes, and a browser opens at
+  // most six HTTP/1.1 connections to one host: a few cached pages or background tabs with
+  // live streams and the next page load waits. So a hidden tab or a page being left
+  // (pagehide, cached or not) closes its streams; shown again, it opens them anew and reads
+  // what changed meanwhile (docs/ui.md "How many connections a page holds").
+  const shown = [];
+  let suspended = false;
+  function live(start, stop) {
+    shown.push({ start, stop });
+    if (!suspended) start();
+  }
+  function suspend() {
+    if (suspended) return;
+    suspended = true;
+    if (pending) { clearTimeout(pending); pending = null; }
+    shown.forEach((s) => s.stop());
+  }
+  function resume() {
+    if (!suspended || document.visibilityState === "hidden") return;
+    suspended = false;
+    shown.forEach((s) => s.start());
+  }
+  window.addEventListener("pagehide", suspend);
+  window.addEventListener("pageshow", (e) => { if (e.persisted) resume(); });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden") suspend(); else resume();
+  });
+  if (document.visibilityState === "hidden") suspended = true;  // opened in a background tab
+
+  // What a stream's own status line says while it reconnects: nothing for the first
+  // OFFLINE_AFTER_MS, so the normal end of a stream every TRAINJOBS_UI_STREAM_MAX_SECONDS
+  // (back within its 2 s `retry`) does not flash "Reconnecting…".
+  function later(fn) {
+    const timer = setTimeout(fn, OFFLINE_AFTER_MS);
+    return () => clearTimeout(timer);
   }
 
   function announce(text) {
@@ -116,7 +164,7 @@ window.TJ = (function () {
   // table of lines by tests/ui), one classifier per replica and stream since a traceback spans lines.
   const TB_HEAD = /^Traceback \(most recent call last\):/;
   const TB_BODY = /^\s+(File ".*", line \d+|\S)/;
-  const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)/;
+  const ERROR = /\b(ERROR|CRITICAL|FATAL)\b|^[EF]\d{4} \d\d:|: [EF] \S+:\d+\]|^([A-Za-z_][\w.]*)?(Error|Exception|Interrupt|Exit)(: |:?$)|^[\w.-]+: error: /;
   const WARNING = /\b(WARNING|WARN)\b|^W\d{4} \d\d:|: W \S+:\d+\]|\b\w*Warning: /;
   function classifier() {
     let inTraceback = false;
@@ -133,5 +181,5 @@ window.TJ = (function () {
     };
   }
 
-  return { duration, tick, localize, watch, announce, stateBadge, visible, classifier };
+  return { duration, tick, localize, watch, live, later, announce, stateBadge, visible, classifier };
 })();

@@ -38,13 +38,21 @@
     }
   }
 
-  const feed = new EventSource("/ui/stream?job=" + encodeURIComponent(jobId) + "&since=" + encodeURIComponent(root.dataset.since));
-  feed.addEventListener("job", (e) => {
-    const change = JSON.parse(e.data);
-    if (change.updated_at > root.dataset.updatedAt) refresh();
-  });
-  feed.addEventListener("reload", refresh);
-  TJ.watch(feed, refresh);  // back after an outage: what changed meanwhile is read again
+  // The feed resumes after the last change it gave (its `id:`), also when the page opens it
+  // again after being hidden or cached; the panels are read again then, as after an outage.
+  let feed = null, lastChange = root.dataset.since, reopened = false;
+  TJ.live(() => {
+    feed = new EventSource("/ui/stream?job=" + encodeURIComponent(jobId) + "&since=" + encodeURIComponent(lastChange));
+    feed.addEventListener("job", (e) => {
+      if (e.lastEventId) lastChange = e.lastEventId;
+      const change = JSON.parse(e.data);
+      if (change.updated_at > root.dataset.updatedAt) refresh();
+    });
+    feed.addEventListener("reload", refresh);
+    TJ.watch(feed, refresh);  // back after an outage: what changed meanwhile is read again
+    if (reopened) refresh();
+    reopened = true;
+  }, () => feed.close());
 
   // --- logs ---------------------------------------------------------------
   const logs = document.getElementById("logs");
@@ -103,31 +111,53 @@
     if (follow.checked) pre.scrollTop = pre.scrollHeight;
   }
 
+  let quiet = null;  // cancels the pending "Reconnecting…" (TJ.later)
+  function settle() { if (quiet) { quiet(); quiet = null; } }
+
   function open() {
     const q = new URLSearchParams();
     if (replica) q.set("replica", replica);
     if (cursor) q.set("since", cursor);
     source = new EventSource(logs.dataset.streamUrl + "?" + q.toString());
     logs.dataset.follow = "connecting";
-    source.onopen = () => { logs.dataset.follow = "open"; if (!filter.value) status.textContent = "Following the logs live."; };
+    source.onopen = () => {
+      settle();
+      logs.dataset.follow = "open";
+      if (!filter.value) status.textContent = "Following the logs live.";
+    };
     source.addEventListener("log", (e) => { const l = JSON.parse(e.data); cursor = l.cursor; append(l); });
     source.addEventListener("end", (e) => {
       const d = JSON.parse(e.data);
       source.close();
+      settle();
       logs.dataset.follow = "ended";
       status.textContent = "The job ended (" + d.state + "): every line is shown.";
     });
     source.onerror = () => {
       if (logs.dataset.follow === "ended") return;
-      logs.dataset.follow = source.readyState === EventSource.CLOSED ? "closed" : "retrying";
-      status.textContent = source.readyState === EventSource.CLOSED
-        ? "Following stopped (signed out, or the logs cannot be read now): reload the page to try again."
-        : "Reconnecting to the logs…";
+      if (source.readyState === EventSource.CLOSED) {
+        settle();
+        logs.dataset.follow = "closed";
+        status.textContent = "Following stopped (signed out, or the logs cannot be read now): reload the page to try again.";
+        return;
+      }
+      // A stream ends every TRAINJOBS_UI_STREAM_MAX_SECONDS and is back within its `retry`:
+      // only one still away after a few seconds is worth saying.
+      logs.dataset.follow = "retrying";
+      if (!quiet) quiet = TJ.later(() => {
+        quiet = null;
+        if (logs.dataset.follow === "retrying") status.textContent = "Reconnecting to the logs…";
+      });
     };
   }
 
-  select.addEventListener("change", () => {
+  function close() {
+    settle();
     if (source) source.close();
+  }
+
+  select.addEventListener("change", () => {
+    close();
     replica = select.value;
     cursor = "";
     classifiers.clear();
@@ -142,5 +172,7 @@
   });
   filter.addEventListener("input", applyFilter);
   if (follow.checked) pre.scrollTop = pre.scrollHeight;
-  open();
+  // Held only while the page is shown (TJ.live); a job that ended has nothing more to follow.
+  TJ.live(() => { if (logs.dataset.follow !== "ended") open(); },
+          () => { close(); if (logs.dataset.follow !== "ended") logs.dataset.follow = "paused"; });
 })();

@@ -50,15 +50,36 @@
     TJ.tick();
   }
 
-  const source = new EventSource("/ui/stream?since=" + encodeURIComponent(since));
-  source.addEventListener("job", (e) => apply(JSON.parse(e.data)));
-  TJ.watch(source);  // the feed resumes from its last event id: nothing missed is lost
-  source.addEventListener("reload", () => { document.getElementById("new-jobs").hidden = false; });
-  source.onopen = () => { status.textContent = "Live: states update by themselves."; table.dataset.live = "open"; };
-  source.onerror = () => {
-    const closed = source.readyState === EventSource.CLOSED;
-    status.textContent = closed ? "Live updates stopped (signed out?): reload the page."
-                                : "Reconnecting to the live feed…";
-    table.dataset.live = closed ? "closed" : "retrying";
-  };
+  // Held only while the page is shown (TJ.live): opened again, the feed resumes after the
+  // last change it gave (its `id:`), so nothing that changed meanwhile is missed.
+  let source = null, lastChange = since, quiet = null;
+  function settle() { if (quiet) { quiet(); quiet = null; } }
+  TJ.live(() => {
+    source = new EventSource("/ui/stream?since=" + encodeURIComponent(lastChange));
+    source.addEventListener("job", (e) => {
+      if (e.lastEventId) lastChange = e.lastEventId;
+      apply(JSON.parse(e.data));
+    });
+    TJ.watch(source);  // the feed resumes from its last event id: nothing missed is lost
+    source.addEventListener("reload", () => { document.getElementById("new-jobs").hidden = false; });
+    source.onopen = () => {
+      settle();
+      status.textContent = "Live: states update by themselves.";
+      table.dataset.live = "open";
+    };
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        settle();
+        status.textContent = "Live updates stopped (signed out?): reload the page.";
+        table.dataset.live = "closed";
+        return;
+      }
+      // A stream's normal end (every TRAINJOBS_UI_STREAM_MAX_SECONDS) is back within its retry.
+      table.dataset.live = "retrying";
+      if (!quiet) quiet = TJ.later(() => {
+        quiet = null;
+        if (table.dataset.live === "retrying") status.textContent = "Reconnecting to the live feed…";
+      });
+    };
+  }, () => { settle(); source.close(); table.dataset.live = "paused"; });
 })();

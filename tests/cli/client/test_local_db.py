@@ -38,3 +38,15 @@ def test_missing_postgres_database_is_refused(tmp_path):
     url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
     r = admin(tmp_path, "tokens", "list", url=url)
     assert r.returncode == 2 and f"refusing to use {url}" in r.stderr and "cannot connect" in r.stderr
+
+
+def test_the_database_line_names_the_variable_only_when_it_is_set(tmp_path):
+    """Issue 37: `tokens create` said "(TRAINJOBS_DATABASE_URL)" of the default database."""
+    env = cli_env(tmp_path)
+    env.pop("TRAINJOBS_DATABASE_URL", None)
+    unset = subprocess.run([sys.executable, "-m", "service.cli", "tokens", "list"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=180)
+    line = next(ln for ln in unset.stderr.splitlines() if "using the database" in ln)
+    assert line.endswith("(the default; TRAINJOBS_DATABASE_URL sets another)"), line
+    named = admin(tmp_path, "tokens", "list")
+    assert "(TRAINJOBS_DATABASE_URL)" in named.stderr
