@@ -45,7 +45,7 @@ from service.lifecycle.retries import RetryLimits
 from service.lifecycle.wake import Waker
 from service.logs.fanout import Hub
 from service.logs.router import router as logs_router
-from service.persistence.locks import sqlite_path
+from service.persistence.locks import secure_database_file, sqlite_path
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
 from service.slices import make_backends
@@ -129,7 +129,6 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
         import_workers = ImportWorkers(settings)
         if engine.dialect.name == "sqlite":
-            from service.backends.local.isolation import secure_database_file
             secure_database_file(sqlite_path(settings.database_url))
         session_factory = make_session_factory(engine)
         built = dict(backends) if backends is not None else make_backends(settings)

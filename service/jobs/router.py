@@ -71,7 +71,8 @@ def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None =
     cost = None
     if pricer is not None:
         # A job just created carries its estimate (service.create_job); a stored one is priced now.
-        cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend)
+        cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend,
+                                                                 service.runs_on(backends, job.backend))
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
     refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
         if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]

@@ -164,7 +164,7 @@ class JobSubmitter:
             raise Invalid.of(problems)
         assert backend is not None   # else a problem above
         ref = TemplateRef(name=tv.name, version=tv.version)
-        cost = self.pricer.estimate(compiled.custom_job_dict, backend_name)
+        cost = self.pricer.estimate(compiled.custom_job_dict, backend_name, backend.capabilities.runs_on)
         if dry_run:
             view = backend.launch_view(job_id, compiled, None)
             return Previewed(JobPreview(display_name=display_name, template=ref, backend=backend_name,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
@@ -116,6 +117,33 @@ class LaunchView:
     # Each replica's own process as the backend recorded it, where it knows (task name ->
     # state, exit_code, signal, started_at, ended_at): the CLI's `jobs get` shows it.
     replicas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Where the trainer writes its TensorBoard logs (AIP_TENSORBOARD_LOG_DIR) as this backend
+    # runs the job, and a page that browses it (None: none); the UI shows both.
+    tensorboard_dir: str | None = None
+    tensorboard_url: str | None = None
+    # The job's output folder on the service's own host, where the backend runs it there (None:
+    # elsewhere); the UI names it.
+    host_output_dir: str | None = None
+
+
+_GCS = "gs://"
+_GCS_BROWSER = "https://console.cloud.google.com/storage/browser/"
+
+
+def tensorboard_of(compiled: CompiledJob) -> dict[str, str | None]:
+    """LaunchView's TensorBoard fields for a job that writes under its base output directory
+    (a gs:// one has the Cloud console's browser)."""
+    base = compiled.base_output_directory
+    logs = base.rstrip("/") + "/logs/" if base else None
+    url = _GCS_BROWSER + quote(logs[len(_GCS):]) if logs and logs.startswith(_GCS) else None
+    return {"tensorboard_dir": logs, "tensorboard_url": url}
+
+
+def default_launch_view(compiled: CompiledJob) -> LaunchView:
+    """The job as compiled: what a backend that adds nothing shows, and the view of a job whose
+    backend is not enabled here."""
+    return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas},
+                      **tensorboard_of(compiled))
 
 
 @dataclass(frozen=True)
@@ -155,6 +183,9 @@ class Capabilities:
     # The shortest interval between two reads of one job's logs by the shared log reader
     # (service/logs/fanout.py); idle streams back off to a few times this.
     log_poll_seconds: float = 0.1
+    # Where it runs a job, in the cost estimate's words ("this machine"): the estimate says what
+    # the job would cost on Vertex AI. None: it runs on Vertex AI, where the prices are billed.
+    runs_on: str | None = None
 
 
 class Backend:
@@ -221,4 +252,4 @@ class Backend:
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
         """The CustomJob and replica environments exactly as this backend launches them
         (defaults it adds, local paths and ports once known). No call to any cloud."""
-        return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas})
+        return default_launch_view(compiled)

@@ -67,8 +67,10 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
     job = jobs.get_job(session, user.actor.team_id, job_id)
     compiled = CompiledJob.from_json(job.compiled)
     rows = epoch_history.list_epochs(session, job.id)
+    view = jobs.launch_view(services(request).backends, job.backend, job.id, compiled, job.backend_ref)
     return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
-                replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(job, compiled),
+                replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
+                output_dir=view.host_output_dir,
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
                 events=jobs.list_events(session, user.actor.team_id, job.id),
                 live=change_of(queries.change_of_job(job)))

@@ -66,7 +66,8 @@ class LocalBackend(Backend):
         self.settings = settings
         self.work_dir = settings.work_dir
         # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
-        self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs))
+        self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs),
+                                         runs_on="this machine")
         self.launcher = Launcher(settings)
         self.supervisor = Supervisor(settings, isolate=self.launcher.isolate, uids=self.launcher.uids)
 

@@ -62,7 +62,8 @@ class SlurmBackend(Backend):
         # An sbatch the client gave up on lands at once or never; twice its timeout covers a
         # deposed controller's call still in flight.
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
-                                         resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2)
+                                         resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2,
+                                         runs_on="the team's own Slurm cluster")
         self.identity: tuple[int, int] | None = None
         self.job_uid: int | None = None
         self.progress = log_reader.ProgressFollower()
@@ -124,7 +125,7 @@ class SlurmBackend(Backend):
                 if node:
                     e["TRAINJOBS_SLURM_NODE"] = node
             env[r.task_name] = e
-        return LaunchView(compiled.custom_job_dict, env)
+        return LaunchView(compiled.custom_job_dict, env, tensorboard_dir=f"{output.rstrip('/')}/logs/")
 
     # -- submit ---------------------------------------------------------------------------------
     def submit(self, job: JobHandle) -> SubmitResult:

@@ -16,7 +16,7 @@ import uuid
 
 from service.jobspec import CompiledJob, vertex_names
 from service.jobspec.reserved import JOB_ID_LABEL
-from service.lifecycle.protocol import LaunchView
+from service.lifecycle.protocol import LaunchView, tensorboard_of
 
 
 def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_directory: str | None,
@@ -53,4 +53,5 @@ def launch_view(compiled: CompiledJob, resources: dict | None = None) -> LaunchV
     job it received; cluster addresses are Vertex's own host names (shown as task names).
     A CustomJob's TF_CONFIG has no `task.trial`: a sweep trial's id is in its env only."""
     return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r, trial_in_task=False)
-                                                 for r in compiled.replicas}, resources or {})
+                                                 for r in compiled.replicas}, resources or {},
+                      **tensorboard_of(compiled))
