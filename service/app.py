@@ -24,7 +24,6 @@ from service import slices
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.auth.ui_sessions import stored_secret
-from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
@@ -40,11 +39,13 @@ from service.jobs.submitter import JobSubmitter
 from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for
-from service.lifecycle.protocol import Backend
+from service.lifecycle.protocol import Backend, UploadsModels
 from service.lifecycle.retries import RetryLimits
 from service.lifecycle.wake import Waker
 from service.logs.fanout import Hub
 from service.logs.router import router as logs_router
+from service.model_uploads.queue import UploadQueue
+from service.model_uploads.uploads import ModelUploads
 from service.persistence.locks import secure_database_file, sqlite_path
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
@@ -110,8 +111,6 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
     webhook_limits = slices.webhook_limits(settings)
     lifecycle.listen(Outbox(webhook_limits).on_change)
-    # A vertex job with a model upload queues it in the transaction that records SUCCEEDED.
-    lifecycle.listen(model_queue.on_change)
     template_cache = TemplateCache(settings.template_cache_size)
 
     @asynccontextmanager
@@ -132,6 +131,10 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
             secure_database_file(sqlite_path(settings.database_url))
         session_factory = make_session_factory(engine)
         built = dict(backends) if backends is not None else make_backends(settings)
+        # A job with a model upload queues it in the transaction that records SUCCEEDED, where
+        # its backend uploads models; the controller runs the uploads (service/model_uploads/).
+        model_clients = {name: b.upload_client() for name, b in built.items() if isinstance(b, UploadsModels)}
+        lifecycle.listen(UploadQueue(model_clients).on_change)
         started = []
         try:
             for backend in built.values():
@@ -157,7 +160,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                                           lambda fence: SweepLauncher(
                                               session_factory, lifecycle, submitter,
                                               interval=settings.sweep_interval_seconds,
-                                              batch_size=settings.sweep_batch_size, fence=fence)],
+                                              batch_size=settings.sweep_batch_size, fence=fence),
+                                          lambda fence: ModelUploads(session_factory, model_clients,
+                                                                     slices.upload_settings(settings))],
                                 gate=BudgetGate(pricer.table.currency))
         metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
         team_limits.source = lambda: limits_by_team(session_factory, pricer.table.currency)

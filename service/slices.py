@@ -16,6 +16,7 @@ from service.jobs.settings import JobSettings
 from service.lifecycle.protocol import Backend
 from service.logs.batches import FanoutSettings
 from service.logs.settings import LogSettings
+from service.model_uploads.settings import UploadSettings
 from service.sweeps.service import SweepLimits
 from service.ui.settings import UiSettings
 from service.webhooks.destinations import parse_networks
@@ -51,6 +52,11 @@ def interop_settings(s: Settings) -> InteropSettings:
         yaml=YamlLimits(s.import_max_bytes, s.import_max_yaml_aliases, s.import_max_yaml_nodes,
                         s.import_max_yaml_depth, s.import_max_yaml_expanded_bytes),
         vertex_location=s.vertex_location, vertex_project=s.vertex_project)
+
+
+def upload_settings(s: Settings) -> UploadSettings:
+    return UploadSettings(max_attempts=s.vertex_model_upload_max_attempts, per_pass=s.vertex_model_uploads_per_pass,
+                          retry_seconds=s.vertex_model_upload_retry_seconds, interval=s.reconcile_interval_seconds)
 
 
 def budget_settings(s: Settings) -> BudgetSettings:

@@ -11,7 +11,6 @@ from sqlalchemy.orm import object_session
 
 from service.auth.authenticate import Authenticated, authenticate, forgetting_revoked
 from service.auth.deps import CachedMember, Member, TokenHash, Viewer
-from service.backends.vertex import model_queue
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
@@ -29,6 +28,7 @@ from service.jobs.schemas import (
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
 from service.lifecycle.states import JobState
+from service.model_uploads import queue as model_queue
 from service.persistence.models import Job, utcnow
 from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
@@ -54,7 +54,7 @@ def _summary_fields(job: Job | SimpleNamespace) -> dict:
 
 def _resources(job, resources: dict) -> dict:
     """The backend's `resources`, with how the model upload went (a row of its own, once the
-    job SUCCEEDED: service/backends/vertex/model_queue.py)."""
+    job SUCCEEDED: service/model_uploads/)."""
     if "model_upload" not in resources or not isinstance(job, Job):
         return resources
     outcome = model_queue.view(object_session(job), job.id)

@@ -85,11 +85,6 @@ class BackendLoop:
             self._admit(stats)
         finally:
             self.backend.end_pass()
-        try:
-            self.backend.after_pass(self.session_factory)
-        except Exception:
-            log.exception("backend %s: after-pass work failed; next pass", self.name)
-            stats.errors += 1
         stats.seconds = time.perf_counter() - t0
         if self.on_tick:
             self.on_tick(stats)

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from service.core.errors import Problem
@@ -28,6 +28,14 @@ class TransientBackendError(Exception):
     def __init__(self, message: str, *, nothing_launched: bool = False):
         super().__init__(message)
         self.nothing_launched = nothing_launched
+
+
+class BudgetExhausted(TransientBackendError):
+    """The backend's budget of calls is spent for now (nothing was sent): any other call in
+    this pass would be refused too, so the caller stops until its next pass."""
+
+    def __init__(self, message: str):
+        super().__init__(message, nothing_launched=True)
 
 
 class PermanentBackendError(Exception):
@@ -130,20 +138,21 @@ _GCS = "gs://"
 _GCS_BROWSER = "https://console.cloud.google.com/storage/browser/"
 
 
-def tensorboard_of(compiled: CompiledJob) -> dict[str, str | None]:
-    """LaunchView's TensorBoard fields for a job that writes under its base output directory
-    (a gs:// one has the Cloud console's browser)."""
+def tensorboard_of(compiled: CompiledJob) -> tuple[str | None, str | None]:
+    """LaunchView's (tensorboard_dir, tensorboard_url) for a job that writes under its base
+    output directory (a gs:// one has the Cloud console's browser)."""
     base = compiled.base_output_directory
     logs = base.rstrip("/") + "/logs/" if base else None
     url = _GCS_BROWSER + quote(logs[len(_GCS):]) if logs and logs.startswith(_GCS) else None
-    return {"tensorboard_dir": logs, "tensorboard_url": url}
+    return logs, url
 
 
 def default_launch_view(compiled: CompiledJob) -> LaunchView:
     """The job as compiled: what a backend that adds nothing shows, and the view of a job whose
     backend is not enabled here."""
+    logs, url = tensorboard_of(compiled)
     return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas},
-                      **tensorboard_of(compiled))
+                      tensorboard_dir=logs, tensorboard_url=url)
 
 
 @dataclass(frozen=True)
@@ -215,10 +224,6 @@ class Backend:
     def end_pass(self) -> None:
         """The pass is over (whatever begin_pass cached is stale from now on)."""
 
-    def after_pass(self, session_factory) -> None:
-        """The controller's pass is over: the backend's own follow-up work that needs the
-        database (the vertex backend's model uploads). Default: nothing."""
-
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []
@@ -253,3 +258,37 @@ class Backend:
         """The CustomJob and replica environments exactly as this backend launches them
         (defaults it adds, local paths and ports once known). No call to any cloud."""
         return default_launch_view(compiled)
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """The narrow client a backend gives the model-upload domain (service/model_uploads/): the
+    domain keeps the rows, the once-per-job guarantees and the events; the client only talks to
+    the registry of models. Each call is one attempt: it raises BudgetExhausted (stop this
+    pass), TransientBackendError (try again later) or PermanentBackendError (give up; `message`
+    says why in the registry's words)."""
+
+    def plan(self, job_id: str, compiled: CompiledJob, display_name: str) -> object | None:
+        """The upload `job_id`'s model needs (opaque to the caller); None: nothing to upload
+        (the job saved no model where the registry can read it)."""
+        ...
+
+    def upload(self, job_id: str, plan: object) -> str:
+        """Upload it; the model's name. An upload of this job that landed earlier (the same
+        model id) is that model, not a second one."""
+        ...
+
+    def find(self, job_id: str) -> str | None:
+        """The model an earlier upload of this job made (found by the job-id label), if any."""
+        ...
+
+
+@runtime_checkable
+class UploadsModels(Protocol):
+    """The role of a backend that can upload a SUCCEEDED job's model (a template's
+    `model_upload`); the controller runs the uploads (service/model_uploads/)."""
+
+    name: str
+
+    def upload_client(self) -> ModelClient:
+        ...

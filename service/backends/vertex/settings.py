@@ -45,10 +45,6 @@ class VertexSettings(BaseModel):
     logging_reads_burst: int
     google_backoff_max_seconds: float
     workers: int
-    # Model Registry uploads after success (model_upload.py).
-    vertex_model_upload_max_attempts: int
-    vertex_model_uploads_per_pass: int
-    vertex_model_upload_retry_seconds: float
     # Log pages and followers (log_reader.py).
     logs_budget_wait_seconds: float
     logs_follow_min_seconds: float
