@@ -7,10 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
-from sqlalchemy.orm import object_session
+from sqlalchemy.orm import Session, object_session
 
 from service.auth.authenticate import Authenticated, authenticate, forgetting_revoked
 from service.auth.deps import CachedMember, Member, TokenHash, Viewer
+from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
@@ -32,7 +33,7 @@ from service.model_uploads import queue as model_queue
 from service.persistence.models import Job, utcnow
 from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
-from service.web.container import SessionDep, services
+from service.web.container import Services, SessionDep, services
 from service.web.lookup import IdPrefix, NameFilter
 from service.web.problems import problem_responses
 from service.web.request_threads import in_thread
@@ -84,7 +85,7 @@ def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None =
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources))
 
 
-def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
+def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
            dry_run: bool = False) -> Response:
     """The work of POST /v1/jobs once its inputs are checked: the one call into the submit."""
     result = state.submitter.submit(session, body, actor, dry_run=dry_run, idempotency_key=idempotency_key,
@@ -114,7 +115,7 @@ async def create_job(body: JobCreate, request: Request, auth: CachedMember,
     return await in_thread(request, _create_in_unit, services(request), auth, body, idempotency_key, dry_run)
 
 
-def _create_in_unit(state, auth: Authenticated, body: JobCreate, idempotency_key: str | None,
+def _create_in_unit(state: Services, auth: Authenticated, body: JobCreate, idempotency_key: str | None,
                     dry_run: bool) -> Response:
     with unit_of_work(state.session_factory) as session, forgetting_revoked(auth, state.token_cache):
         return submit(state, session, auth.actor, body, idempotency_key, auth.unverified_token, dry_run)
@@ -141,7 +142,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
     return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
 
 
-def view(state, session, actor, job_id: uuid.UUID) -> Response:
+def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
     job = service.get_job(session, actor.team_id, job_id)
     return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
 
@@ -155,7 +156,7 @@ async def get_job(job_id: uuid.UUID, request: Request, token_hash: TokenHash) ->
     return await in_thread(request, _view_in_unit, services(request), token_hash, job_id)
 
 
-def _view_in_unit(state, token_hash: str, job_id: uuid.UUID) -> Response:
+def _view_in_unit(state: Services, token_hash: str, job_id: uuid.UUID) -> Response:
     with unit_of_work(state.session_factory) as session:
         auth = authenticate(token_hash, "viewer", session=session)
         assert auth is not None  # a session was given

@@ -197,55 +197,89 @@ class Capabilities:
     runs_on: str | None = None
 
 
-class Backend:
-    """The base of every backend. The lifecycle calls start_client() in every API
-    process, start_controller() only in the elected controller (stop_controller()
-    when it steps down), and submit/poll/cancel only from that controller's loop for
-    this backend, one call at a time."""
+# --- the roles a backend plays -------------------------------------------------------------------
+# Protocols, so mypy checks a backend against each: a method without a default (submit, poll,
+# cancel, read_logs) is abstract, and a backend class lacking one cannot be instantiated. A
+# backend subclasses `Backend` (every role below) and may play the optional ones
+# (UploadsModels). The shared-capacity scheduler (issue 38) adds its hooks as a role of their
+# own here (a job's demand, the backend's capacity, a graceful stop with a grace period),
+# optional like UploadsModels, so a backend without them keeps working.
 
-    name: str = ""
+
+class Hosted(Protocol):
+    """Every process: its lifetime. The lifecycle calls start_client() in every API process and
+    close() when the process stops."""
+
+    name: str
     capabilities: Capabilities = Capabilities()
 
     def start_client(self) -> None:
-        """Every process: enough to check launchability and read logs. Raise on misconfiguration."""
-
-    def start_controller(self) -> None:
-        """This process became the controller: follow (and adopt) the backend's jobs."""
-
-    def stop_controller(self) -> None:
-        """This process is no longer the controller: stop following; leave jobs running."""
+        """Enough to check launchability and read logs. Raise on misconfiguration."""
+        return None
 
     def close(self) -> None:
         """The process is stopping."""
+        return None
 
-    def begin_pass(self) -> None:
-        """A pass over every active job starts (bulk_poll backends list once here)."""
 
-    def end_pass(self) -> None:
-        """The pass is over (whatever begin_pass cached is stale from now on)."""
+class Checks(Protocol):
+    """The API's questions, before a job is stored and for the job view. No call to any cloud."""
 
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []
 
+    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
+        """The CustomJob and replica environments exactly as this backend launches them
+        (defaults it adds, local paths and ports once known), and the facts the layers above
+        show (TensorBoard folder, output folder)."""
+        return default_launch_view(compiled)
+
+
+class Runs(Protocol):
+    """The controller's: start_controller() only in the elected controller (stop_controller()
+    when it steps down), and the rest only from that controller's loop for this backend, one
+    call at a time."""
+
+    def start_controller(self) -> None:
+        """This process became the controller: follow (and adopt) the backend's jobs."""
+        return None
+
+    def stop_controller(self) -> None:
+        """This process is no longer the controller: stop following; leave jobs running."""
+        return None
+
+    def begin_pass(self) -> None:
+        """A pass over every active job starts (bulk_poll backends list once here)."""
+        return None
+
+    def end_pass(self) -> None:
+        """The pass is over (whatever begin_pass cached is stale from now on)."""
+        return None
+
     def submit(self, job: JobHandle) -> SubmitResult:
         """Start an admitted job. May raise TransientBackendError (the job stays QUEUED and is
         offered again on a later pass) or PermanentBackendError (the job fails)."""
-        raise NotImplementedError
+        ...
 
     def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
-        """One batch of this backend's launched, unfinished jobs, oldest first."""
-        raise NotImplementedError
+        """One batch of this backend's launched, unfinished jobs, oldest first: facts only
+        (states, exit codes, progress, each judged replica's silence; lifecycle/stalls.py judges)."""
+        ...
 
     def cancel(self, job: JobHandle) -> JobState | None:
         """Ask the job to stop. Return CANCELLED for a job that never started, or None when a
         later poll will report the outcome."""
-        raise NotImplementedError
+        ...
+
+
+class ReadsLogs(Protocol):
+    """Every process: a job's replicas' log lines (service/logs/)."""
 
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None,
                   limit: int) -> LogPage:
         """Lines after cursor `since`, oldest first, at most `limit`."""
-        raise NotImplementedError
+        ...
 
     def follow_interval(self, job: JobHandle, *, caught_up: bool, idle_seconds: float) -> float | None:
         """Seconds a follower of this job's logs should wait before its next read_logs (a
@@ -254,10 +288,10 @@ class Backend:
         no new line has come."""
         return None
 
-    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
-        """The CustomJob and replica environments exactly as this backend launches them
-        (defaults it adds, local paths and ports once known). No call to any cloud."""
-        return default_launch_view(compiled)
+
+class Backend(Hosted, Checks, Runs, ReadsLogs, Protocol):
+    """A backend: every role above. What the registry (service/backends/registry.py) builds
+    and the controller, the API and the log reader are given."""
 
 
 @runtime_checkable
