@@ -48,3 +48,18 @@ def test_every_package_of_service_is_in_a_layer():
                 if (p / "__init__.py").exists() or (p.suffix == ".py" and p.stem != "__init__")}
     packages = {p.removesuffix(".py") for p in packages}
     assert packages - named == set()
+
+
+def test_routers_never_commit():
+    """docs/DESIGN.md: a router parses, calls its domain's service and returns; the unit of
+    work commits (SessionDep), or the service does where it must wake someone after commit."""
+    import re
+
+    offenders = []
+    for path in _service_sources():
+        if path.name != "router.py" and not path.name.endswith("_router.py"):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\.commit\(\)", line.split("#", 1)[0]):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert offenders == []
