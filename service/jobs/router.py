@@ -71,7 +71,7 @@ def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None =
     view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
     cost = None
     if pricer is not None:
-        # A job just created carries its estimate (service.create_job); a stored one is priced now.
+        # A job just created carries its estimate (JobSubmitter.submit); a stored one is priced now.
         cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend,
                                                                  service.runs_on(backends, job.backend))
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())

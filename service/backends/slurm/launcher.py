@@ -14,7 +14,7 @@ template's env, TF_CONFIG, CLUSTER_SPEC and AIP_* under the shared output folder
 
 It copies the command's output into logs/<task>.log in the local wrapper's record format
 (service/backends/local/wrapper.py: "<UTC time> <stream> <line>"), so the service reads
-both backends' logs with one reader, and records `started` and `exit` files. Standard
+the local and slurm backends' logs with one reader, and records `started` and `exit` files. Standard
 library only, copied into the run folder at submit: the nodes need no trainjobs install
 and it never imports TensorFlow."""
 from __future__ import annotations
