@@ -108,6 +108,8 @@ def _exit(run: str, task: str, record: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # One function on purpose (over 60 lines): copied to the nodes and run standalone, it is
+    # the task's whole life in order (rendezvous, start, wait, record), sharing its locals.
     run, group = argv[0], int(argv[1])
     job = _read_json(os.path.join(run, "job.json"))
     task = job["groups"][group]["tasks"][int(os.environ.get("SLURM_PROCID", "0"))]
