@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Annotated
@@ -28,6 +29,7 @@ from service.jobs.schemas import (
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
+from service.lifecycle.protocol import Backend
 from service.lifecycle.states import JobState
 from service.model_uploads import queue as model_queue
 from service.persistence.models import Job, utcnow
@@ -53,18 +55,19 @@ def _summary_fields(job: Job | SimpleNamespace) -> dict:
                 relaunch_of=job.relaunch_of)
 
 
-def _resources(job, resources: dict) -> dict:
+def _resources(job, resources: dict, backends: Mapping[str, Backend]) -> dict:
     """The backend's `resources`, with how the model upload went (a row of its own, once the
     job SUCCEEDED: service/model_uploads/)."""
     if "model_upload" not in resources or not isinstance(job, Job):
         return resources
-    outcome = model_queue.view(object_session(job), job.id)
+    outcome = model_queue.view(object_session(job), job.id, backends.get(job.backend))
     if outcome is None:
         return resources
     return {**resources, "model_upload": {**resources["model_upload"], **outcome}}
 
 
-def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
+def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compiled: CompiledJob | None = None,
+            pricer: Pricer | None = None,
             attempts: list | None = None) -> JobOut:
     """`attempts`: service.attempts_of(job); None for a job just created (its only attempt)."""
     compiled = compiled or CompiledJob.from_json(job.compiled)
@@ -82,7 +85,7 @@ def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None =
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
-                  cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources))
+                  cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
 
 
 def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

@@ -316,6 +316,10 @@ class ModelClient(Protocol):
         """The model an earlier upload of this job made (found by the job-id label), if any."""
         ...
 
+    def console_url(self, model: str) -> str | None:
+        """A page showing the uploaded `model` (its name as upload/find gave it), for the job view."""
+        return None
+
 
 @runtime_checkable
 class UploadsModels(Protocol):

@@ -9,6 +9,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from service.lifecycle.engine import Change
+from service.lifecycle.protocol import ModelClient, UploadsModels
 from service.lifecycle.states import JobState
 from service.persistence.models import Job, ModelUpload
 
@@ -40,23 +41,25 @@ class UploadQueue:
                                                    next_at=change.at, updated_at=change.at))
 
 
-def view_of(row: ModelUpload | None) -> dict | None:
-    """The job view's `model_upload`: how the upload went."""
+def view_of(row: ModelUpload | None, client: ModelClient | None = None) -> dict | None:
+    """The job view's `model_upload`: how the upload went (and, where the job's backend gives
+    one, the page that shows the model)."""
     if row is None:
         return None
     out = {"state": row.state, "attempts": row.attempts, "updated_at": row.updated_at.isoformat()}
     if row.model:
         out["model"] = row.model
-        parts = row.model.split("/")   # projects/P/locations/L/models/ID
-        if len(parts) == 6:
-            out["console_url"] = (f"https://console.cloud.google.com/vertex-ai/models/locations/{parts[3]}"
-                                  f"/models/{parts[5]}?project={parts[1]}")
+        link = client.console_url(row.model) if client is not None else None
+        if link:
+            out["console_url"] = link
     if row.message:
         out["message"] = row.message
     return out
 
 
-def view(session: Session | None, job_id: uuid.UUID) -> dict | None:
+def view(session: Session | None, job_id: uuid.UUID, backend: object = None) -> dict | None:
+    """`view_of` the job's upload; `backend`: the job's backend, if enabled here."""
     if session is None:
         return None
-    return view_of(session.get(ModelUpload, job_id))
+    client = backend.upload_client() if isinstance(backend, UploadsModels) else None
+    return view_of(session.get(ModelUpload, job_id), client)

@@ -76,6 +76,13 @@ class VertexModelClient:
             return m.name
         return None
 
+    def console_url(self, model: str) -> str | None:
+        parts = model.split("/")   # projects/P/locations/L/models/ID
+        if len(parts) != 6:
+            return None
+        return (f"https://console.cloud.google.com/vertex-ai/models/locations/{parts[3]}"
+                f"/models/{parts[5]}?project={parts[1]}")
+
 
 def _answered(call):
     """Google's answers as the protocol's errors (a 409 is the caller's to read)."""
