@@ -9,7 +9,8 @@ import logging
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
 
@@ -19,12 +20,12 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Engine as SqlEngine
+from sqlalchemy.orm import Session, sessionmaker
 
 from service import slices
 from service.auth.cache import TokenCache
 from service.auth.router import router as tokens_router
 from service.auth.ui_sessions import stored_secret
-from service.backends.vertex import model_queue
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
@@ -36,16 +37,21 @@ from service.interop.router import router as interop_router
 from service.jobs import epochs
 from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
+from service.jobs.settings import JobSettings
 from service.jobs.submitter import JobSubmitter
 from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for
-from service.lifecycle.protocol import Backend
+from service.lifecycle.loop import TickStats
+from service.lifecycle.protocol import Backend, UploadsModels
 from service.lifecycle.retries import RetryLimits
+from service.lifecycle.services import ServiceFactory
 from service.lifecycle.wake import Waker
 from service.logs.fanout import Hub
 from service.logs.router import router as logs_router
-from service.persistence.locks import sqlite_path
+from service.model_uploads.queue import UploadQueue
+from service.model_uploads.uploads import ModelUploads
+from service.persistence.locks import secure_database_file, sqlite_path
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
 from service.slices import make_backends
@@ -56,6 +62,7 @@ from service.templates.router import router as templates_router
 from service.ui import mount as mount_ui
 from service.ui.feed import JobFeed
 from service.ui.sessions import SigningKey
+from service.ui.settings import UiSettings
 from service.web import docs as apidocs
 from service.web import problem_types, problems
 from service.web.body_limits import BodySizeLimitMiddleware
@@ -64,6 +71,7 @@ from service.web.observability import Metrics, RequestContextMiddleware, metrics
 from service.web.overload import AdmissionMiddleware
 from service.web.protocol import STOPPING
 from service.webhooks.dispatcher import Dispatcher
+from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import Outbox
 from service.webhooks.router import router as webhooks_router
 
@@ -94,122 +102,171 @@ def _hoist(app: FastAPI, *routers: APIRouter) -> None:
     app.router.routes[0:0] = [route for router in routers for route in router.routes]
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """What create_app makes once, before the lifespan: none of it opens a connection."""
+
+    settings: Settings
+    pricer: Pricer
+    lifecycle: Engine
+    jobs: JobSettings
+    ui: UiSettings
+    webhook_limits: WebhookLimits
+    template_cache: TemplateCache
+    metrics: Metrics
+    team_limits: TeamLimitsCollector
+
+
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
+    """The app: its parts, then (when it starts) its lifespan, its middleware, its routes."""
     settings = settings or get_settings()
     if settings.workers > 1:
         # A spawned worker of `serve --workers N` starts with no logging set up.
         from service.web.observability import configure_logging
         configure_logging(settings.log_level, settings.log_format)
-    # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
-    pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
-    lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,
-                       retry_limits=RetryLimits(settings.retry_max_attempts, settings.retry_max_backoff_seconds))
-    jobs_cfg, ui_cfg = slices.job_settings(settings), slices.ui_settings(settings)
-    # Each epoch a job reports is kept for the charts, in the same transaction as the report.
-    lifecycle.listen(epochs.listener(jobs_cfg.epochs))
-    # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
-    webhook_limits = slices.webhook_limits(settings)
-    lifecycle.listen(Outbox(webhook_limits).on_change)
-    # A vertex job with a model upload queues it in the transaction that records SUCCEEDED.
-    lifecycle.listen(model_queue.on_change)
-    template_cache = TemplateCache(settings.template_cache_size)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        from service.web import supervision
-        supervision.die_with_supervisor()
-        # Sized from the request limit (service/web/overload.py): a running request never waits
-        # for a connection or a thread that another request holds.
-        engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
-                             pool_timeout=settings.db_pool_timeout_seconds)
-        health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
-        # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
-        request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")
-        # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
-        import_workers = ImportWorkers(settings)
-        if engine.dialect.name == "sqlite":
-            from service.backends.local.isolation import secure_database_file
-            secure_database_file(sqlite_path(settings.database_url))
-        session_factory = make_session_factory(engine)
-        built = dict(backends) if backends is not None else make_backends(settings)
-        started = []
-        try:
-            for backend in built.values():
-                backend.start_client()
-                started.append(backend)
-        except Exception:
-            for backend in started:
-                backend.close()
-            engine.dispose()
-            raise
-        # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
-        waker = Waker()
-        submitter = JobSubmitter(built, lifecycle, template_cache=template_cache, pricer=pricer,
-                                 default_backend=jobs_cfg.default_backend, waker=waker)
-        leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
-        controller = Controller(leadership, built, session_factory,
-                                lifecycle, interval=settings.reconcile_interval_seconds,
-                                batch_size=settings.reconcile_batch_size,
-                                election_interval=settings.election_interval_seconds,
-                                wake_gap=settings.reconcile_wake_gap_seconds, on_tick=_record_tick,
-                                services=[lambda fence: Dispatcher(session_factory, lifecycle,
-                                                                   webhook_limits, fence=fence),
-                                          lambda fence: SweepLauncher(
-                                              session_factory, lifecycle, submitter,
-                                              interval=settings.sweep_interval_seconds,
-                                              batch_size=settings.sweep_batch_size, fence=fence)],
-                                gate=BudgetGate(pricer.table.currency))
-        metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
-        team_limits.source = lambda: limits_by_team(session_factory, pricer.table.currency)
-        log_cfg = slices.log_settings(settings)
-        # Set when the server begins to stop (service/web/protocol.py): streams end at once
-        # with a `reconnect` event, so open followers and tabs never hold the exit.
-        stopping = asyncio.Event()
-        waker.controller = controller
-        wired = Services(
-            lifecycle=lifecycle, pricer=pricer, template_cache=template_cache,
-            token_cache=TokenCache(settings.auth_cache_size, settings.auth_cache_seconds), metrics=metrics,
-            job_settings=jobs_cfg, log_settings=log_cfg, ui_settings=ui_cfg,
-            interop_settings=slices.interop_settings(settings), budget_settings=slices.budget_settings(settings),
-            sweep_limits=slices.sweep_limits(settings), webhook_limits=webhook_limits,
-            engine=engine, health_engine=health_engine, session_factory=session_factory, request_threads=request_threads,
-            backends=built, controller=controller, waker=waker, submitter=submitter,
-            import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
-            stopping=stopping, ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
-            ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)))
-        wired.install(app)
-        stopping_task = asyncio.get_running_loop().create_task(_end_streams(wired.log_hub, stopping))
-        if settings.run_reconciler:
-            controller.start()
-        try:
-            yield {STOPPING: stopping}
-        finally:
-            stopping.set()
-            stopping_task.cancel()
-            controller.stop()
-            for backend in built.values():
-                backend.close()
-            import_workers.close()
-            request_threads.shutdown(wait=True)
-            engine.dispose()
-            health_engine.dispose()
-
-    metrics = Metrics()
-    team_limits = TeamLimitsCollector()
-    metrics.private_registry.register(team_limits)
-
-    def _record_tick(stats) -> None:
-        metrics.reconcile_ticks.inc()
-        metrics.reconcile_errors.inc(stats.errors)
-        metrics.reconcile_seconds.observe(stats.seconds)
-
-    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+    parts = _parts(settings)
+    app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION,
+                  lifespan=lambda app: _lifespan(app, parts, backends),
                   docs_url=None, redoc_url=None, generate_unique_id_function=apidocs.operation_id,
                   openapi_tags=[{"name": t} for t in apidocs.TAG_ORDER])
     problems.install(app, max_problems=settings.max_problems)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
     app.include_router(problem_types.router)  # /problems/{type}: the page each problem's `type` names
+    _add_middleware(app, settings, parts.metrics)
+    _add_routers(app)
+    _add_ops_routes(app, settings, parts.metrics)
+    return app
+
+
+def _parts(settings: Settings) -> _Parts:
+    # A bad TRAINJOBS_PRICE_FILE stops the start here (prices.PriceFileError says what to fix).
+    pricer = Pricer(prices.load(settings.price_file), settings.resolved_cost_region())
+    lifecycle = Engine(progress_max_bytes=settings.progress_max_bytes, error_max_bytes=settings.error_max_bytes,
+                       retry_limits=RetryLimits(settings.retry_max_attempts, settings.retry_max_backoff_seconds))
+    jobs_cfg = slices.job_settings(settings)
+    # Each epoch a job reports is kept for the charts, in the same transaction as the report.
+    lifecycle.listen(epochs.listener(jobs_cfg.epochs))
+    # Webhook deliveries go into an outbox in the same transaction; the controller sends them.
+    webhook_limits = slices.webhook_limits(settings)
+    lifecycle.listen(Outbox(webhook_limits).on_change)
+    metrics = Metrics()
+    team_limits = TeamLimitsCollector()
+    metrics.private_registry.register(team_limits)
+    return _Parts(settings, pricer, lifecycle, jobs_cfg, slices.ui_settings(settings), webhook_limits,
+                  TemplateCache(settings.template_cache_size), metrics, team_limits)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI, parts: _Parts, backends: Mapping[str, Backend] | None):
+    """The engines, the backends, the controller and the typed container, for as long as the
+    app serves. Whatever was made is undone in reverse order (the ExitStack), also when a later
+    step of the start fails: the controller stops before the backends close, and they close
+    before the engines are disposed."""
+    from service.web import supervision
+    supervision.die_with_supervisor()
+    with ExitStack() as stack:
+        wired = _wire(stack, parts, backends)
+        wired.install(app)
+        # Set when the server begins to stop (service/web/protocol.py): streams end at once
+        # with a `reconnect` event, so open followers and tabs never hold the exit.
+        stopping_task = asyncio.get_running_loop().create_task(_end_streams(wired.log_hub, wired.stopping))
+        if parts.settings.run_reconciler:
+            wired.controller.start()
+        try:
+            yield {STOPPING: wired.stopping}
+        finally:
+            wired.stopping.set()
+            stopping_task.cancel()
+
+
+def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | None) -> Services:
+    settings = parts.settings
+    engine, health_engine, session_factory = _databases(stack, settings)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
+    # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
+    request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")
+    stack.callback(request_threads.shutdown, wait=True)
+    # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
+    import_workers = ImportWorkers(settings)
+    stack.callback(import_workers.close)
+    built = _start_backends(stack, settings, backends)
+    # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
+    waker = Waker()
+    submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
+                             default_backend=parts.jobs.default_backend, waker=waker)
+    controller = _controller(parts, built, engine, session_factory, submitter)
+    stack.callback(controller.stop)   # first of all at the end: nothing is launched or polled after
+    waker.controller = controller
+    parts.metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
+    parts.team_limits.source = lambda: limits_by_team(session_factory, parts.pricer.table.currency)
+    log_cfg, ui_cfg = slices.log_settings(settings), parts.ui
+    return Services(
+        lifecycle=parts.lifecycle, pricer=parts.pricer, template_cache=parts.template_cache,
+        token_cache=TokenCache(settings.auth_cache_size, settings.auth_cache_seconds), metrics=parts.metrics,
+        job_settings=parts.jobs, log_settings=log_cfg, ui_settings=ui_cfg,
+        interop_settings=slices.interop_settings(settings), budget_settings=slices.budget_settings(settings),
+        sweep_limits=slices.sweep_limits(settings), webhook_limits=parts.webhook_limits,
+        engine=engine, health_engine=health_engine, session_factory=session_factory, request_threads=request_threads,
+        backends=built, controller=controller, waker=waker, submitter=submitter,
+        import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
+        stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
+        ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)))
+
+
+def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
+    # Sized from the request limit (service/web/overload.py): a running request never waits
+    # for a connection or a thread that another request holds.
+    engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
+                         pool_timeout=settings.db_pool_timeout_seconds)
+    stack.callback(engine.dispose)
+    health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
+    stack.callback(health_engine.dispose)
+    if engine.dialect.name == "sqlite":
+        secure_database_file(sqlite_path(settings.database_url))
+    return engine, health_engine, make_session_factory(engine)
+
+
+def _start_backends(stack: ExitStack, settings: Settings,
+                    backends: Mapping[str, Backend] | None) -> dict[str, Backend]:
+    """The enabled backends (service/backends/registry.py), each started as a client; each
+    started one is closed at the end."""
+    built = dict(backends) if backends is not None else make_backends(settings)
+    for backend in built.values():
+        backend.start_client()
+        stack.callback(backend.close)
+    return built
+
+
+def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
+                session_factory: sessionmaker[Session], submitter: JobSubmitter) -> Controller:
+    """The controller this process stands for election with, and the loop services it runs
+    when elected (webhook deliveries, sweeps, model uploads) beside its backend loops."""
+    settings, lifecycle = parts.settings, parts.lifecycle
+    # A job with a model upload queues it in the transaction that records SUCCEEDED, where its
+    # backend uploads models (the UploadsModels role); the controller runs the uploads.
+    model_clients = {name: b.upload_client() for name, b in built.items() if isinstance(b, UploadsModels)}
+    lifecycle.listen(UploadQueue(model_clients).on_change)
+    services: list[ServiceFactory] = [
+        lambda fence: Dispatcher(session_factory, lifecycle, parts.webhook_limits, fence=fence),
+        lambda fence: SweepLauncher(session_factory, lifecycle, submitter, interval=settings.sweep_interval_seconds,
+                                    batch_size=settings.sweep_batch_size, fence=fence),
+        lambda fence: ModelUploads(session_factory, model_clients, slices.upload_settings(settings)),
+    ]
+    metrics = parts.metrics
+
+    def record_tick(stats: TickStats) -> None:
+        metrics.reconcile_ticks.inc()
+        metrics.reconcile_errors.inc(stats.errors)
+        metrics.reconcile_seconds.observe(stats.seconds)
+
+    leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
+    return Controller(leadership, built, session_factory, lifecycle, interval=settings.reconcile_interval_seconds,
+                      batch_size=settings.reconcile_batch_size, election_interval=settings.election_interval_seconds,
+                      wake_gap=settings.reconcile_wake_gap_seconds, on_tick=record_tick, services=services,
+                      gate=BudgetGate(parts.pricer.table.currency))
+
+
+def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
@@ -223,6 +280,9 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
                        buffer_bytes=settings.http_body_buffer_bytes, max_seconds=settings.http_body_max_seconds,
                        on_start=metrics.watch_bodies)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
+
+
+def _add_routers(app: FastAPI) -> None:
     # Routes are matched in this order, one by one: the busiest first (a submit, a job, its
     # logs). The docs keep their own order (openapi_tags).
     _hoist(app, jobs_router, logs_router)
@@ -235,6 +295,8 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     app.include_router(sweeps_router)
     mount_ui(app)  # the web UI under /ui
 
+
+def _add_ops_routes(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     # Health checks answer whatever the load: no request slot, no shared thread, their own
     # database connection.
     health_threads = anyio.CapacityLimiter(2)
@@ -243,14 +305,6 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     @app.get("/healthz", tags=["ops"], operation_id="ops_healthz", summary="The process is up")
     async def healthz():
         return {"status": "ok"}
-
-    def _database_answers(engine: SqlEngine) -> bool:
-        try:
-            with engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return True
-        except Exception:
-            return False
 
     @app.get("/readyz", tags=["ops"], operation_id="ops_readyz", summary="The database answers",
              responses={503: {"description": "The database does not answer"}})
@@ -270,7 +324,14 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
         private = metrics_access(metrics_token, authorization)
         return Response(metrics.exposition(private), media_type=CONTENT_TYPE_LATEST)
 
-    return app
+
+def _database_answers(engine: SqlEngine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
 
 
 async def _end_streams(hub: Hub, stopping: asyncio.Event) -> None:

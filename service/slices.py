@@ -1,15 +1,12 @@
 """The settings half of the composition root: the one Settings (service/core/config.py, the
 only reader of the TRAINJOBS_* variables and the place that documents them) cut into the
 slice each package is given. A package sees its own fields, typed, and nothing else; which
-variable feeds which slice is said here, once. The backends are built here too, each
-with only its slice (make_backends); the HTTP middleware take their few fields as keyword
-arguments where service/app.py adds them."""
+variable feeds which slice is said here, once. The backends are built here too, through
+their registry (service/backends/registry.py), each with only the slice its entry declares;
+the HTTP middleware take their few fields as keyword arguments where service/app.py adds them."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from service.backends import KNOWN
+from service.backends import registry
 from service.budgets.settings import BudgetSettings
 from service.core.config import Settings
 from service.interop.safe_yaml import YamlLimits
@@ -19,14 +16,11 @@ from service.jobs.settings import JobSettings
 from service.lifecycle.protocol import Backend
 from service.logs.batches import FanoutSettings
 from service.logs.settings import LogSettings
+from service.model_uploads.settings import UploadSettings
 from service.sweeps.service import SweepLimits
 from service.ui.settings import UiSettings
 from service.webhooks.destinations import parse_networks
 from service.webhooks.limits import WebhookLimits
-
-if TYPE_CHECKING:
-    from service.backends.local.settings import LocalSettings
-    from service.backends.slurm.config import SlurmConfig
 
 
 def job_settings(s: Settings) -> JobSettings:
@@ -60,6 +54,11 @@ def interop_settings(s: Settings) -> InteropSettings:
         vertex_location=s.vertex_location, vertex_project=s.vertex_project)
 
 
+def upload_settings(s: Settings) -> UploadSettings:
+    return UploadSettings(max_attempts=s.vertex_model_upload_max_attempts, per_pass=s.vertex_model_uploads_per_pass,
+                          retry_seconds=s.vertex_model_upload_retry_seconds, interval=s.reconcile_interval_seconds)
+
+
 def budget_settings(s: Settings) -> BudgetSettings:
     return BudgetSettings(max_accelerator_types=s.team_limits_max_accelerator_types)
 
@@ -80,49 +79,11 @@ def webhook_limits(s: Settings) -> WebhookLimits:
         public_url=s.public_url.rstrip("/") if s.public_url else None)
 
 
-# --- backends: each gets only its slice, mapped here from the same TRAINJOBS_* names -------------
-
-def local_settings_of(s: Settings) -> LocalSettings:
-    from service.backends.local.settings import LocalSettings
-
-    return LocalSettings(
-        work_dir=Path(s.resolved_local_work_dir()).expanduser().resolve(), python=s.local_python,
-        max_running_jobs=s.local_max_running_jobs, max_replicas_per_job=s.local_max_replicas_per_job,
-        cancel_grace_seconds=s.local_cancel_grace_seconds, isolate_replicas=s.local_isolate_replicas,
-        sandbox=s.local_sandbox, sandbox_shared_dirs=tuple(Path(p) for p in s.local_sandbox_shared_dirs),
-        replica_uid_base=s.local_replica_uid_base, replica_uid_count=s.local_replica_uid_count,
-        max_processes_per_job=s.local_max_processes_per_job)
-
-
-def slurm_config_of(s: Settings) -> SlurmConfig:
-    from service.backends.slurm.config import DEFAULT_PATH, SlurmConfig
-
-    return SlurmConfig(
-        conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
-        work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
-        python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
-        account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
-        allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
-        cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
-        max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
-        poll_interval=s.slurm_poll_interval_seconds, rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
-
+# --- backends: each declares its slice itself (its entry.py); the registry builds the enabled ones --
 
 def make_backends(settings: Settings) -> dict[str, Backend]:
-    backends: dict[str, Backend] = {}
-    for name in settings.backends:
-        # Imported only when enabled: a service without Slurm or Vertex never loads their code.
-        if name == "local":
-            from service.backends.local import LocalBackend
-            backends[name] = LocalBackend(local_settings_of(settings))
-        elif name == "vertex":
-            from service.backends.vertex import VertexBackend, VertexSettings
-            backends[name] = VertexBackend(VertexSettings.model_validate(settings))   # only its slice
-        elif name == "slurm":
-            from service.backends.slurm import SlurmBackend
-            backends[name] = SlurmBackend(slurm_config_of(settings))
-        else:
-            raise ValueError(f"unknown backend {name!r} in TRAINJOBS_BACKENDS; known: {', '.join(KNOWN)}")
+    # Imported only when enabled: a service without Slurm or Vertex never loads their code.
+    backends = registry.build(settings.backends, settings)
     if settings.default_backend not in backends:
         raise ValueError(f"TRAINJOBS_DEFAULT_BACKEND={settings.default_backend!r} is not enabled "
                          f"(TRAINJOBS_BACKENDS={settings.backends})")

@@ -1,7 +1,4 @@
-"""The backends: local (sandboxed processes on this host), vertex (Vertex AI CustomJobs) and
-slurm (a team's own cluster). Each reports facts through lifecycle.protocol.Backend and is
-given only its own settings slice; service/slices.py (the composition root's settings half)
-builds the enabled ones from the global Settings."""
-from __future__ import annotations
-
-KNOWN = ("local", "vertex", "slurm")
+"""The backends, one package each under service/backends/ (local: sandboxed processes on this
+host; vertex: Vertex AI CustomJobs; slurm: a team's own cluster). Each declares itself in its
+entry.py (service/backends/registry.py finds it), reports facts through the roles of
+lifecycle.protocol and is given only its own settings slice."""

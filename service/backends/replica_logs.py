@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
+import os
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -149,3 +150,20 @@ def tail(path: Path, n: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
     if size > max_bytes:
         records = records[1:]  # the first one is probably cut
     return [parse_record(r)[2] for r in records if r][-n:]
+
+
+def silence(files: dict[str, Path], since: float, now: float) -> dict | None:
+    """Observation.silence for replicas whose logs are these files (task -> file; the chiefs and
+    workers still running, the replicas a stall is judged by): the longest any has written
+    nothing, counted from `since` (the job's start) at the earliest. Progress lines are output
+    too. None: no replica to judge. The lifecycle judges it (lifecycle/stalls.py)."""
+    longest: dict | None = None
+    for task, path in files.items():
+        try:
+            last = os.stat(path).st_mtime
+        except FileNotFoundError:
+            last = 0.0
+        seconds = max(0.0, now - max(last, since))
+        if longest is None or seconds > longest["seconds"]:
+            longest = {"replica": task, "seconds": seconds}
+    return longest

@@ -83,8 +83,10 @@ def _pool(index: int, pool: dict, region: str, prices: Any, pricing: str,
     return line, per_replica * replicas
 
 
-def estimate(custom_job: dict, table: PriceTable, region: str, *, backend: str) -> CostEstimate:
-    """What `custom_job` (the CustomJob as JSON) costs on Vertex AI in `region`."""
+def estimate(custom_job: dict, table: PriceTable, region: str, *, backend: str,
+             runs_on: str | None = None) -> CostEstimate:
+    """What `custom_job` (the CustomJob as JSON) costs on Vertex AI in `region`. `runs_on`: where
+    the `backend` runs it instead, in words (its Capabilities.runs_on); None: on Vertex AI."""
     spec = custom_job.get("jobSpec") or {}
     strategy = (spec.get("scheduling") or {}).get("strategy") or "STANDARD"
     pricing = PRICING.get(strategy, "on_demand")
@@ -103,9 +105,8 @@ def estimate(custom_job: dict, table: PriceTable, region: str, *, backend: str) 
         if p.accelerator_type:
             accelerators[p.accelerator_type] = accelerators.get(p.accelerator_type, 0) + \
                 p.accelerator_count * p.replica_count
-    where = "the team's own Slurm cluster" if backend == "slurm" else "this machine"
-    on = f"Vertex AI in {region}" if backend == "vertex" else (
-        f"Vertex AI in {region}: the {backend} backend runs this job on {where}; this is what it "
+    on = f"Vertex AI in {region}" if runs_on is None else (
+        f"Vertex AI in {region}: the {backend} backend runs this job on {runs_on}; this is what it "
         "would cost on Vertex AI")
     out = CostEstimate(
         note=NOTE + STRATEGY_NOTES.get(strategy, ""), estimate_of=on, currency=table.currency, prices_date=table.date,
@@ -141,5 +142,5 @@ class Pricer:
         self.table = table
         self.region = region
 
-    def estimate(self, custom_job: dict, backend: str) -> CostEstimate:
-        return estimate(custom_job, self.table, self.region, backend=backend)
+    def estimate(self, custom_job: dict, backend: str, runs_on: str | None = None) -> CostEstimate:
+        return estimate(custom_job, self.table, self.region, backend=backend, runs_on=runs_on)

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import StringConstraints
-from sqlalchemy.orm import object_session
+from sqlalchemy.orm import Session, object_session
 
 from service.auth.authenticate import Authenticated, authenticate, forgetting_revoked
 from service.auth.deps import CachedMember, Member, TokenHash, Viewer
-from service.backends.vertex import model_queue
+from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
@@ -27,11 +28,13 @@ from service.jobs.schemas import (
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
+from service.lifecycle.protocol import Backend
 from service.lifecycle.states import JobState
+from service.model_uploads import queue as model_queue
 from service.persistence.models import Job, utcnow
 from service.persistence.session import unit_of_work
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
-from service.web.container import SessionDep, services
+from service.web.container import Services, SessionDep, services
 from service.web.lookup import Cursor, IdPrefix, NameFilter, Timestamp
 from service.web.problems import problem_responses
 from service.web.request_threads import in_thread
@@ -51,26 +54,28 @@ def _summary_fields(job: Job | SimpleNamespace) -> dict:
                 relaunch_of=job.relaunch_of)
 
 
-def _resources(job, resources: dict) -> dict:
+def _resources(job, resources: dict, backends: Mapping[str, Backend]) -> dict:
     """The backend's `resources`, with how the model upload went (a row of its own, once the
-    job SUCCEEDED: service/backends/vertex/model_queue.py)."""
+    job SUCCEEDED: service/model_uploads/)."""
     if "model_upload" not in resources or not isinstance(job, Job):
         return resources
-    outcome = model_queue.view(object_session(job), job.id)
+    outcome = model_queue.view(object_session(job), job.id, backends.get(job.backend))
     if outcome is None:
         return resources
     return {**resources, "model_upload": {**resources["model_upload"], **outcome}}
 
 
-def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None = None, pricer: Pricer | None = None,
+def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compiled: CompiledJob | None = None,
+            pricer: Pricer | None = None,
             attempts: list | None = None) -> JobOut:
     """`attempts`: service.attempts_of(job); None for a job just created (its only attempt)."""
     compiled = compiled or CompiledJob.from_json(job.compiled)
     view = service.launch_view(backends, job.backend, job.id, compiled, job.backend_ref)
     cost = None
     if pricer is not None:
-        # A job just created carries its estimate (service.create_job); a stored one is priced now.
-        cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend)
+        # A job just created carries its estimate (JobSubmitter.submit); a stored one is priced now.
+        cost = getattr(job, "cost", None) or pricer.estimate(compiled.custom_job_dict, job.backend,
+                                                                 service.runs_on(backends, job.backend))
         cost.accrued = accrued(cost, job.started_at, job.ended_at, utcnow())
     refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
         if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]
@@ -79,10 +84,10 @@ def job_out(job: Job | SimpleNamespace, backends, compiled: CompiledJob | None =
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs,
                   waiting_reason=job.waiting_reason, custom_job=view.custom_job,
-                  cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources))
+                  cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
 
 
-def submit(state, session, actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
+def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",
            dry_run: bool = False) -> Response:
     """The work of POST /v1/jobs once its inputs are checked: the one call into the submit."""
     result = state.submitter.submit(session, body, actor, dry_run=dry_run, idempotency_key=idempotency_key,
@@ -112,7 +117,7 @@ async def create_job(body: JobCreate, request: Request, auth: CachedMember,
     return await in_thread(request, _create_in_unit, services(request), auth, body, idempotency_key, dry_run)
 
 
-def _create_in_unit(state, auth: Authenticated, body: JobCreate, idempotency_key: str | None,
+def _create_in_unit(state: Services, auth: Authenticated, body: JobCreate, idempotency_key: str | None,
                     dry_run: bool) -> Response:
     with unit_of_work(state.session_factory) as session, forgetting_revoked(auth, state.token_cache):
         return submit(state, session, auth.actor, body, idempotency_key, auth.unverified_token, dry_run)
@@ -141,7 +146,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
     return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
 
 
-def view(state, session, actor, job_id: uuid.UUID) -> Response:
+def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
     job = service.get_job(session, actor.team_id, job_id)
     return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
 
@@ -155,7 +160,7 @@ async def get_job(job_id: uuid.UUID, request: Request, token_hash: TokenHash) ->
     return await in_thread(request, _view_in_unit, services(request), token_hash, job_id)
 
 
-def _view_in_unit(state, token_hash: str, job_id: uuid.UUID) -> Response:
+def _view_in_unit(state: Services, token_hash: str, job_id: uuid.UUID) -> Response:
     with unit_of_work(state.session_factory) as session:
         auth = authenticate(token_hash, "viewer", session=session)
         assert auth is not None  # a session was given

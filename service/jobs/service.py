@@ -20,7 +20,7 @@ from service.core.pagination import ID_PREFIX_MAX, ID_PREFIX_MIN, decode_cursor,
 from service.jobs.schemas import ReplicaOut
 from service.jobspec.validate import label_key_ok, label_value_ok
 from service.lifecycle.engine import Engine
-from service.lifecycle.protocol import Backend, LaunchView
+from service.lifecycle.protocol import Backend, LaunchView, default_launch_view
 from service.lifecycle.states import TERMINAL, JobState
 from service.lifecycle.wake import Wake, Waker
 from service.persistence.models import Job, JobEvent, JobLabel
@@ -33,8 +33,13 @@ def launch_view(backends: Mapping[str, Backend], backend: str, job_id: uuid.UUID
     """The CustomJob and each replica's env exactly as the job's backend gives them (its
     defaults, local ports and paths); as compiled when that backend is not enabled here."""
     b = backends.get(backend)
-    return b.launch_view(job_id, compiled, backend_ref) if b is not None else Backend().launch_view(
-        job_id, compiled, backend_ref)
+    return b.launch_view(job_id, compiled, backend_ref) if b is not None else default_launch_view(compiled)
+
+
+def runs_on(backends: Mapping[str, Backend], backend: str) -> str | None:
+    """Where `backend` runs a job, for the cost estimate's words (Capabilities.runs_on)."""
+    b = backends.get(backend)
+    return b.capabilities.runs_on if b is not None else "a backend not enabled on this service"
 
 
 def cluster_view(compiled: jobspec.CompiledJob, view: LaunchView) -> list[ReplicaOut]:

@@ -28,7 +28,7 @@ from service import jobspec
 from service.auth.service import Actor
 from service.budgets import service as budgets
 from service.core.errors import Conflict, Invalid, Problem
-from service.cost.estimate import Pricer
+from service.cost.estimate import CostEstimate, Pricer
 from service.jobs import overrides_policy, precheck, relaunch
 from service.jobs import service as jobs
 from service.jobs.schemas import JobCreate, JobPreview, JobRelaunch, TemplateRef
@@ -79,6 +79,20 @@ class Previewed:
 
 
 SubmitResult = Submitted | Previewed
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A submit's checked, compiled job, before it is stored or previewed."""
+
+    tv: precheck.Launchable
+    ref: TemplateRef
+    submitted: str               # the first event's reason (the overrides policy's words)
+    backend_name: str
+    backend: Backend
+    job_id: uuid.UUID
+    display_name: str
+    compiled: jobspec.CompiledJob
 
 
 def request_hash(body: JobCreate, dry_run: bool) -> str:
@@ -133,7 +147,25 @@ class JobSubmitter:
             existing = self._replay(session, actor, idempotency_key, digest)
             if existing is not None:
                 return Submitted(existing, True, None)
+        c = self._compile(session, body, actor, verify_token, trial)
+        cost = self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name, c.backend.capabilities.runs_on)
+        if dry_run:
+            view = c.backend.launch_view(c.job_id, c.compiled, None)
+            return Previewed(JobPreview(display_name=c.display_name, template=c.ref, backend=c.backend_name,
+                                        labels=view.custom_job.get("labels", {}), custom_job=view.custom_job,
+                                        cluster=jobs.cluster_view(c.compiled, view), cost=cost,
+                                        resources=view.resources), c.compiled)
+        # Under the team's limits lock, in this transaction: the check and the insert commit together.
+        # A team without limits (the pre-check said so) takes no lock: limits set by an
+        # admin meanwhile hold from the next submit, as if set just after this one.
+        if c.tv.team_limited:
+            budgets.check_submit(session, actor.team_id, actor.team, cost)
+        return self._store(session, body, actor, c, cost, idempotency_key, digest, relaunch_of)
 
+    def _compile(self, session: Session, body: JobCreate, actor: Actor, verify_token: str,
+                 trial: jobspec.Trial | None) -> _Compiled:
+        """The pre-check, the compile and every check of the result: every problem at once
+        (issue 25), the overrides policy's and the backend's with the compiler's."""
         tv = precheck.for_submit(session, self.template_cache, actor.team_id, body.template, body.template_version,
                                  token_hash=verify_token)
         if tv.archived:
@@ -146,7 +178,6 @@ class JobSubmitter:
             problems.append(_unknown_backend(self.backends, backend_name))
         job_id = uuid.uuid4()
         display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
-        # Every problem at once (issue 25): the policy's and the backend's with the compiler's.
         try:
             _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
                                                  display_name=display_name, labels=body.labels,
@@ -163,39 +194,31 @@ class JobSubmitter:
         if problems:
             raise Invalid.of(problems)
         assert backend is not None   # else a problem above
-        ref = TemplateRef(name=tv.name, version=tv.version)
-        cost = self.pricer.estimate(compiled.custom_job_dict, backend_name)
-        if dry_run:
-            view = backend.launch_view(job_id, compiled, None)
-            return Previewed(JobPreview(display_name=display_name, template=ref, backend=backend_name,
-                                        labels=view.custom_job.get("labels", {}), custom_job=view.custom_job,
-                                        cluster=jobs.cluster_view(compiled, view), cost=cost,
-                                        resources=view.resources), compiled)
-        # Under the team's limits lock, in this transaction: the check and the insert commit together.
-        # A team without limits (the pre-check said so) takes no lock: limits set by an
-        # admin meanwhile hold from the next submit, as if set just after this one.
-        if tv.team_limited:
-            budgets.check_submit(session, actor.team_id, actor.team, cost)
+        return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name, backend,
+                         job_id, display_name, compiled)
 
+    def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
+               idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None) -> Submitted:
+        """The job row, its labels, first event and cost row in one transaction, committed;
+        then the controller is woken."""
         now = utcnow()
-        values = dict(id=job_id, team_id=actor.team_id, display_name=display_name, template_id=tv.template_id,
-                      template_name=ref.name, template_version=ref.version, backend=backend_name,
+        values = dict(id=c.job_id, team_id=actor.team_id, display_name=c.display_name, template_id=c.tv.template_id,
+                      template_name=c.ref.name, template_version=c.ref.version, backend=c.backend_name,
                       state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
-                      labels=dict(body.labels), compiled=compiled.to_json(), created_by=actor.name,
+                      labels=dict(body.labels), compiled=c.compiled.to_json(), created_by=actor.name,
                       created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
                       backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
                       ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
                       not_before=None, relaunch_of=relaunch_of)
         # The compiled job from the JSON the compiler already wrote.
-        row = jobrows.job_row(values, encoded={"compiled": compiled.to_json_text()})
-        if relaunch_of is not None:
-            submitted += f"; relaunch of job {relaunch_of}"
-        event = self.engine.creation_event(job_id, actor.name, now, reason=submitted)
-        wake = Wake.admission(backend_name)
+        row = jobrows.job_row(values, encoded={"compiled": c.compiled.to_json_text()})
+        reason = c.submitted + (f"; relaunch of job {relaunch_of}" if relaunch_of is not None else "")
+        event = self.engine.creation_event(c.job_id, actor.name, now, reason=reason)
+        wake = Wake.admission(c.backend_name)
         try:
-            jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(job_id, actor.team_id, cost),
+            jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(c.job_id, actor.team_id, cost),
                                pg_also=self.waker.also(wake))
-            self.engine.announce_created(session, event, {"team_webhooks": tv.team_webhooks})
+            self.engine.announce_created(session, event, {"team_webhooks": c.tv.team_webhooks})
             # Committed before the controller can see it: a rolled-back request never launches anything.
             session.commit()
         except IntegrityError:
@@ -210,7 +233,7 @@ class JobSubmitter:
         # The stored row, without a SELECT or an ORM object (its instrumentation costs more than
         # the view needs): the response reads these attributes, as it would a Job's.
         # `cost`: the estimate just made, so the answer does not price the job twice.
-        return Submitted(SimpleNamespace(**values, cost=cost), False, compiled)
+        return Submitted(SimpleNamespace(**values, cost=cost), False, c.compiled)
 
     def relaunch(self, session: Session, job_id: uuid.UUID, change: JobRelaunch, actor: Actor, *,
                  idempotency_key: str | None = None, verify_token: str = "") -> Submitted:

@@ -226,39 +226,15 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
     schema, the parameters, the name and labels, and the spec's rules. Each check runs
     unless it needs what another found broken; then (if that is not already reported on
     the same field) a problem says what was not checked and what must be fixed first."""
-    problems, usable = patch_problems(overrides)
-    spec: JobSpec | None = None
-    unknown: frozenset[str] = frozenset()
-    merged: dict | None = None
-    if not usable:
-        problems.append(Problem("spec", "the template spec with the overrides was not checked: the overrides "
-                                "must be a JSON object first", "fix the overrides and submit again"))
-    elif overrides or template.parsed is None:
-        merged = merge_patch(template.spec, overrides) if overrides else template.spec
-        part = partial.validated(merged, lambda e: pydantic_problems(e, "spec"))
-        problems += part.problems if overrides else list(template.spec_problems)
-        spec, unknown = part.spec, part.unknown
-    else:
-        spec = template.parsed
-
-    declared_params = list(template.params) if template.params is not None else None
-    if declared_params is None:
+    spec, unknown, merged, problems, usable = _merged(template, overrides)
+    if template.params is None:
         problems += template.params_problems
     if merged is not None:
         problems += [p.prefixed("spec") for p in env_policy.reserved_problems(merged)]
     elif usable:
         problems += template.reserved
-    resolved: dict[str, params_mod.Value] = {}
-    unresolved = declared_params is None
-    if declared_params is not None:
-        resolved, param_problems = params_mod.resolve(declared_params, dict(values or {}))
-        if spec is not None and merged is not None:
-            reference_problems = [p.prefixed("spec") for p in params_mod.check_references(_string_fields(spec),
-                                                                                          declared_params)]
-        else:
-            reference_problems = list(template.references) if spec is not None else []
-        problems += param_problems + reference_problems
-        unresolved = bool(param_problems or reference_problems)
+    resolved, unresolved, param_problems = _parameters(template, spec, merged, values)
+    problems += param_problems
     problems += check_display_name(display_name)
     problems += check_labels("labels", dict(labels))
 
@@ -286,3 +262,38 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
                                   "drop some labels")])
     return spec, compile_spec(spec, display_name=display_name, labels=all_labels,
                               service_env={TRIAL_ENV: trial.trial_id} if trial else None)
+
+
+def _merged(template: Prepared, overrides: Any) -> tuple[JobSpec | None, frozenset[str], dict | None,
+                                                         list[Problem], bool]:
+    """The template spec with the overrides applied, checked against the schema: (the spec,
+    the fields whose checks must wait, the merged dict when overrides changed it, the
+    problems, whether the overrides could be applied at all)."""
+    problems, usable = patch_problems(overrides)
+    if not usable:
+        problems.append(Problem("spec", "the template spec with the overrides was not checked: the overrides "
+                                "must be a JSON object first", "fix the overrides and submit again"))
+        return None, frozenset(), None, problems, usable
+    if overrides or template.parsed is None:
+        merged = merge_patch(template.spec, overrides) if overrides else template.spec
+        part = partial.validated(merged, lambda e: pydantic_problems(e, "spec"))
+        problems += part.problems if overrides else list(template.spec_problems)
+        return part.spec, part.unknown, merged, problems, usable
+    return template.parsed, frozenset(), None, problems, usable
+
+
+def _parameters(template: Prepared, spec: JobSpec | None, merged: dict | None,
+                values: Mapping[str, Any] | None) -> tuple[dict[str, params_mod.Value], bool, list[Problem]]:
+    """The parameters' values resolved against their declarations, and the references to
+    them checked: (the values, whether any is unresolved, the problems). Declarations that
+    are themselves broken (template.params_problems, the caller's) leave them all unresolved."""
+    if template.params is None:
+        return {}, True, []
+    declared_params = list(template.params)
+    resolved, param_problems = params_mod.resolve(declared_params, dict(values or {}))
+    if spec is not None and merged is not None:
+        reference_problems = [p.prefixed("spec") for p in params_mod.check_references(_string_fields(spec),
+                                                                                      declared_params)]
+    else:
+        reference_problems = list(template.references) if spec is not None else []
+    return resolved, bool(param_problems or reference_problems), param_problems + reference_problems

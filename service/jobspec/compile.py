@@ -53,7 +53,7 @@ class Replica:
 
 @dataclass(frozen=True)
 class CompiledJob:
-    """What both backends launch. The CustomJob is kept as JSON so nobody can
+    """What every backend launches. The CustomJob is kept as JSON so nobody can
     mutate the shared object; `custom_job()` hands out a fresh proto."""
 
     custom_job_json: str

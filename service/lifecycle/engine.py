@@ -176,7 +176,7 @@ class Engine:
                                     if isinstance(reported, dict) else reported,
                                     self.progress_max_bytes, PROGRESS_KEEP)
         error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
-                                                                    "exit_code", "signal", "lost", "source"))
+                                                                    "exit_code", "signal", "lost", "cause", "source"))
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
                                          Job.waiting_reason)

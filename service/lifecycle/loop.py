@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from service.lifecycle.protocol import (
     PermanentBackendError,
     TransientBackendError,
 )
+from service.lifecycle.services import LoopThread
 from service.lifecycle.states import JobState
 from service.persistence.models import Job
 
@@ -52,11 +52,12 @@ def gap_left(previous_end: float, now: float, gap: float) -> float:
     return max(0.0, previous_end + gap - now)
 
 
-class BackendLoop:
+class BackendLoop(LoopThread):
     def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
                  fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
                  on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None) -> None:
+        super().__init__()
         self.backend = backend
         self.name = backend.name
         self.session_factory = session_factory
@@ -69,10 +70,9 @@ class BackendLoop:
         self.on_deposed = on_deposed
         self.gate = gate
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
-        self._stop = threading.Event()
-        self._wake = threading.Event()
         self._full_asked = False   # a wake that needs more than admission (a cancel, a tool)
-        self._thread: threading.Thread | None = None
+        self._full = True          # the pass under way is a full one
+        self._full_ended = -math.inf   # when the last full pass ended (none yet): the next starts `interval` after
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -85,11 +85,6 @@ class BackendLoop:
             self._admit(stats)
         finally:
             self.backend.end_pass()
-        try:
-            self.backend.after_pass(self.session_factory)
-        except Exception:
-            log.exception("backend %s: after-pass work failed; next pass", self.name)
-            stats.errors += 1
         stats.seconds = time.perf_counter() - t0
         if self.on_tick:
             self.on_tick(stats)
@@ -214,52 +209,64 @@ class BackendLoop:
                         continue
                     free -= 1
                 if not settling:
-                    # Committed before the backend is called: whoever controls next knows an
-                    # attempt may have been made (a create at Google is not idempotent).
-                    try:
-                        marked = self.engine.mark_launch_attempt(session, row.id, fence=self.fence)
-                        session.commit()
-                    except Deposed:
-                        raise
-                    except OperationalError:
-                        session.rollback()
-                        log.warning("job %s: could not record the launch attempt; next pass", row.id)
+                    marked = self._mark_attempt(session, row.id)
+                    if marked is None:
                         return
                     if not marked:
                         continue  # cancelled (or otherwise moved) since it was read
-                handle = handle_of_row(self.session_factory, row)
-                try:
-                    result = self.backend.submit(handle)
-                except TransientBackendError as e:
-                    log.warning("job %s: submit deferred: %s", row.id, e)
-                    if e.nothing_launched and not settling:
-                        self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
-                    self._note_waiting(session, row.id, f"{self.name} could not launch it yet; retrying: {e}")
+                if not self._launch(session, row, prev, settling, stats):
                     return  # FIFO: nobody younger goes first
-                except PermanentBackendError as e:
-                    self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
-                                                     f"{e.message}", error={"code": e.code, "message": e.message,
-                                                                           "source": self.name}), stats)
-                    continue
-                except Exception:
-                    log.exception("job %s: submit failed", row.id)
-                    stats.errors += 1
-                    return
-                if result.state is None and not result.backend_ref and not result.console_url:
-                    if result.nothing_launched and not settling:
-                        self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
-                    if result.reason:
-                        log.info("job %s: %s", row.id, result.reason)
-                        self._note_waiting(session, row.id, result.reason)
-                    else:
-                        session.commit()
-                    if settling:
-                        continue  # it had its turn; an earlier attempt is still settling
-                    return  # the backend holds it for later: keep the order
-                stats.submitted += 1
-                self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
-                                                 console_url=result.console_url,
-                                                 reason=result.reason or "submitted to backend"), stats)
+
+    def _mark_attempt(self, session: Session, job_id) -> bool | None:
+        """Record a launch attempt, committed before the backend is called: whoever controls
+        next knows an attempt may have been made (a create at Google is not idempotent).
+        False: the job moved since it was read; None: not recorded (the pass stops)."""
+        try:
+            marked = self.engine.mark_launch_attempt(session, job_id, fence=self.fence)
+            session.commit()
+        except Deposed:
+            raise
+        except OperationalError:
+            session.rollback()
+            log.warning("job %s: could not record the launch attempt; next pass", job_id)
+            return None
+        return marked
+
+    def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats) -> bool:
+        """The backend's submit of one admitted job, and what its answer means for the job.
+        False: the pass stops here (the backend holds the job, or failed), keeping the order."""
+        handle = handle_of_row(self.session_factory, row)
+        try:
+            result = self.backend.submit(handle)
+        except TransientBackendError as e:
+            log.warning("job %s: submit deferred: %s", row.id, e)
+            if e.nothing_launched and not settling:
+                self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
+            self._note_waiting(session, row.id, f"{self.name} could not launch it yet; retrying: {e}")
+            return False
+        except PermanentBackendError as e:
+            self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
+                                             f"{e.message}", error={"code": e.code, "message": e.message,
+                                                                   "source": self.name}), stats)
+            return True
+        except Exception:
+            log.exception("job %s: submit failed", row.id)
+            stats.errors += 1
+            return False
+        if result.state is None and not result.backend_ref and not result.console_url:
+            if result.nothing_launched and not settling:
+                self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
+            if result.reason:
+                log.info("job %s: %s", row.id, result.reason)
+                self._note_waiting(session, row.id, result.reason)
+            else:
+                session.commit()
+            return settling   # settling: it had its turn (an earlier attempt still settles); else it waits its turn
+        stats.submitted += 1
+        self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
+                                         console_url=result.console_url,
+                                         reason=result.reason or "submitted to backend"), stats)
+        return True
 
     def _note_waiting(self, session: Session, job_id, reason: str) -> None:
         """Commit what the pass decided for a waiting job, with why it waits (best effort)."""
@@ -304,50 +311,40 @@ class BackendLoop:
                 stats.changed += 1
             return
 
-    # -- the thread --------------------------------------------------------------------------
+    # -- the thread (lifecycle/services.py LoopThread) ------------------------------------------
+    @property
+    def label(self) -> str:
+        return f"backend {self.name}"
+
     def wake(self, admit_only: bool = False) -> None:
         """admit_only: a job was submitted; the next pass need only admit (run_admission)."""
         if not admit_only:
             self._full_asked = True
         self._wake.set()
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name=f"controller-{self.name}", daemon=True)
-        self._thread.start()
+    def _pass(self) -> float:
+        """A full pass every `interval` (or when asked), an admission pass when a submit woke it."""
+        self._full = self._full_asked or time.monotonic() - self._full_ended >= self.interval
+        self._full_asked = False
+        if self._full:
+            self.run_once()
+        else:
+            self.run_admission()
+        return self._next_wait()
 
-    def stop(self, timeout: float = 15.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+    def _failed(self) -> float:
+        if self.on_tick:
+            self.on_tick(TickStats(errors=1))
+        return self._next_wait()
 
-    def _loop(self) -> None:
-        full_ended = -math.inf   # when the last full pass ended (none yet): the next one starts `interval` after
-        while not self._stop.is_set():
-            full = self._full_asked or time.monotonic() - full_ended >= self.interval
-            self._full_asked = False
-            try:
-                if full:
-                    self.run_once()
-                else:
-                    self.run_admission()
-            except Deposed as e:
-                log.error("backend %s: %s; this process stops controlling", self.name, e)
-                if self.on_deposed:
-                    self.on_deposed()
-                return
-            except Exception:  # the database may be down: keep looping
-                log.exception("backend %s: controller pass failed", self.name)
-                if self.on_tick:
-                    self.on_tick(TickStats(errors=1))
-            ended = time.monotonic()
-            if full:
-                full_ended = ended
-            self._wake.wait(max(0.0, full_ended + self.interval - ended))
-            self._wake.clear()
-            # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
-            # wakes the loop, and a pass per submit would cost more than the submit itself.
-            rest = gap_left(ended, time.monotonic(), self.wake_gap)
-            if rest > 0 and self._stop.wait(rest):
-                return
+    def _next_wait(self) -> float:
+        ended = time.monotonic()
+        if self._full:
+            self._full_ended = ended
+        return max(0.0, self._full_ended + self.interval - ended)
+
+    def _settle(self, ended: float) -> bool:
+        # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
+        # wakes the loop, and a pass per submit would cost more than the submit itself.
+        rest = gap_left(ended, time.monotonic(), self.wake_gap)
+        return rest > 0 and self._stop.wait(rest)

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
 
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
@@ -27,6 +28,14 @@ class TransientBackendError(Exception):
     def __init__(self, message: str, *, nothing_launched: bool = False):
         super().__init__(message)
         self.nothing_launched = nothing_launched
+
+
+class BudgetExhausted(TransientBackendError):
+    """The backend's budget of calls is spent for now (nothing was sent): any other call in
+    this pass would be refused too, so the caller stops until its next pass."""
+
+    def __init__(self, message: str):
+        super().__init__(message, nothing_launched=True)
 
 
 class PermanentBackendError(Exception):
@@ -116,6 +125,34 @@ class LaunchView:
     # Each replica's own process as the backend recorded it, where it knows (task name ->
     # state, exit_code, signal, started_at, ended_at): the CLI's `jobs get` shows it.
     replicas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Where the trainer writes its TensorBoard logs (AIP_TENSORBOARD_LOG_DIR) as this backend
+    # runs the job, and a page that browses it (None: none); the UI shows both.
+    tensorboard_dir: str | None = None
+    tensorboard_url: str | None = None
+    # The job's output folder on the service's own host, where the backend runs it there (None:
+    # elsewhere); the UI names it.
+    host_output_dir: str | None = None
+
+
+_GCS = "gs://"
+_GCS_BROWSER = "https://console.cloud.google.com/storage/browser/"
+
+
+def tensorboard_of(compiled: CompiledJob) -> tuple[str | None, str | None]:
+    """LaunchView's (tensorboard_dir, tensorboard_url) for a job that writes under its base
+    output directory (a gs:// one has the Cloud console's browser)."""
+    base = compiled.base_output_directory
+    logs = base.rstrip("/") + "/logs/" if base else None
+    url = _GCS_BROWSER + quote(logs[len(_GCS):]) if logs and logs.startswith(_GCS) else None
+    return logs, url
+
+
+def default_launch_view(compiled: CompiledJob) -> LaunchView:
+    """The job as compiled: what a backend that adds nothing shows, and the view of a job whose
+    backend is not enabled here."""
+    logs, url = tensorboard_of(compiled)
+    return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas},
+                      tensorboard_dir=logs, tensorboard_url=url)
 
 
 @dataclass(frozen=True)
@@ -155,61 +192,94 @@ class Capabilities:
     # The shortest interval between two reads of one job's logs by the shared log reader
     # (service/logs/fanout.py); idle streams back off to a few times this.
     log_poll_seconds: float = 0.1
+    # Where it runs a job, in the cost estimate's words ("this machine"): the estimate says what
+    # the job would cost on Vertex AI. None: it runs on Vertex AI, where the prices are billed.
+    runs_on: str | None = None
 
 
-class Backend:
-    """The base of every backend. The lifecycle calls start_client() in every API
-    process, start_controller() only in the elected controller (stop_controller()
-    when it steps down), and submit/poll/cancel only from that controller's loop for
-    this backend, one call at a time."""
+# --- the roles a backend plays -------------------------------------------------------------------
+# Protocols, so mypy checks a backend against each: a method without a default (submit, poll,
+# cancel, read_logs) is abstract, and a backend class lacking one cannot be instantiated. A
+# backend subclasses `Backend` (every role below) and may play the optional ones
+# (UploadsModels). The shared-capacity scheduler (issue 38) adds its hooks as a role of their
+# own here (a job's demand, the backend's capacity, a graceful stop with a grace period),
+# optional like UploadsModels, so a backend without them keeps working.
 
-    name: str = ""
+
+class Hosted(Protocol):
+    """Every process: its lifetime. The lifecycle calls start_client() in every API process and
+    close() when the process stops."""
+
+    name: str
     capabilities: Capabilities = Capabilities()
 
     def start_client(self) -> None:
-        """Every process: enough to check launchability and read logs. Raise on misconfiguration."""
-
-    def start_controller(self) -> None:
-        """This process became the controller: follow (and adopt) the backend's jobs."""
-
-    def stop_controller(self) -> None:
-        """This process is no longer the controller: stop following; leave jobs running."""
+        """Enough to check launchability and read logs. Raise on misconfiguration."""
+        return None
 
     def close(self) -> None:
         """The process is stopping."""
+        return None
 
-    def begin_pass(self) -> None:
-        """A pass over every active job starts (bulk_poll backends list once here)."""
 
-    def end_pass(self) -> None:
-        """The pass is over (whatever begin_pass cached is stale from now on)."""
-
-    def after_pass(self, session_factory) -> None:
-        """The controller's pass is over: the backend's own follow-up work that needs the
-        database (the vertex backend's model uploads). Default: nothing."""
+class Checks(Protocol):
+    """The API's questions, before a job is stored and for the job view. No call to any cloud."""
 
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []
 
+    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
+        """The CustomJob and replica environments exactly as this backend launches them
+        (defaults it adds, local paths and ports once known), and the facts the layers above
+        show (TensorBoard folder, output folder)."""
+        return default_launch_view(compiled)
+
+
+class Runs(Protocol):
+    """The controller's: start_controller() only in the elected controller (stop_controller()
+    when it steps down), and the rest only from that controller's loop for this backend, one
+    call at a time."""
+
+    def start_controller(self) -> None:
+        """This process became the controller: follow (and adopt) the backend's jobs."""
+        return None
+
+    def stop_controller(self) -> None:
+        """This process is no longer the controller: stop following; leave jobs running."""
+        return None
+
+    def begin_pass(self) -> None:
+        """A pass over every active job starts (bulk_poll backends list once here)."""
+        return None
+
+    def end_pass(self) -> None:
+        """The pass is over (whatever begin_pass cached is stale from now on)."""
+        return None
+
     def submit(self, job: JobHandle) -> SubmitResult:
         """Start an admitted job. May raise TransientBackendError (the job stays QUEUED and is
         offered again on a later pass) or PermanentBackendError (the job fails)."""
-        raise NotImplementedError
+        ...
 
     def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
-        """One batch of this backend's launched, unfinished jobs, oldest first."""
-        raise NotImplementedError
+        """One batch of this backend's launched, unfinished jobs, oldest first: facts only
+        (states, exit codes, progress, each judged replica's silence; lifecycle/stalls.py judges)."""
+        ...
 
     def cancel(self, job: JobHandle) -> JobState | None:
         """Ask the job to stop. Return CANCELLED for a job that never started, or None when a
         later poll will report the outcome."""
-        raise NotImplementedError
+        ...
+
+
+class ReadsLogs(Protocol):
+    """Every process: a job's replicas' log lines (service/logs/)."""
 
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None,
                   limit: int) -> LogPage:
         """Lines after cursor `since`, oldest first, at most `limit`."""
-        raise NotImplementedError
+        ...
 
     def follow_interval(self, job: JobHandle, *, caught_up: bool, idle_seconds: float) -> float | None:
         """Seconds a follower of this job's logs should wait before its next read_logs (a
@@ -218,7 +288,45 @@ class Backend:
         no new line has come."""
         return None
 
-    def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
-        """The CustomJob and replica environments exactly as this backend launches them
-        (defaults it adds, local paths and ports once known). No call to any cloud."""
-        return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r) for r in compiled.replicas})
+
+class Backend(Hosted, Checks, Runs, ReadsLogs, Protocol):
+    """A backend: every role above. What the registry (service/backends/registry.py) builds
+    and the controller, the API and the log reader are given."""
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """The narrow client a backend gives the model-upload domain (service/model_uploads/): the
+    domain keeps the rows, the once-per-job guarantees and the events; the client only talks to
+    the registry of models. Each call is one attempt: it raises BudgetExhausted (stop this
+    pass), TransientBackendError (try again later) or PermanentBackendError (give up; `message`
+    says why in the registry's words)."""
+
+    def plan(self, job_id: str, compiled: CompiledJob, display_name: str) -> object | None:
+        """The upload `job_id`'s model needs (opaque to the caller); None: nothing to upload
+        (the job saved no model where the registry can read it)."""
+        ...
+
+    def upload(self, job_id: str, plan: object) -> str:
+        """Upload it; the model's name. An upload of this job that landed earlier (the same
+        model id) is that model, not a second one."""
+        ...
+
+    def find(self, job_id: str) -> str | None:
+        """The model an earlier upload of this job made (found by the job-id label), if any."""
+        ...
+
+    def console_url(self, model: str) -> str | None:
+        """A page showing the uploaded `model` (its name as upload/find gave it), for the job view."""
+        return None
+
+
+@runtime_checkable
+class UploadsModels(Protocol):
+    """The role of a backend that can upload a SUCCEEDED job's model (a template's
+    `model_upload`); the controller runs the uploads (service/model_uploads/)."""
+
+    name: str
+
+    def upload_client(self) -> ModelClient:
+        ...

@@ -25,15 +25,11 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Problem
 from service.jobspec.reserved import JOB_ID_LABEL
-from service.jobspec.spec import INFRASTRUCTURE_CODES
 from service.lifecycle.states import JobState
 from service.persistence import jobrows
 from service.persistence.models import Job, JobCost
 
 _COSTS: Table = JobCost.__table__   # type: ignore[assignment]  # a declarative class's Table
-_INFRA = {code: name for name, code in INFRASTRUCTURE_CODES.items()}
-# Vertex AI's words for a replica that ended (its error.message); shared/VERTEX.md.
-_VERTEX_EXIT = "non-zero status of "
 
 
 @dataclass(frozen=True)
@@ -70,29 +66,17 @@ def _signal_number(name: Any) -> int | None:
         return None
 
 
-def _vertex_exit_code(message: str) -> int | None:
-    at = message.find(_VERTEX_EXIT)
-    if at < 0:
-        return None
-    digits = ""
-    for ch in message[at + len(_VERTEX_EXIT):]:
-        if not ch.isdigit():
-            break
-        digits += ch
-    return int(digits) if digits else None
-
-
 def classify(policy: dict, error: dict | None) -> tuple[bool, str]:
-    """(retried?, why) for a failure as the backend reported it (the job's `error`)."""
+    """(retried?, why) for a failure as the backend reported it (the job's `error`), read from
+    the facts every backend normalises: `exit_code`, `signal`, `lost` (gone without an exit
+    status) and `cause` ("preemption", "infrastructure" with the error's `status`)."""
     error = error if isinstance(error, dict) else {}
-    message = str(error.get("message") or "")
+    cause = error.get("cause")
     sig_name = error.get("signal")
     exit_code = error.get("exit_code") if isinstance(error.get("exit_code"), int) else None
-    if exit_code is None and error.get("source") == "vertex":
-        exit_code = _vertex_exit_code(message)
     if sig_name is None and exit_code is not None and exit_code > 128 and _signal_name(exit_code - 128):
         sig_name = _signal_name(exit_code - 128)      # a shell's 128+N: killed by signal N
-    killed = sig_name is not None or bool(error.get("lost")) or "preempted" in message.lower()
+    killed = sig_name is not None or bool(error.get("lost")) or cause == "preemption"
     signum = _signal_number(sig_name)
     status = signum + 128 if signum is not None else exit_code
     if status is not None and status in policy.get("fatal_exit_codes", []):
@@ -105,11 +89,11 @@ def classify(policy: dict, error: dict | None) -> tuple[bool, str]:
         if exit_code in policy.get("exit_codes", []):
             return True, f"exit code {exit_code} is retried by the policy"
         return False, f"exit code {exit_code} is not among the policy's exit_codes"
-    code = error.get("code")
-    if error.get("source") == "vertex" and code in _INFRA:
+    if cause == "infrastructure":
+        what = f"{error.get('source') or 'the backend'}'s infrastructure error {error.get('status') or error.get('code')}"
         if policy.get("on_infrastructure_error", True):
-            return True, f"Vertex AI infrastructure error {_INFRA[code]}"
-        return False, f"Vertex AI error {_INFRA[code]} and the policy does not retry them"
+            return True, f"{what} (not the job's code)"
+        return False, f"{what} and the policy does not retry them"
     return False, "not a failure the retry policy covers (signals, infrastructure errors, named exit codes)"
 
 

@@ -1,7 +1,8 @@
-"""The controller's judgement of a silence a backend observed (Observation.silence):
-a training replica (chief, worker) of a RUNNING job silent for longer than the job's
-`scheduling.stall_timeout_seconds` fails the job, naming the replica. The backend only
-reports how long it saw the replica silent (over time it actually read); the job is
+"""The one judge of stalls, for every backend: a training replica (chief, worker) of a
+RUNNING job silent for longer than the job's `scheduling.stall_timeout_seconds` fails the
+job, naming the replica, with one message and one code. Backends only report how long they
+saw their replicas silent (Observation.silence: local and Slurm from their log files' last
+writes, Vertex over the Cloud Logging reads it made); the job is
 stopped (backend.cancel) before it is failed, so a job never reads FAILED while its
 replicas may still hold machines because a cancel did not go out."""
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 from service.lifecycle.protocol import JobHandle, Observation
 from service.lifecycle.states import JobState
 
-STALL_CODE = 4   # google.rpc.Code DEADLINE_EXCEEDED, as local and Slurm stalls report
+STALL_CODE = 4   # google.rpc.Code DEADLINE_EXCEEDED
 
 
 def judge(handle: JobHandle, obs: Observation) -> Observation | None:

@@ -292,7 +292,8 @@ class Hub:
     async def follow(self, backend: Backend, view: JobView, team_id: uuid.UUID, replica: str | None,
                      first: LogPage, since: str | None, limit: int, max_seconds: float | None = None):
         """The SSE bytes of one follower: `log` events, then `end` (or `resync` if it lagged,
-        `reconnect` past `max_seconds` or when the service stops)."""
+        `reconnect` past `max_seconds` or when the service stops). One generator on purpose
+        (over 60 lines): its state is the follower's, kept across yields."""
         cfg = self.cfg
         longest = max_seconds if max_seconds is not None else cfg.max_seconds
         follower = Follower(self, since, deadline=time.monotonic() + longest)

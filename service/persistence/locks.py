@@ -32,6 +32,18 @@ def sqlite_path(url: str) -> Path | None:
     return Path(db).expanduser().resolve()
 
 
+def secure_database_file(path: Path | None) -> None:
+    """Owner-only permissions on a SQLite database and its WAL/SHM companions (replicas of
+    the local backend run on this host under other uids: none may read the database)."""
+    if path is None:
+        return
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            os.chmod(p, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 def libpq_url(url: str) -> str:
     """A SQLAlchemy PostgreSQL URL as psycopg's own connect() takes it."""
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)

@@ -395,7 +395,7 @@ class SweepTrial(Base):
 class ModelUpload(Base):
     """A Vertex job's model upload after it SUCCEEDED (template `model_upload`; issue 26):
     one row per job, made in the transaction that records SUCCEEDED, worked through by the
-    controller (service/backends/vertex/model_upload.py). `attempts` counts uploads tried:
+    controller (service/model_uploads/uploads.py). `attempts` counts uploads tried:
     after the first, the Model Registry is looked up by the job-id label before any other."""
 
     __tablename__ = "model_uploads"

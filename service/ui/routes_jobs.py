@@ -85,11 +85,11 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
     job = jobs.get_job(session, user.actor.team_id, job_id)
     compiled = CompiledJob.from_json(job.compiled)
     rows = epoch_history.list_epochs(session, job.id)
-    final = JobState(job.state) in TERMINAL
-    return dict(user=user, job=job, final=final, pools=views.pools(compiled),
-                run=views.run_folder(job.backend_ref) if job.backend == "local" and job.backend_ref else None,
+    view = jobs.launch_view(services(request).backends, job.backend, job.id, compiled, job.backend_ref)
+    return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
                 latest_version=_latest_version(session, user, job.template_name),
-                replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(job, compiled),
+                replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
+                output_dir=view.host_output_dir,
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
                 events=jobs.list_events(session, user.actor.team_id, job.id),
                 live=change_of(queries.change_of_job(job)))

@@ -6,11 +6,10 @@ only what it reads of them (JobFacts, VersionFacts), not how they are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
-from urllib.parse import quote
 
 from service.jobspec import CompiledJob
+from service.lifecycle.protocol import LaunchView
 
 
 class JobFacts(Protocol):
@@ -109,29 +108,9 @@ class LogDir:
     url: str | None      # the Cloud console's browser for gs:// folders
 
 
-def run_folder(backend_ref: str) -> tuple[str | None, Path]:
-    """(host, run folder) of a local job's reference `host:/path` (a bare path before hosts
-    were recorded): the page shows the path as a path and names the host beside it."""
-    if backend_ref.startswith("/"):
-        return None, Path(backend_ref)
-    host, _, path = backend_ref.partition(":")
-    return host, Path(path)
-
-
-def tensorboard_dir(job: JobFacts, compiled: CompiledJob) -> LogDir | None:
-    base = compiled.base_output_directory
-    if not base:
-        return None
-    if job.backend == "local":
-        # The local backend maps the output prefix to the run folder (docs/local.md).
-        if not job.backend_ref:
-            return None
-        return LogDir(str(run_folder(job.backend_ref)[1] / "output" / "logs") + "/", None)
-    path = base.rstrip("/") + "/logs/"
-    url = None
-    if path.startswith("gs://"):
-        url = "https://console.cloud.google.com/storage/browser/" + quote(path[len("gs://"):])
-    return LogDir(path, url)
+def tensorboard_dir(view: LaunchView) -> LogDir | None:
+    """Where the job's backend has the trainer write its TensorBoard logs (its launch view)."""
+    return LogDir(view.tensorboard_dir, view.tensorboard_url) if view.tensorboard_dir else None
 
 
 def progress_summary(progress: dict | None) -> dict:

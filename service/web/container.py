@@ -1,5 +1,5 @@
 """The process's services, as one typed object: what routers, the UI, the log streams and
-the lean paths read of the process, instead of attributes set on `app.state` one by one.
+the request threads read of the process, instead of attributes set on `app.state` one by one.
 
 service/app.py (the composition root) builds one `Services` when the app starts (its
 lifespan: the engine, the backends and the controller exist only then) and stores it once on

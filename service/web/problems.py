@@ -90,6 +90,7 @@ def _loc(loc: tuple) -> str:
 
 
 def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
+    # Over 60 lines on purpose: the app's exception handlers, each a few lines, declared together.
     openapi_document.install(app)  # the document: answers given before a route runs, the backends
     @app.exception_handler(DomainError)
     async def domain_error(request: Request, exc: DomainError):

@@ -19,7 +19,6 @@ from service.web.lookup import Cursor
 from service.web.problems import problem_responses
 from service.webhooks import service
 from service.webhooks.limits import WebhookLimits
-from service.webhooks.outbox import DISPATCHER
 from service.webhooks.schemas import (
     AttemptOut,
     DeliveryDetail,
@@ -54,10 +53,6 @@ def _detail(d: WebhookDelivery, attempts: list[WebhookAttempt]) -> DeliveryDetai
     return DeliveryDetail(**_delivery(d), payload=d.payload, attempt_log=[
         AttemptOut(number=a.number, at=a.at, status_code=a.status_code, error=a.error,
                    response_body=a.response_body, duration_ms=a.duration_ms) for a in attempts])
-
-
-def _wake(request: Request) -> None:
-    services(request).waker.wake(DISPATCHER)   # this process; others hear a NOTIFY (PostgreSQL)
 
 
 @router.post("", status_code=201, response_model=WebhookCreated, operation_id="webhooks_create",
@@ -102,20 +97,14 @@ def pause_webhook(webhook_id: uuid.UUID, session: SessionDep, actor: Admin):
              summary="Resume a paused webhook (admin): its pending deliveries are sent at once",
              responses=problem_responses(401, 403, 404, 422, 503))
 def resume_webhook(webhook_id: uuid.UUID, request: Request, session: SessionDep, actor: Admin):
-    out = _out(service.set_paused(session, actor.team_id, webhook_id, False))
-    session.commit()
-    _wake(request)
-    return out
+    return _out(service.resume(session, actor.team_id, webhook_id, services(request).waker))
 
 
 @router.post("/{webhook_id}/test", status_code=202, response_model=DeliveryOut, operation_id="webhooks_test",
              summary="Send a `webhook.test` event now (admin), to check the receiver; see its delivery",
              responses=problem_responses(401, 403, 404, 409, 422, 503))
 def test_webhook(webhook_id: uuid.UUID, request: Request, session: SessionDep, actor: Admin):
-    out = _delivery(service.send_test(session, actor.team_id, webhook_id, actor.name))
-    session.commit()
-    _wake(request)
-    return out
+    return _delivery(service.send_test(session, actor.team_id, webhook_id, actor.name, services(request).waker))
 
 
 @router.get("/{webhook_id}/deliveries", response_model=DeliveryPage, operation_id="webhooks_deliveries",
@@ -145,7 +134,4 @@ def get_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, session: Session
              responses=problem_responses(401, 403, 404, 409, 422, 503))
 def redeliver(webhook_id: uuid.UUID, delivery_id: uuid.UUID, request: Request, session: SessionDep,
               actor: Admin):
-    out = _delivery(service.redeliver(session, actor.team_id, webhook_id, delivery_id))
-    session.commit()
-    _wake(request)
-    return out
+    return _delivery(service.redeliver(session, actor.team_id, webhook_id, delivery_id, services(request).waker))

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
-from service.lifecycle.wake import notify_controller
+from service.lifecycle.wake import Wake, Waker, notify_controller
 from service.persistence.models import (
     Team,
     WebhookAttempt,
@@ -85,19 +85,41 @@ def set_paused(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, paus
     return sub
 
 
+def resume(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, waker: Waker) -> WebhookSubscription:
+    """Resume a paused webhook: committed here, then the dispatcher is woken, so what waited
+    is sent at once."""
+    sub = set_paused(session, team_id, webhook_id, False)
+    _commit_and_wake(session, waker)
+    return sub
+
+
+def _commit_and_wake(session: Session, waker: Waker | None) -> None:
+    """Commit (the NOTIFY for a controller elsewhere goes with it), then wake this process's
+    dispatcher if it controls: a delivery queued by a request goes out at once. The unit of
+    work's own commit afterwards finds nothing left to do."""
+    if waker is None:
+        return
+    session.commit()
+    waker.after(Wake(DISPATCHER))
+
+
 def _active(sub: WebhookSubscription) -> None:
     if sub.paused_at is not None:
         raise Conflict(f"webhook {sub.id} is paused: nothing is sent to it; resume it first "
                        f"(POST /v1/webhooks/{sub.id}/resume)")
 
 
-def send_test(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, actor: str) -> WebhookDelivery:
+def send_test(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID, actor: str,
+              waker: Waker | None = None) -> WebhookDelivery:
+    """Queue a `webhook.test` delivery; with `waker`, committed and sent at once."""
     sub = get(session, team_id, webhook_id)
     _active(sub)
     payload = {"type": events.TEST_EVENT, "timestamp": utcnow().isoformat(),
                "data": {"webhook_id": str(sub.id), "sent_by": actor,
                         "message": "a test delivery, sent on request: if you can read this, the webhook works"}}
-    return _queue(session, pending_row(sub.id, new_message_id(), events.TEST_EVENT, None, payload))
+    delivery = _queue(session, pending_row(sub.id, new_message_id(), events.TEST_EVENT, None, payload))
+    _commit_and_wake(session, waker)
+    return delivery
 
 
 def _queue(session: Session, row: dict) -> WebhookDelivery:
@@ -134,13 +156,16 @@ def get_delivery(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID,
 
 
 def redeliver(session: Session, team_id: uuid.UUID, webhook_id: uuid.UUID,
-              delivery_id: uuid.UUID) -> WebhookDelivery:
-    """A new delivery of the same message (same webhook-id and payload), retried afresh."""
+              delivery_id: uuid.UUID, waker: Waker | None = None) -> WebhookDelivery:
+    """A new delivery of the same message (same webhook-id and payload), retried afresh; with
+    `waker`, committed and sent at once."""
     original, _ = get_delivery(session, team_id, webhook_id, delivery_id)
     _active(get(session, team_id, webhook_id))
     if original.status == "pending":
         raise Conflict(f"delivery {delivery_id} is still being delivered (attempt {original.attempts + 1} is due "
                        f"at {original.next_attempt_at:%Y-%m-%dT%H:%M:%SZ}); redeliver it once it has "
                        "succeeded or failed", delivery_status=original.status)
-    return _queue(session, pending_row(webhook_id, original.message_id, original.event_type, original.job_id,
-                                       original.payload, redelivery_of=original.id))
+    delivery = _queue(session, pending_row(webhook_id, original.message_id, original.event_type, original.job_id,
+                                           original.payload, redelivery_of=original.id))
+    _commit_and_wake(session, waker)
+    return delivery

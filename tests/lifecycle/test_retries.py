@@ -7,7 +7,7 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from service.backends.vertex import view
+from service.backends.vertex import mapping, view
 from service.jobspec import CompiledJob
 from service.lifecycle import retries
 from service.lifecycle.engine import Deposed, Engine
@@ -37,7 +37,9 @@ def attempts(session, first):
 
 
 def vertex_failure(code: int, message: str = "boom") -> dict:
-    return {"code": code, "status": "X", "message": message, "source": "vertex"}
+    """A failed CustomJob's error as the vertex backend reports it: its normalised facts
+    (cause, exit_code) read from Google's code and words, which the lifecycle never parses."""
+    return mapping.error_from(code, message)
 
 
 def test_a_vertex_infrastructure_error_is_retried_in_the_same_transaction(session_factory):

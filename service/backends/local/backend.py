@@ -66,7 +66,8 @@ class LocalBackend(Backend):
         self.settings = settings
         self.work_dir = settings.work_dir
         # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
-        self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs))
+        self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs),
+                                         runs_on="this machine")
         self.launcher = Launcher(settings)
         self.supervisor = Supervisor(settings, isolate=self.launcher.isolate, uids=self.launcher.uids)
 
@@ -154,6 +155,10 @@ class LocalBackend(Backend):
             sup.tick(run)
             if run.outcome is None and not run.state.cancel_requested_at:
                 sup.request_cancel(run)
+            if job.state != S.CANCELLING:
+                # The lifecycle ends the job itself (a stall): no poll will ask for this run's
+                # outcome, so the watcher may let the run go once nothing of it is left.
+                run.reported = True
             return None
 
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
@@ -224,11 +229,14 @@ class LocalBackend(Backend):
             return out
         if job.state == S.CANCELLING and not run.state.cancel_requested_at:
             self.supervisor.request_cancel(run)  # the service stopped between recording the cancel and sending it
+        silent = self.supervisor.silence(run) if job.state == S.RUNNING else None
         if out or prog is not None or job.backend_ref != run.ref:
             if out:
-                out[-1] = dataclasses.replace(out[-1], progress=prog)
+                out[-1] = dataclasses.replace(out[-1], progress=prog, silence=silent)
             else:
-                out.append(Observation(job.id, backend_ref=run.ref, progress=prog))
+                out.append(Observation(job.id, backend_ref=run.ref, progress=prog, silence=silent))
+        elif silent is not None:
+            out.append(Observation(job.id, silence=silent))   # the lifecycle judges it
         return out
 
     def _read_progress(self, run: Run) -> None:

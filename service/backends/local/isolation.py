@@ -141,14 +141,3 @@ def closed_to_others(executable: str) -> Path | None:
     if blocked is not None:
         return blocked
     return None if os.stat(real).st_mode & stat.S_IXOTH else real
-
-
-def secure_database_file(path: Path | None) -> None:
-    """Owner-only permissions on a SQLite database and its WAL/SHM companions."""
-    if path is None:
-        return
-    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            os.chmod(p, 0o600)
-        except FileNotFoundError:
-            pass

@@ -12,9 +12,11 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Collection, MutableMapping
+from contextlib import ExitStack
 from pathlib import Path
 
 from service.backends.local import cgroup, isolation, processes, sandbox
@@ -196,7 +198,9 @@ class Launcher:
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas},
                           local_resources.view(compiled, str(output_dir)),
-                          {r.task_name: replica_status(rd, r.task_name) for r in compiled.replicas} if state else {})
+                          {r.task_name: replica_status(rd, r.task_name) for r in compiled.replicas} if state else {},
+                          tensorboard_dir=f"{str(output_dir).rstrip('/')}/logs/",
+                          host_output_dir=f"{str(output_dir).rstrip('/')}/")
 
     # -- launching -------------------------------------------------------------------------------
 
@@ -212,32 +216,64 @@ class Launcher:
     def launch(self, job: JobHandle, runs: MutableMapping[uuid.UUID, Run]) -> Run:
         """Start `job`'s replicas and enter its Run in `runs` (the supervisor's table, which
         also tells the ports other runs were given). A replica that could not be started
-        leaves the run with a FAILED outcome: the caller stops the others."""
+        leaves the run with a FAILED outcome: the caller stops the others.
+
+        Until the run is entered, every step that fails undoes what the steps before it made,
+        in reverse order, through one ExitStack (the wrappers and the sandbox's init killed,
+        the state file removed, the cgroup removed, the uid's lock let go): nothing of the job ran, and the next pass
+        launches it afresh."""
         compiled = job.compiled
         rd = RunDir.of(self.work_dir, job.id)
-        uid = lock = None
-        if self.isolate:
-            uid, lock = self.uids.acquire()
-        try:
-            rd.create(uid)
-            output = self.output_dir(rd, compiled)
-            if output != rd.output:
-                # The first attempt's files were given back to the service when it ended: this
-                # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
-                isolation.own_tree(output, uid)
-            addresses = self._addresses(compiled, runs)
-            # Every process of the job, sandboxed or not, however it detaches: listed, limited, killed.
-            cg = cgroup.create(job.id, self.settings.max_processes_per_job) if self.isolate else None
-        except BaseException:
+        with ExitStack() as undo:
+            uid, lock = self.uids.acquire() if self.isolate else (None, None)
             if lock is not None:
-                os.close(lock)
-            raise
+                undo.callback(os.close, lock)
+            output, addresses, cg = self._prepare(job, rd, uid, runs, undo)
+            run = self._record(job, rd, uid, lock, output, addresses, cg)
+            undo.callback(rd.state_file.unlink, missing_ok=True)
+            holder = self._begin_sandbox(rd, output, lock, cg) if self.sandboxed else None
+            if holder is not None:
+                undo.callback(_kill, {"init": holder})   # it holds the uid's lock too
+            wrappers, failed = self._spawn(compiled, rd, uid, cg)
+            undo.callback(_kill, wrappers)
+            if holder is not None:
+                pid, created = sandbox.holder_ready(holder)
+                run.state.holder = Holder(pid, created, lock)  # the same fd number there
+            undo.pop_all()   # launched: from here the run is followed, and stopped like any other
+        runs[job.id] = run
+        self._start(job.id, compiled, run, wrappers, addresses, rd)
+        if failed is not None:
+            task, error = failed
+            log.error("job %s: cannot start replica %s: %s", job.id, task, error)
+            run.record_outcome(JobState.FAILED, f"could not start replica {task}: {error}",
+                               {"code": None, "message": f"could not start replica {task}: {error}", "replica": task})
+        return run
+
+    def _prepare(self, job: JobHandle, rd: RunDir, uid: int | None, runs: MutableMapping[uuid.UUID, Run],
+                 undo: ExitStack) -> tuple[Path, dict[str, str], Path | None]:
+        """The run folder, the output folder, the replicas' addresses and the job's cgroup."""
+        compiled = job.compiled
+        rd.create(uid)
+        output = self.output_dir(rd, compiled)
+        if output != rd.output:
+            # The first attempt's files were given back to the service when it ended: this
+            # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
+            isolation.own_tree(output, uid)
+        addresses = self._addresses(compiled, runs)
+        # Every process of the job, sandboxed or not, however it detaches: listed, limited, killed.
+        cg = cgroup.create(job.id, self.settings.max_processes_per_job) if self.isolate else None
+        undo.callback(cgroup.remove, cg)
+        return output, addresses, cg
+
+    def _record(self, job: JobHandle, rd: RunDir, uid: int | None, lock: int | None, output: Path,
+                addresses: dict[str, str], cg: Path | None) -> Run:
+        """The run's state.json, saved before any process starts: a restart finds the launch."""
+        compiled = job.compiled
         # The job's base output directory, whether the template names one (a gs:// prefix
         # means nothing here) or not: the run's own folder, as Vertex gives every job
         # <TRAINJOBS_VERTEX_BASE_OUTPUT_DIRECTORY>/<job id> when its template sets none.
-        output_dir = str(output)
         state = RunState(
-            job_id=job.id, phase="launching", launched_at=_now(), output_dir=output_dir,
+            job_id=job.id, phase="launching", launched_at=_now(), output_dir=str(output),
             base_output_directory=compiled.base_output_directory, timeout_seconds=timeout_seconds(compiled),
             host=host_id(), uid=uid, stall_timeout_seconds=compiled.stall_timeout_seconds, holder=None,
             cgroup=str(cg) if cg is not None else None,
@@ -247,27 +283,21 @@ class Launcher:
         run = Run.of_state(rd, state)
         run.uid_lock = lock
         run.save()
+        return run
 
-        def undo() -> None:  # nothing of the job ran: the next pass launches it afresh
-            rd.state_file.unlink()
-            cgroup.remove(cg)
-            if lock is not None:
-                os.close(lock)
+    def _begin_sandbox(self, rd: RunDir, output: Path, lock: int | None, cg: Path | None) -> subprocess.Popen:
+        writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
+            [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
+        # The init inherits the uid's lock and holds it as long as anything of the job lives.
+        return sandbox.begin_holder(writable, self._sandbox_readable(), lock, cg)
 
-        holder = None
-        if self.sandboxed:
-            writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
-                [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
-            try:
-                # The init inherits the uid's lock and holds it as long as anything of the job lives.
-                holder = sandbox.begin_holder(writable, self._sandbox_readable(), lock, cg)
-            except OSError:
-                undo()
-                raise
-        # The wrappers start (an interpreter each) while the sandbox is being set up; they wait
-        # for their spec, sent once the sandbox is ready and their pids are recorded.
-        wrappers = {}
-        failed: tuple[str, OSError] | None = None
+    @staticmethod
+    def _spawn(compiled: CompiledJob, rd: RunDir, uid: int | None,
+               cg: Path | None) -> tuple[dict[str, subprocess.Popen], tuple[str, OSError] | None]:
+        """The replicas' wrappers (an interpreter each), started while the sandbox is being set
+        up; they wait for their spec. A wrapper that cannot start stops the spawning: (the
+        wrappers started, the replica that failed and why)."""
+        wrappers: dict[str, subprocess.Popen] = {}
         for r in compiled.replicas:
             task = r.task_name
             try:
@@ -275,19 +305,13 @@ class Launcher:
                                                        exit=rd.exit_file(task), wrapper_log=rd.wrapper_log(task),
                                                        uid=uid, cgroup=cg)
             except OSError as e:
-                failed = (task, e)
-                break
-        if holder is not None:
-            try:
-                pid, created = sandbox.holder_ready(holder)
-            except OSError:
-                for popen in wrappers.values():
-                    popen.kill()
-                    popen.wait()
-                undo()
-                raise
-            state.holder = Holder(pid, created, lock)  # the same fd number there
-        runs[job.id] = run
+                return wrappers, (task, e)
+        return wrappers, None
+
+    def _start(self, job_id: uuid.UUID, compiled: CompiledJob, run: Run, wrappers: dict[str, subprocess.Popen],
+               addresses: dict[str, str], rd: RunDir) -> None:
+        """Every pid recorded (a crash loses none), then each wrapper sent its command."""
+        state = run.state
         for task, popen in wrappers.items():
             rep = run.replicas[task]
             rep.popen, rep.pid = popen, popen.pid
@@ -298,13 +322,7 @@ class Launcher:
         by_task = {r.task_name: r for r in compiled.replicas}
         for task, popen in wrappers.items():
             sandbox.send_spec(popen, argv=state.replicas[task].argv, cwd=rd.work, join=join,
-                              env=self.env_of(job.id, compiled, by_task[task], addresses, output_dir, rd))
-        if failed is not None:
-            task, error = failed
-            log.error("job %s: cannot start replica %s: %s", job.id, task, error)
-            run.record_outcome(JobState.FAILED, f"could not start replica {task}: {error}",
-                               {"code": None, "message": f"could not start replica {task}: {error}", "replica": task})
-        return run
+                              env=self.env_of(job_id, compiled, by_task[task], addresses, state.output_dir, rd))
 
     def launched(self, run: Run) -> None:
         """The launch is over (the caller has stopped what must stop): a restart now follows
@@ -313,3 +331,11 @@ class Launcher:
         run.save()
         log.info("job %s: started %d replicas in %s%s", run.job_id, len(run.replicas), run.ref,
                  " (sandboxed)" if run.holder else "")
+
+
+def _kill(processes_: dict[str, subprocess.Popen]) -> None:
+    """A launch undone: its wrappers (waiting for a spec that never comes) and its sandbox's
+    init go."""
+    for popen in processes_.values():
+        popen.kill()
+        popen.wait()

@@ -1,6 +1,6 @@
 """The local backend's slice of the settings: exactly what it reads, nothing else.
 
-Built from the service's TRAINJOBS_* settings in one place (service/slices.py),
+Built from the service's TRAINJOBS_* settings in one place (entry.py, the backend's declaration),
 so the backend never sees the whole configuration (database URL, tokens, other backends')
 and a test builds one without a database or an app. No defaults here: the service's
 settings own them (service/core/config.py), so they are stated once."""

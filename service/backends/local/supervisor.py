@@ -3,12 +3,13 @@
 The Supervisor holds the runs this controller follows (the table the launcher enters
 new runs in), and on every pass (`tick`, from the backend's poll and from a watcher
 thread every WATCH_INTERVAL) it reaps the replicas, notices their exits, decides the
-run's outcome (a failure, success, the scheduling timeout, a stall, an orphan run
-nobody claims), stops what must stop (SIGTERM, SIGKILL after the grace period, the
+run's outcome (a failure, success, the scheduling timeout, an orphan run nobody
+claims), stops what must stop (SIGTERM, SIGKILL after the grace period, the
 namespace's init and the cgroup last) and gives the uid back. A restarted service
 rebuilds each run from its state.json (`adopt`) and finishes what its predecessor
 had begun. It decides a *run's* outcome only: the job's state is the lifecycle's,
-told by the backend (backend.py)."""
+told by the backend (backend.py). A stall is the lifecycle's to judge too: the
+supervisor only measures its replicas' silence (`silence`)."""
 from __future__ import annotations
 
 import logging
@@ -169,13 +170,6 @@ class Supervisor:
             run.record_outcome(S.FAILED, message, {"code": 4, "message": message})
             self.begin_stop(run)
             return
-        stalled = self._stalled(run)
-        if stalled is not None:
-            message = (f"replica {stalled.label} wrote no output and reported no progress for "
-                       f"{run.stall_timeout:g} s (its stall_timeout_seconds); the job was stopped")
-            run.record_outcome(S.FAILED, message, {"code": 4, "message": message, "replica": stalled.task})
-            self.begin_stop(run)
-            return
         if run.adopted and not run.claimed and self.polls - run.adopted_polls >= 3 and \
                 time.monotonic() - run.adopted_mono > UNCLAIMED_SECONDS:
             log.warning("local run %s: no active job claims it; stopping its processes", run.ref)
@@ -183,23 +177,16 @@ class Supervisor:
             run.record_outcome(S.FAILED, "no active job in the database claims this run", None)
             self.begin_stop(run)
 
-    def _stalled(self, run: Run) -> ReplicaProc | None:
-        """The first training replica (chief, worker) silent for longer than the stall
-        timeout. Progress lines are output too, so output covers both. Parameter servers
-        and the evaluator are silent by design while they wait, so they are not judged."""
-        if not run.stall_timeout:
+    def silence(self, run: Run) -> dict | None:
+        """Observation.silence of a run with a stall timeout: how long its training replicas
+        (chief, worker) still running have written nothing, the longest. Parameter servers and
+        the evaluator are silent by design while they wait, so they are not measured. The
+        lifecycle judges it (lifecycle/stalls.py) and stops the job through cancel()."""
+        if not run.stall_timeout or run.outcome is not None:
             return None
-        now = time.time()
-        for rep in run.replicas.values():
-            if rep.exit is not None or rep.pid is None or rep.tf_role not in ("chief", "worker"):
-                continue
-            try:
-                last = os.stat(run.dir.log(rep.task)).st_mtime
-            except FileNotFoundError:
-                last = 0.0
-            if now - max(last, run.launched_at.timestamp()) > run.stall_timeout:
-                return rep
-        return None
+        files = {rep.task: run.dir.log(rep.task) for rep in run.replicas.values()
+                 if rep.exit is None and rep.pid is not None and rep.tf_role in ("chief", "worker")}
+        return replica_logs.silence(files, run.launched_at.timestamp(), time.time()) if files else None
 
     def _failure(self, run: Run, rep: ReplicaProc) -> tuple[str, dict[str, Any]]:
         exit = rep.exit or {}

@@ -107,6 +107,9 @@ def _pump(pipe, stream: str, log: LogWriter) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # One function on purpose (over 60 lines): this file runs standalone in every replica's
+    # wrapper, and its steps (join the cgroup and namespaces, start, pump, wait, record) share
+    # the child and the log in order.
     p = argparse.ArgumentParser()
     p.add_argument("--log", required=True)
     p.add_argument("--started", required=True)

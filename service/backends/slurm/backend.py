@@ -62,7 +62,8 @@ class SlurmBackend(Backend):
         # An sbatch the client gave up on lands at once or never; twice its timeout covers a
         # deposed controller's call still in flight.
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
-                                         resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2)
+                                         resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2,
+                                         runs_on="the team's own Slurm cluster")
         self.identity: tuple[int, int] | None = None
         self.job_uid: int | None = None
         self.progress = log_reader.ProgressFollower()
@@ -124,7 +125,7 @@ class SlurmBackend(Backend):
                 if node:
                     e["TRAINJOBS_SLURM_NODE"] = node
             env[r.task_name] = e
-        return LaunchView(compiled.custom_job_dict, env)
+        return LaunchView(compiled.custom_job_dict, env, tensorboard_dir=f"{output.rstrip('/')}/logs/")
 
     # -- submit ---------------------------------------------------------------------------------
     def submit(self, job: JobHandle) -> SubmitResult:
@@ -255,9 +256,9 @@ class SlurmBackend(Backend):
                                    reason=f"Slurm job {ref} is {sj.state.lower()} ({sj.reason})")
             return None
         if sj.state in ("RUNNING", "COMPLETING"):
-            stalled = self._stalled(job, run, sj)
-            if stalled is not None:
-                return stalled
+            silent = self._silence(job, run, sj)
+            if silent is not None:
+                return silent
             if job.state not in (S.QUEUED, S.PENDING):
                 return None
             tasks = log_reader.tasks_of(job.compiled)
@@ -272,37 +273,19 @@ class SlurmBackend(Backend):
                                           f"{len(tasks) - len(started)} of {len(tasks)} tasks")
         return None
 
-    def _stalled(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
-        """A chief or worker silent for the template's stall_timeout_seconds: the job is
-        cancelled in Slurm and ends FAILED, naming it (as local jobs do). The decision is
-        written to the run folder first, so a restarted controller reports the same."""
-        limit = job.compiled.stall_timeout_seconds
-        if not limit:
-            return None   # the only outcome this backend decides is a stall
-        state = run.read_state() or {}
-        if state.get("outcome"):
-            if not state.get("stop_sent"):   # decided, but the scancel did not get through: again
-                self.cli.scancel(sj.slurm_id)
-                state["stop_sent"] = self._now().isoformat()
-                run.write_state(state)
+    def _silence(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
+        """How long its chiefs and workers have written nothing (Observation.silence), for a
+        RUNNING job with a stall timeout. The lifecycle judges it (lifecycle/stalls.py) and
+        stops the job through cancel()."""
+        if not job.compiled.stall_timeout_seconds or job.state != S.RUNNING or sj.start is None:
             return None
-        if job.state != S.RUNNING or sj.start is None:
-            return None
-        task = log_reader.silent_task(run, job.compiled, sj.start.timestamp(), float(limit))
-        if task is None:
-            return None
-        message = (f"replica {task} wrote no output and reported no progress for {limit:g} s (its "
-                   "stall_timeout_seconds); the job was stopped")
-        state["outcome"] = {"state": "FAILED", "reason": message,
-                            "error": {"code": 4, "message": message, "replica": task, "source": "slurm"}}
-        run.write_state(state)
-        self.cli.scancel(sj.slurm_id)    # a transient failure raises: the next pass sends it again
-        state["stop_sent"] = self._now().isoformat()
-        run.write_state(state)
-        return None   # reported once Slurm has ended it (below, in _ended)
+        silent = log_reader.silence(run, job.compiled, sj.start.timestamp())
+        return Observation(job.id, silence=silent) if silent is not None else None
 
     def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:
         ref, final = sj.slurm_id, sj.final_state
+        # An outcome in state.json: a stall decided by a version of this backend from before the
+        # lifecycle judged them all (lifecycle/stalls.py); still reported as it was decided.
         decided = (run.read_state() or {}).get("outcome")
         kw: dict[str, Any] = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
         if decided:

@@ -1,7 +1,7 @@
 """The slurm backend's slice of the settings, checked once at start-up.
 
 The backend receives only this, never the whole Settings: what it needs to find the
-cluster, where run folders live, who jobs run as, and its limits. service/slices.py
+cluster, where run folders live, who jobs run as, and its limits. entry.py
 (slurm_config_of) maps the TRAINJOBS_SLURM_* settings to it, so this package does not import
 service.core.config. (The slurm backend's counterpart of local/settings.py; named SlurmConfig
 since before the other slices, and kept so.)"""

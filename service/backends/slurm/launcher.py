@@ -14,7 +14,7 @@ template's env, TF_CONFIG, CLUSTER_SPEC and AIP_* under the shared output folder
 
 It copies the command's output into logs/<task>.log in the local wrapper's record format
 (service/backends/local/wrapper.py: "<UTC time> <stream> <line>"), so the service reads
-both backends' logs with one reader, and records `started` and `exit` files. Standard
+the local and slurm backends' logs with one reader, and records `started` and `exit` files. Standard
 library only, copied into the run folder at submit: the nodes need no trainjobs install
 and it never imports TensorFlow."""
 from __future__ import annotations
@@ -108,6 +108,8 @@ def _exit(run: str, task: str, record: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # One function on purpose (over 60 lines): copied to the nodes and run standalone, it is
+    # the task's whole life in order (rendezvous, start, wait, record), sharing its locals.
     run, group = argv[0], int(argv[1])
     job = _read_json(os.path.join(run, "job.json"))
     task = job["groups"][group]["tasks"][int(os.environ.get("SLURM_PROCID", "0"))]

@@ -91,19 +91,9 @@ class ProgressFollower:
         self._state.clear()
 
 
-def silent_task(run: SlurmRun, compiled: CompiledJob, started_at: float, stall_seconds: float) -> str | None:
-    """The first chief or worker whose log has not grown for `stall_seconds` (progress
-    lines are output too). Parameter servers and the evaluator wait quietly by design."""
-    now = time.time()
-    for r in compiled.replicas:
-        if r.tf_role not in ("chief", "worker"):
-            continue
-        if run.task_record(r.task_name, "exit") is not None:
-            continue
-        try:
-            last = os.stat(run.log(r.task_name)).st_mtime
-        except FileNotFoundError:
-            last = 0.0
-        if now - max(last, started_at) > stall_seconds:
-            return r.task_name
-    return None
+def silence(run: SlurmRun, compiled: CompiledJob, started_at: float) -> dict | None:
+    """Observation.silence: the longest any chief or worker still running has written nothing
+    (progress lines are output too). Parameter servers and the evaluator wait quietly by design."""
+    files = {r.task_name: run.log(r.task_name) for r in compiled.replicas
+             if r.tf_role in ("chief", "worker") and run.task_record(r.task_name, "exit") is None}
+    return replica_logs.silence(files, started_at, time.time()) if files else None

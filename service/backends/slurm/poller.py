@@ -111,4 +111,6 @@ def ended_error(job: SlurmJob) -> tuple[str, dict]:
              "slurm_reason": job.reason, "slurm_job_id": job.slurm_id}
     if state in ("NODE_FAIL", "BOOT_FAIL"):
         error["lost"] = True            # the retry policy treats it as a replica gone without a status
+    if state == "PREEMPTED":
+        error["cause"] = "preemption"   # the retry policy's on_signal, as for a Spot VM reclaimed
     return message, error

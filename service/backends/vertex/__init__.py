@@ -1,8 +1,8 @@
 """The vertex backend: jobs run as Vertex AI CustomJobs (backend.py maps its parts).
 
 The backend's names load on first use (PEP 562): importing a small module of this package
-(model_queue, which the app uses whatever backends are enabled) must not load Google's client
-libraries (~70 MB) into a service that has no vertex backend."""
+(entry.py, which the registry reads when the vertex backend is enabled) must not load Google's
+client libraries (~70 MB) before the backend is built."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

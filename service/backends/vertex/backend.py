@@ -13,7 +13,8 @@ facts and holds no logic of its own beyond wiring its parts, each in its own mod
     cancels.py    cancelling, and cancelling again what Vertex still runs
     log_reader.py a job's log pages for the API, within the Cloud Logging budget
                   (logs.py: the wire; problems.py: the 502/503 answers)
-    model_upload.py  the Model Registry upload after success
+    model_client.py  the Model Registry calls of an upload after success (the domain's
+                     service/model_uploads/ runs them)
 
 Every call to Google goes through the budget, one attempt each: the controller never
 waits for a token nor retries inside a pass, so an outage or a spent budget costs a
@@ -27,7 +28,7 @@ from datetime import datetime
 from google.cloud import aiplatform_v1 as v1
 
 from service.backends.vertex import config as vconfig
-from service.backends.vertex import errors, model_upload, resources, view
+from service.backends.vertex import errors, resources, view
 from service.backends.vertex.attempts import LaunchAttempts
 from service.backends.vertex.budget import BudgetSpent, GoogleBudget
 from service.backends.vertex.cancels import Cancels
@@ -35,6 +36,7 @@ from service.backends.vertex.clients import Clients, connect
 from service.backends.vertex.clock import Clock
 from service.backends.vertex.jobs_api import JobsApi
 from service.backends.vertex.log_reader import LogReader
+from service.backends.vertex.model_client import VertexModelClient
 from service.backends.vertex.poller import Poller
 from service.backends.vertex.progress_reader import ProgressReader
 from service.backends.vertex.settings import VertexSettings
@@ -70,7 +72,7 @@ class VertexBackend(Backend):
         self.budget = budget or GoogleBudget.from_settings(settings)
         self.clock = Clock()
         self._clients: Clients | None = None
-        self.uploader = model_upload.ModelUploader(self)
+        self.models = VertexModelClient(self)
         self.progress = ProgressReader(settings.vertex_progress_interval_seconds, wall=lambda: self.clock.wall())
         self.attempts = LaunchAttempts(self.clock, grace_seconds=settings.vertex_submit_grace_seconds,
                                        lookup_every_seconds=settings.vertex_poll_interval_seconds)
@@ -115,8 +117,9 @@ class VertexBackend(Backend):
             self._clients.close()
             self._clients = None
 
-    def after_pass(self, session_factory) -> None:
-        self.uploader.run(session_factory)
+    def upload_client(self) -> VertexModelClient:
+        """The UploadsModels role: the Model Registry calls the controller's uploads make."""
+        return self.models
 
     @property
     def started(self) -> Clients:

@@ -73,7 +73,10 @@ def load(settings: VertexSettings) -> tuple[VertexConfig, Credentials | None, Cr
 
     Credentials are Application Default Credentials, except for a plain-http
     endpoint (a local fake or emulator): that one gets anonymous credentials,
-    so no token of ours ever travels unencrypted."""
+    so no token of ours ever travels unencrypted.
+
+    One function (over 60 lines) on purpose: it checks every setting and gathers every
+    problem into one list, so an operator reads them all at once."""
     problems: list[str] = []
     location = (settings.vertex_location or "").strip()
     if not _LOCATION.match(location):

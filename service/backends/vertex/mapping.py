@@ -84,6 +84,7 @@ def our_state(cj: v1.CustomJob) -> JobState | None:
 # google.rpc codes Vertex AI reports for its own infrastructure, not the job's code
 # (service/jobspec/spec.py INFRASTRUCTURE_CODES: the retry policy's on_infrastructure_error).
 INFRASTRUCTURE = {code: name for name, code in INFRASTRUCTURE_CODES.items()}
+_EXIT = "non-zero status of "   # Vertex AI's words for a replica that ended
 
 
 def cause_of(code: int, message: str) -> str | None:
@@ -97,20 +98,43 @@ def cause_of(code: int, message: str) -> str | None:
     return None
 
 
+def exit_code_of(message: str) -> int | None:
+    """The replica's exit status in Vertex AI's words ("... exited with a non-zero status of 137");
+    shared/VERTEX.md."""
+    at = message.find(_EXIT)
+    if at < 0:
+        return None
+    digits = ""
+    for ch in message[at + len(_EXIT):]:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits) if digits else None
+
+
 def error_of(cj: v1.CustomJob) -> dict | None:
     """Google's code and message for a job that did not succeed, and what caused it."""
     if not cj.error.code and not cj.error.message:
         return None
+    return error_from(cj.error.code, cj.error.message)
+
+
+def error_from(code: int, message: str) -> dict:
+    """The normalised facts the lifecycle reads (lifecycle/retries.py): `cause`, `lost` and the
+    replica's `exit_code`, parsed here from Google's words so no layer above reads them."""
     try:
-        status = code_pb2.Code.Name(cj.error.code)
+        status = code_pb2.Code.Name(code)
     except ValueError:
         status = None
-    out = {"code": cj.error.code, "status": status, "message": cj.error.message, "source": "vertex"}
-    cause = cause_of(cj.error.code, cj.error.message)
+    out: dict = {"code": code, "status": status, "message": message, "source": "vertex"}
+    cause = cause_of(code, message)
     if cause is not None:
         out["cause"] = cause
     if cause == "preemption":
         out["lost"] = True   # a replica gone without an exit status: the retry policy's on_signal
+    exit_code = exit_code_of(message)
+    if exit_code is not None:
+        out["exit_code"] = exit_code
     return out
 
 

@@ -1,10 +1,10 @@
 """The Vertex backend's slice of the service settings: exactly the fields it reads.
 
-The backend is handed this, never the global `Settings` (115 fields, most of them about
-other packages), so what the Vertex backend depends on is written down here and nowhere
-else. Field names are those of the global settings (and so the same `TRAINJOBS_*`
+The backend is handed this, never the global `Settings` (well over a hundred fields, most of
+them about other packages), so what the Vertex backend depends on is written down here and
+nowhere else. Field names are those of the global settings (and so the same `TRAINJOBS_*`
 environment variables, whose descriptions and limits live there, in service/core/config.py):
-the one place that builds backends (service/slices.py) maps one to the other
+the backend's entry (entry.py, which the registry calls to build it) maps one to the other
 by name with `VertexSettings.model_validate(settings)`, and a field missing from the
 global settings fails that at start-up rather than at a job's first call."""
 from __future__ import annotations
@@ -45,10 +45,6 @@ class VertexSettings(BaseModel):
     logging_reads_burst: int
     google_backoff_max_seconds: float
     workers: int
-    # Model Registry uploads after success (model_upload.py).
-    vertex_model_upload_max_attempts: int
-    vertex_model_uploads_per_pass: int
-    vertex_model_upload_retry_seconds: float
     # Log pages and followers (log_reader.py).
     logs_budget_wait_seconds: float
     logs_follow_min_seconds: float

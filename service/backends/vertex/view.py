@@ -16,7 +16,7 @@ import uuid
 
 from service.jobspec import CompiledJob, vertex_names
 from service.jobspec.reserved import JOB_ID_LABEL
-from service.lifecycle.protocol import LaunchView
+from service.lifecycle.protocol import LaunchView, tensorboard_of
 
 
 def effective(compiled: CompiledJob, job_id: uuid.UUID | str, *, base_output_directory: str | None,
@@ -52,5 +52,7 @@ def launch_view(compiled: CompiledJob, resources: dict | None = None) -> LaunchV
     """Vertex gives each replica TF_CONFIG, CLUSTER_SPEC and the AIP_* directories of the
     job it received; cluster addresses are Vertex's own host names (shown as task names).
     A CustomJob's TF_CONFIG has no `task.trial`: a sweep trial's id is in its env only."""
+    logs, url = tensorboard_of(compiled)
     return LaunchView(compiled.custom_job_dict, {r.task_name: compiled.env(r, trial_in_task=False)
-                                                 for r in compiled.replicas}, resources or {})
+                                                 for r in compiled.replicas}, resources or {},
+                      tensorboard_dir=logs, tensorboard_url=url)

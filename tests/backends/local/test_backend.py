@@ -8,8 +8,8 @@ import psutil
 import pytest
 
 from service.backends.local import LocalBackend
+from service.backends.local.entry import local_settings_of
 from service.jobspec import Replica
-from service.slices import local_settings_of
 from tests.backends.localkit import PROGRAM, assert_no_processes, job_processes, read_json, run_path, settings_for, spec
 from tests.waiting import wait_for
 

@@ -163,6 +163,8 @@ def test_a_stopped_replica_fails_the_job_after_its_stall_timeout(make_client, wo
     assert done["state"] == "FAILED"
     assert done["error"]["replica"] == "workerpool0-0"
     assert "no output" in done["error"]["message"] and "stall_timeout_seconds" in done["error"]["message"]
+    # Judged by the lifecycle (lifecycle/stalls.py), as for every backend: one code, one source.
+    assert (done["error"]["code"], done["error"]["source"]) == (4, "trainjobs")
     for p in replica:
         try:
             p.send_signal(signal.SIGCONT)

@@ -9,11 +9,11 @@ import uuid
 import httpx
 
 from service.backends.local import LocalBackend
+from service.backends.local.entry import local_settings_of
 from service.backends.local.processes import MARKER
 from service.backends.local.rundir import RunDir
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from service.slices import local_settings_of
 from tests.backends.localkit import (
     Api,
     ServiceProcess,

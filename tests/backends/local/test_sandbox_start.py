@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from service.backends.local.backend import LocalBackend
+from service.backends.local.entry import local_settings_of
 from service.core.config import Settings
-from service.slices import local_settings_of
 from tests.backends.localkit import settings_for
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox exists only for a root service")
@@ -48,7 +48,7 @@ def test_a_sandboxed_root_service_starts_quietly(tmp_path, caplog):
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 def test_no_namespaces_means_one_line_with_the_fix(tmp_path):
     code = ("import sys\n"
-            "from service.slices import local_settings_of\n"
+            "from service.backends.local.entry import local_settings_of\n"
             "from service.backends.local.backend import LocalBackend\n"
             "from tests.backends.localkit import settings_for\n"
             f"b = LocalBackend(local_settings_of(settings_for('sqlite:///{tmp_path}/x.db', __import__('pathlib').Path('{tmp_path}/runs'))))\n"

@@ -7,10 +7,10 @@ import uuid
 
 from service import jobspec
 from service.backends.slurm import SlurmBackend
+from service.backends.slurm.entry import slurm_config_of
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
-from service.slices import slurm_config_of
 from tests.backends.slurm.conftest import SlurmApi, slurm_settings, spec
 from tests.conftest import bearer
 

@@ -19,6 +19,8 @@ def test_a_silent_replica_is_a_stall(make_slurm_client, cluster, tmp_path):
     done = api.wait_state(job["id"], "FAILED", "SUCCEEDED", "CANCELLED")
     assert done["state"] == "FAILED"
     assert done["error"]["replica"] == "workerpool0-0" and "stall_timeout_seconds" in done["error"]["message"]
+    # Judged by the lifecycle (lifecycle/stalls.py), as for every backend: one code, one source.
+    assert (done["error"]["code"], done["error"]["source"]) == (4, "trainjobs")
     wait_for(lambda: not cluster.jobs_active(), "the stalled Slurm job to be cancelled", 60)
 
 

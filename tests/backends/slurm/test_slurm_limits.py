@@ -14,11 +14,11 @@ import pytest
 from service import jobspec
 from service.backends.slurm import SlurmBackend, script
 from service.backends.slurm.backend import LAUNCHER
+from service.backends.slurm.entry import slurm_config_of
 from service.backends.slurm.runs import SlurmRun
 from service.lifecycle.protocol import JobHandle, TransientBackendError
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
-from service.slices import slurm_config_of
 from tests.backends.slurm.conftest import slurm_settings, spec
 
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from service.backends.slurm import SlurmBackend, SlurmConfigError
-from service.slices import slurm_config_of
+from service.backends.slurm.entry import slurm_config_of
 from tests.backends.slurm.conftest import slurm_settings, spec
 
 

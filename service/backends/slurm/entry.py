@@ -1,0 +1,37 @@
+"""The slurm backend's declaration (service/backends/registry.py): its name, its settings
+slice (SlurmConfig, from the TRAINJOBS_SLURM_* variables) and its factory."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from service.backends.registry import BackendEntry
+
+if TYPE_CHECKING:
+    from service.backends.slurm.config import SlurmConfig
+    from service.lifecycle.protocol import Backend
+
+
+def slurm_config_of(s: Any) -> SlurmConfig:
+    """The slice, from the service's settings (read by attribute: this package does not import
+    the global config)."""
+    from service.backends.slurm.config import DEFAULT_PATH, SlurmConfig
+
+    return SlurmConfig(
+        conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
+        work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
+        python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
+        account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
+        allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
+        cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
+        max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
+        poll_interval=s.slurm_poll_interval_seconds, rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
+
+
+def _build(cfg: SlurmConfig) -> Backend:
+    from service.backends.slurm.backend import SlurmBackend
+
+    return SlurmBackend(cfg)
+
+
+ENTRY = BackendEntry(name="slurm", settings=slurm_config_of, factory=_build)
