@@ -125,7 +125,8 @@ def translate(exc: BaseException, what: str) -> TransientBackendError | Permanen
         # A 429 is refused before anything is done; a 5xx, timeout or reset may have
         # been carried out all the same.
         refused = isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted))
-        return TransientBackendError(f"{what}: {type(exc).__name__}: {message}", nothing_launched=refused)
+        answer = f"Google answered {code} {status or type(exc).__name__}" if code else type(exc).__name__
+        return TransientBackendError(f"{what}: {answer}: {message}", nothing_launched=refused)
     err = PermanentBackendError(message, code)
     err.status = status  # type: ignore[attr-defined]
     return err
