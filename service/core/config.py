@@ -326,7 +326,8 @@ class Settings(BaseSettings):
     vertex_max_running_jobs: int | None = Field(
         None, ge=0, description="Vertex jobs launched at once by this service; the rest wait in QUEUED, "
                                 "oldest first. Default: no cap of ours (Vertex quotas still apply)")
-    vertex_list_page_size: int = Field(500, ge=1, le=1000, description="pageSize of customJobs.list")
+    vertex_list_page_size: int = Field(1000, ge=1, le=1000, description="pageSize of customJobs.list (each page "
+                                                                         "is one call of the Vertex budget)")
     vertex_poll_interval_seconds: float = Field(
         10.0, ge=0, le=600, description="How often the controller lists Vertex jobs to follow their states "
                                         "(its loop runs more often; cancels and creates do not wait for this)")

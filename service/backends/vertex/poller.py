@@ -29,10 +29,11 @@ from google.cloud import aiplatform_v1 as v1
 
 from service.backends.vertex import errors, mapping
 from service.backends.vertex.attempts import LaunchAttempts
-from service.backends.vertex.budget import Bucket, BudgetSpent
+from service.backends.vertex.budget import BudgetSpent
 from service.backends.vertex.cancels import Cancels
 from service.backends.vertex.clients import Clients
 from service.backends.vertex.clock import Clock
+from service.backends.vertex.errors import retry_note
 from service.backends.vertex.jobs_api import name_key
 from service.backends.vertex.progress_reader import ProgressReader
 from service.lifecycle.protocol import JobHandle, Observation, TransientBackendError
@@ -57,6 +58,10 @@ class _Listing:
 
 
 _GONE = object()   # a get answered 404: the CustomJob no longer exists
+# Listings are paced to use at most this part of the Vertex call budget on average (what a
+# listing costs grows with the jobs followed), so the rest stays free for creates, cancels,
+# lookups of ended jobs and everyone else in the project, at any number of jobs.
+POLL_SHARE = 0.5
 LOOKUP_CHUNK = 20  # job ids per label lookup (`labels.k="a" OR labels.k="b" ...`): a short filter
 LOOKUP_PAGE = 100  # one page holds them all (unless someone else's CustomJobs carry our labels)
 
@@ -191,7 +196,7 @@ class Poller:
         if not first:
             return listing
         now = self.clock.mono()
-        if listing is None or not inside or (listing.settled and now - listing.started_mono >= self.poll_interval):
+        if listing is None or not inside or (listing.settled and now - listing.started_mono >= self._interval(listing)):
             listing = self._listing = _Listing(since=since, started_mono=now, started_wall=self.clock.wall())
             with self._lock:   # what was launched before this listing began, it shows
                 self._launched = {k: t for k, t in self._launched.items() if t >= now}
@@ -203,6 +208,12 @@ class Poller:
             listing.since, listing.token, listing.jobs = since, "", {}
         self._fetch_pages(listing)
         return listing
+
+    def _interval(self, last: _Listing) -> float:
+        """Seconds from one listing's start to the next: the poll interval, or longer when the
+        last listing's pages would otherwise take more than POLL_SHARE of the call budget."""
+        per_minute = self.started.api.budget.vertex.per_minute
+        return max(self.poll_interval, last.pages * 60.0 / (POLL_SHARE * per_minute))
 
     def _fetch_pages(self, listing: _Listing) -> None:
         """As many pages as the budget gives background calls now; the rest in later passes."""
@@ -333,15 +344,6 @@ def keep(found: dict[str, tuple[v1.CustomJob, datetime]], cj: v1.CustomJob, at: 
             log.warning("job %s: two CustomJobs carry its label (%s, %s); following %s", jid, seen[0].name, cj.name,
                         cj.name)
         found[jid] = (cj, at)
-
-
-def retry_note(err: Exception, bucket: Bucket) -> str:
-    """One line for a call Google refused for now: what, Google's answer, and when it is tried again."""
-    if bucket.paused():
-        when = f"in {bucket.wait_time():.0f} s (get, list and cancel pause after a 429)"
-    else:
-        when = "at the next controller pass"
-    return f"{err}; trying again {when}"
 
 
 def _with_progress(out: list[Observation], progress: dict[str, dict]) -> list[Observation]:

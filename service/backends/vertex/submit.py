@@ -74,7 +74,8 @@ class Submitter:
         except Exception as e:  # noqa: BLE001
             err = errors.as_backend_error(e, "looking the job up before creating it")
             if isinstance(err, TransientBackendError):
-                err.nothing_launched = True  # a lookup creates nothing
+                # A lookup creates nothing.
+                err = TransientBackendError(errors.retry_note(err, self.budget.crud), nothing_launched=True)
             raise err from e
         self.attempts.looked_up(jid)
         if existing:
@@ -95,6 +96,13 @@ class Submitter:
             err = errors.as_backend_error(e, "creating the CustomJob")
             if isinstance(err, PermanentBackendError):
                 self.attempts.forget(jid)   # the job fails: nothing left to look up
+            elif err.nothing_launched:       # a 429: refused, nothing created
+                err = TransientBackendError(errors.retry_note(err, self.budget.create), nothing_launched=True)
+            else:                            # it may have landed all the same
+                err = TransientBackendError(f"{err}; looked up by its label from the next pass (every "
+                                            f"{self.settings.vertex_poll_interval_seconds:g} s), created again only "
+                                            f"if absent {self.settings.vertex_submit_grace_seconds:g} s after "
+                                            "this attempt")
             raise err from e
         self.attempts.forget(jid)
         self._launched(jid)
