@@ -36,7 +36,7 @@ from service.backends.vertex.clock import Clock
 from service.backends.vertex.errors import retry_note
 from service.backends.vertex.jobs_api import name_key
 from service.backends.vertex.progress_reader import ProgressReader
-from service.lifecycle.protocol import JobHandle, Observation, TransientBackendError
+from service.lifecycle.protocol import JobHandle, Observation, PermanentBackendError, TransientBackendError
 from service.lifecycle.states import TERMINAL, JobState
 
 log = logging.getLogger("trainjobs.vertex")
@@ -82,6 +82,7 @@ class Poller:
         self._confirmed: dict[str, tuple[JobState, datetime]] = {}   # for observed(): job id -> (state, when)
         self._launched: dict[str, float] = {}       # job id -> when this process created or adopted its CustomJob
         self.listings = 0                           # listings completed (benchmarks, tests)
+        self._or_lookups = True                     # several jobs a label lookup (until Vertex refuses OR)
 
     @property
     def started(self) -> Clients:
@@ -245,9 +246,10 @@ class Poller:
         api = self.started.api
         out: dict[str, Any] = {str(j.id): None for j in jobs}
         at = self.clock.wall()
+        size = LOOKUP_CHUNK if self._or_lookups else 1
         try:
-            for i in range(0, len(jobs), LOOKUP_CHUNK):
-                chunk = jobs[i:i + LOOKUP_CHUNK]
+            for i in range(0, len(jobs), size):
+                chunk = jobs[i:i + size]
                 found: dict[str, tuple[v1.CustomJob, datetime]] = {}
                 filter_ = " OR ".join(mapping.label_filter(str(j.id), legacy=mapping.is_legacy(j.compiled.custom_job_dict))
                                       for j in chunk)
@@ -267,7 +269,13 @@ class Poller:
             pass   # the rest in a later pass
         except Exception as e:  # noqa: BLE001 - sorted here; a bug of ours is raised as it is
             err = errors.as_backend_error(e, f"looking up {len(jobs)} ended CustomJobs by their labels")
-            log.warning("%s", retry_note(err, api.budget.crud))
+            if isinstance(err, PermanentBackendError) and size > 1:
+                # Vertex documents OR in list filters; should a region refuse it, one job a call
+                # (the filter of a single label, as submit's lookups) still costs a constant.
+                self._or_lookups = False
+                log.warning("%s; from now on one job a lookup", err)
+            else:
+                log.warning("%s", retry_note(err, api.budget.crud))
         return out
 
     def _get(self, job: JobHandle) -> tuple[v1.CustomJob, datetime] | object:

@@ -26,22 +26,22 @@ def _short_budget(h, clock, *, per_minute: float, burst: int) -> Bucket:
 
 def test_the_call_budget_is_never_exceeded_and_every_state_is_still_refreshed(make_harness, fake_vertex,
                                                                              monkeypatch):
-    """30 calls a minute, 4 at once, against 12 jobs listed 2 a page (7 calls a listing), jobs
+    """30 calls a minute, 4 at once, against 10 jobs listed 2 a page (6 calls a listing), jobs
     launched, cancelled and ending meanwhile: over every stretch of the run the calls stay
     within the bucket's promise (4 + 30 a minute), and the states all arrive, later."""
     with make_harness(vertex_calls_per_minute=30, vertex_calls_burst=4, vertex_list_page_size=2,
                       vertex_poll_interval_seconds=10) as h:
         clock = h.use_clock(monkeypatch)
         clock.freeze()
-        jobs = [h.submit(launch=False)["id"] for _ in range(12)]
-        calls: list[tuple[float, int]] = []
+        jobs = [h.submit(launch=False)["id"] for _ in range(10)]
         start = clock.monotonic()
-        for step in range(300):                       # 2.5 simulated minutes, a pass every 0.5 s
-            if step == 80:
-                for jid in jobs[:9]:
+        calls: list[tuple[float, int]] = [(0.0, fake_vertex.total_calls)]
+        for step in range(200):                       # 100 simulated seconds, a pass every 0.5 s
+            if step == 60:
+                for jid in jobs[:7]:
                     fake_vertex.set_state(jid, "JOB_STATE_RUNNING")
-                h.client.post(f"/v1/jobs/{jobs[9]}/cancel")
-            if step == 160:
+                h.client.post(f"/v1/jobs/{jobs[7]}/cancel")
+            if step == 120:
                 for jid in jobs[:3]:
                     fake_vertex.set_state(jid, "JOB_STATE_SUCCEEDED")
                 fake_vertex.complete_cancels()
@@ -51,13 +51,13 @@ def test_the_call_budget_is_never_exceeded_and_every_state_is_still_refreshed(ma
         for i, (t0, c0) in enumerate(calls):
             for t1, c1 in calls[i + 1:]:
                 assert c1 - c0 <= 4 + 30 * (t1 - t0) / 60 + 1e-9, (t0, t1, c1 - c0)
-        # Used, not idle: 12 creates waiting for it at the start, listings at half of it after.
-        assert fake_vertex.total_calls > 40 and calls[10][1] < 12
+        # Used, not idle: 10 creates waiting for it at the start, listings at half of it after.
+        assert fake_vertex.total_calls > 30 and calls[10][1] < 10 and calls[0][1] == 0
         states = {jid: h.job(jid)["state"] for jid in jobs}
         assert [states[j] for j in jobs[:3]] == ["SUCCEEDED"] * 3
-        assert [states[j] for j in jobs[3:9]] == ["RUNNING"] * 6
-        assert states[jobs[9]] == "CANCELLED"
-        assert [states[j] for j in jobs[10:]] == ["PENDING"] * 2
+        assert [states[j] for j in jobs[3:7]] == ["RUNNING"] * 4
+        assert states[jobs[7]] == "CANCELLED"
+        assert [states[j] for j in jobs[8:]] == ["PENDING"] * 2
 
 
 def test_creates_and_cancels_go_before_listings_when_the_budget_is_short(make_harness, fake_vertex, monkeypatch):
@@ -140,3 +140,26 @@ def test_the_job_view_says_how_old_its_state_is(make_harness, fake_vertex, monke
         later = h.job(job)
         assert (datetime.fromisoformat(later["state_observed_at"]) - listed_at).total_seconds() >= 11
         assert later["updated_at"] == seen["updated_at"]      # a confirmation is no change of the job
+
+
+def test_ended_jobs_are_looked_up_one_a_call_if_vertex_refuses_or(make_harness, fake_vertex, monkeypatch):
+    """Vertex's reference documents OR in customJobs.list filters; should a region answer 400
+    to it, the lookup goes on one label a call (still a constant per job), never stuck."""
+    from tests.fakes.server import GoogleError
+    real = type(fake_vertex)._list
+
+    def refusing_or(self, req, int_enums):
+        if " OR " in req.query.get("filter", ""):
+            raise GoogleError(400, "Invalid filter: OR is not supported here")
+        return real(self, req, int_enums)
+    monkeypatch.setattr(type(fake_vertex), "_list", refusing_or)
+    with make_harness() as h:
+        jobs = [h.submit()["id"] for _ in range(2)]
+        for jid in jobs:
+            fake_vertex.set_state(jid, "JOB_STATE_SUCCEEDED")
+        h.reconcile()                        # the running list shows neither; the lookup is refused
+        assert "SUCCEEDED" not in [h.job(j)["state"] for j in jobs]
+        fake_vertex.reset_calls()
+        h.reconcile()
+        assert [h.job(j)["state"] for j in jobs] == ["SUCCEEDED", "SUCCEEDED"]
+        assert fake_vertex.list_filters() == [f'labels.trainjobs_job_id="{j}"' for j in jobs]   # no new listing yet

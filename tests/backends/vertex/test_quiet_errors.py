@@ -27,9 +27,9 @@ def test_429_and_503_are_one_warning_line_each_without_a_traceback(make_harness,
         fake_vertex.fail("list", 503)
         clock.advance(1)                                    # a listing is due at every pass that moves on
         h.reconcile()
-        expected.append(("backend vertex: poll deferred: listing CustomJobs (page 1): Google answered 503 "
+        expected.append("backend vertex: poll deferred: listing CustomJobs (page 1): Google answered 503 "
                          "UNAVAILABLE: The service is currently unavailable.; trying again at the next controller "
-                         "pass"))
+                         "pass")
         h.reconcile()                                       # it answers again: no line
 
         fake_vertex.fail_rate_limit("list")
