@@ -109,6 +109,7 @@ class VertexBackend(Backend):
         self.cancels.clear()
         self.attempts.clear()
         self.progress.clear()
+        self.poller.clear()
 
     def close(self) -> None:
         if self._clients is not None:

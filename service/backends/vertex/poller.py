@@ -64,6 +64,8 @@ _GONE = object()   # a get answered 404: the CustomJob no longer exists
 POLL_SHARE = 0.5
 LOOKUP_CHUNK = 20  # job ids per label lookup (`labels.k="a" OR labels.k="b" ...`): a short filter
 LOOKUP_PAGE = 100  # one page holds them all (unless someone else's CustomJobs carry our labels)
+LOOKUP_MAX_PAGES = 2   # then what is still missing is asked for by name: CustomJobs made by others
+                       # with our labels (a replica's service account may create some) cost a bound
 
 
 class Poller:
@@ -90,6 +92,13 @@ class Poller:
         if clients is None:
             raise RuntimeError("vertex backend not started")
         return clients
+
+    def clear(self) -> None:
+        """This process stopped controlling: a later term starts with a listing of its own."""
+        with self._lock:
+            self._listing = None
+            self._confirmed.clear()
+            self._launched.clear()
 
     # passes -------------------------------------------------------------------------------------
     def begin_pass(self) -> None:
@@ -149,7 +158,7 @@ class Poller:
         fetched: dict[str, Any] = {}
         if listing is not None and listing.done:
             missing = [j for j in jobs if j.backend_ref and str(j.id) not in listing.observed
-                       and str(j.id) not in listing.jobs
+                       and _ours(listing.jobs.get(str(j.id)), j) is None
                        # launched after the listing began: the next one shows it
                        and self._launched.get(str(j.id), float("-inf")) < listing.started_mono]
             fetched = self._fetch_missing(missing) if missing else {}
@@ -165,7 +174,7 @@ class Poller:
             elif listing is None or not listing.done or jid in listing.observed:
                 continue
             else:
-                found = seen or fetched.get(jid)
+                found = _ours(seen, job) or fetched.get(jid)
                 if found is None:
                     if jid in fetched:
                         listing.deferred = True   # asked for, not answered: a later pass asks again
@@ -250,21 +259,19 @@ class Poller:
         try:
             for i in range(0, len(jobs), size):
                 chunk = jobs[i:i + size]
-                found: dict[str, tuple[v1.CustomJob, datetime]] = {}
+                by_name: dict[str, tuple[v1.CustomJob, datetime]] = {}
                 filter_ = " OR ".join(mapping.label_filter(str(j.id), legacy=mapping.is_legacy(j.compiled.custom_job_dict))
                                       for j in chunk)
                 token = ""
-                while True:
+                for _ in range(LOOKUP_MAX_PAGES):
                     page, token = api.page(filter_, token, page_size=LOOKUP_PAGE, fields=mapping.POLL_FIELDS,
                                            background=True)
                     at = self.clock.wall()
-                    for cj in page:
-                        keep(found, cj, at)
+                    by_name.update((cj.name, (cj, at)) for cj in page)
                     if not token:
                         break
                 for job in chunk:
-                    jid = str(job.id)
-                    out[jid] = found.get(jid) or self._get(job)
+                    out[str(job.id)] = by_name.get(job.backend_ref or "") or self._get(job)
         except BudgetSpent:
             pass   # the rest in a later pass
         except Exception as e:  # noqa: BLE001 - sorted here; a bug of ours is raised as it is
@@ -338,6 +345,14 @@ class Poller:
         if clients is None or not (self.progress.due() or ended_now):
             return {}
         return self.progress.read(clients.logging, clients.logging_session, clients.config.project)
+
+
+def _ours(seen: tuple[v1.CustomJob, datetime] | None, job: JobHandle) -> tuple[v1.CustomJob, datetime] | None:
+    """A listed CustomJob carrying the job's label, if it is the one we created: a job that
+    has its CustomJob follows that one, never another that someone made with its label."""
+    if seen is None or (job.backend_ref and seen[0].name != job.backend_ref):
+        return None
+    return seen
 
 
 def keep(found: dict[str, tuple[v1.CustomJob, datetime]], cj: v1.CustomJob, at: datetime) -> None:

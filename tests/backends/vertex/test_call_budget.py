@@ -12,7 +12,7 @@ import pytest
 
 from service.backends.vertex.budget import VERTEX, Bucket
 from tests.backends.vertex.test_backend import only_custom_job
-from tests.fakes.harness import fake_logging, fake_vertex, make_harness  # noqa: F401 - fixtures
+from tests.fakes.harness import fake_logging, fake_vertex, harness, make_harness  # noqa: F401 - fixtures
 
 
 def _short_budget(h, clock, *, per_minute: float, burst: int) -> Bucket:
@@ -163,3 +163,20 @@ def test_ended_jobs_are_looked_up_one_a_call_if_vertex_refuses_or(make_harness, 
         h.reconcile()
         assert [h.job(j)["state"] for j in jobs] == ["SUCCEEDED", "SUCCEEDED"]
         assert fake_vertex.list_filters() == [f'labels.trainjobs_job_id="{j}"' for j in jobs]   # no new listing yet
+
+
+def test_a_custom_job_someone_else_made_with_a_jobs_label_is_never_followed(harness):
+    """Code with the project's permissions (a replica's service account) can create a CustomJob
+    carrying another job's label. A job that has its CustomJob follows that one, by name: the
+    listing's pick by label (the lower name) never replaces it, and its end is still found."""
+    job = harness.submit(launch=False)["id"]
+    [other] = harness.fake.seed(1, job_ids=[job])           # RUNNING, a lower name than ours
+    harness.reconcile()
+    ours = harness.job(job)["backend_ref"]
+    assert ours and ours != other
+    harness.fake.set_state(ours, "JOB_STATE_RUNNING")
+    harness.reconcile()
+    assert (harness.job(job)["backend_ref"], harness.job(job)["state"]) == (ours, "RUNNING")
+    harness.fake.set_state(ours, "JOB_STATE_FAILED", error=(3, "bad flag"))
+    harness.reconcile()
+    assert (harness.job(job)["backend_ref"], harness.job(job)["state"]) == (ours, "FAILED")
