@@ -180,3 +180,13 @@ def test_a_custom_job_someone_else_made_with_a_jobs_label_is_never_followed(harn
     harness.fake.set_state(ours, "JOB_STATE_FAILED", error=(3, "bad flag"))
     harness.reconcile()
     assert (harness.job(job)["backend_ref"], harness.job(job)["state"]) == (ours, "FAILED")
+
+
+def test_the_renamed_crud_setting_is_refused_at_start_up(api_client, db_url, fake_vertex, fake_logging, monkeypatch):
+    """A deployment that still sets the old get/list/cancel budget is told, not silently given 120."""
+    from service.backends.vertex.config import VertexConfigError
+    from tests.fakes.harness import vertex_settings
+    monkeypatch.setenv("TRAINJOBS_VERTEX_CRUD_PER_MINUTE", "600")
+    with pytest.raises(VertexConfigError, match="set TRAINJOBS_VERTEX_CALLS_PER_MINUTE instead"):
+        with api_client(vertex_settings(db_url, fake_vertex, fake_logging)):
+            pass
