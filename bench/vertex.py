@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def pass_costs(args, tmp, fake, logs) -> list[tuple]:
     with service(tmp, fake, logs, vertex_list_page_size=args.page_size, reconcile_batch_size=args.batch_size,
                  vertex_poll_interval_seconds=0, vertex_progress_interval_seconds=3600,
                  vertex_create_per_minute=6000, vertex_create_burst=1000,
-                 vertex_crud_per_minute=60000, vertex_crud_burst=10000) as client:
+                 vertex_calls_per_minute=60000, vertex_calls_burst=10000) as client:
         controller = client.app.state.services.controller
         backend = client.app.state.services.backends["vertex"]
         post_jobs(client, args.jobs)
@@ -169,7 +170,7 @@ def steady_minutes(args, tmp, fake, logs, minutes: int = 3) -> None:
     print("| calls per minute | Vertex list | Vertex get | Cloud Logging entries.list | quota (ours / Google's) |")
     print("|---|---|---|---|---|")
     print(f"| | {fake.calls['list'] / minutes:.1f} | {fake.calls['get'] / minutes:.1f} | "
-          f"{logs.calls['list'] / minutes:.1f} | CRUD 300 / ~600, entries.list 30 / 60 |")
+          f"{logs.calls['list'] / minutes:.1f} | Vertex calls 120 / ~600, entries.list 30 / 60 |")
     print(f"\njobs showing progress from Cloud Logging: {with_progress}")
 
 
@@ -322,16 +323,139 @@ def followers(args, tmp, fake, logs, jobs: int = 5, per_job: int = 4, seconds: i
           f"| {pages_ok} of {pages} | {lines_written} |")
 
 
+def seed_running(client, fake: FakeJobService, n: int, *, ended: int = 0) -> list[str]:
+    """n launched RUNNING jobs, stored as the controller leaves them, and their CustomJobs in the
+    fake: one job POSTed and launched, its row copied n - 1 times (POSTing 10,000 jobs and
+    creating them 20 a pass would take the bench most of an hour). Plus `ended` ended
+    CustomJobs of other jobs of ours in the project."""
+    from datetime import timedelta
+
+    from sqlalchemy import insert, select
+
+    from service.persistence.models import Job
+    controller = client.app.state.services.controller
+    [first] = post_jobs(client, 1)
+    controller.run_once()
+    factory = client.app.state.services.session_factory
+    with factory() as s:
+        row = s.execute(select(Job.__table__).where(Job.id == uuid.UUID(first))).mappings().one()
+        base = dict(row)
+        ids = [first] + [str(uuid.uuid4()) for _ in range(n - 1)]
+        names = fake.seed(n - 1, job_ids=ids[1:])
+        start = base["created_at"] - timedelta(hours=1)
+        rows = []
+        for i, (jid, name) in enumerate(zip(ids[1:], names, strict=True)):
+            values = {**base, "id": uuid.UUID(jid), "backend_ref": name, "state": "RUNNING",
+                      "created_at": start + timedelta(milliseconds=i), "idempotency_key": None}
+            rows.append(values)
+        for i in range(0, len(rows), 1000):
+            s.execute(insert(Job.__table__), rows[i:i + 1000])
+        s.commit()
+    fake.set_state(first, "JOB_STATE_RUNNING")
+    if ended:
+        fake.seed(ended, state="JOB_STATE_SUCCEEDED")
+    return ids
+
+
+def oldest_state_age(client, now) -> float:
+    from sqlalchemy import func, select
+
+    from service.persistence.models import Job
+    if not hasattr(Job, "state_observed_at"):
+        return float("nan")   # run on a commit before issue 39 (for the "before" figures)
+    with client.app.state.services.session_factory() as s:
+        oldest, unseen = s.execute(select(func.min(Job.state_observed_at),
+                                          func.count().filter(Job.state_observed_at.is_(None)))
+                                   .where(Job.state == "RUNNING")).one()
+    return float("inf") if unseen or oldest is None else (now - oldest).total_seconds()
+
+
+def budget_scale(args, tmp, fake, logs, sizes=((300, 120), (3000, 120), (10000, 120), (3000, 20)),
+                 minutes: float = 2.0, step: float = 1.0) -> None:
+    """Issue 39, point 2: the default Vertex call budget (120 a minute) with N running jobs:
+    calls per minute, the oldest state (the job view's state_observed_at), and how long a new
+    job waits for its create, a job POSTed every 15 simulated s meanwhile. Passes every
+    `step` simulated s (the controller's are 0.5 s apart; coarser here so 10,000 jobs run in
+    minutes); one simulated minute to warm up, then `minutes` measured."""
+    rows = []
+    for n, budget in ([(n, 120) for n in args.sizes] if args.sizes else sizes):
+        with FakeJobService() as fake, FakeCloudLogging() as logs, \
+                service(tmp, fake, logs, vertex_calls_per_minute=budget) as client:
+            clock, backend = simulated(client, fake, logs)
+            controller = client.app.state.services.controller
+            seed_running(client, fake, n)
+            t0 = time.perf_counter()
+            for _ in range(int(60 / step)):                 # warm-up: every job observed once
+                clock.advance(step)
+                controller.run_once()
+            fake.reset_calls()
+            start, ages, latencies, waiting = clock.monotonic(), [], [], {}
+            passes = 0
+            while clock.monotonic() - start < minutes * 60:
+                if passes % int(15 / step) == 0:
+                    [jid] = post_jobs(client, 1)
+                    waiting[jid] = clock.monotonic()
+                clock.advance(step)
+                controller.run_once()
+                passes += 1
+                for jid, posted in list(waiting.items()):
+                    if fake.find(jid):
+                        latencies.append(clock.monotonic() - posted)
+                        del waiting[jid]
+                if passes % int(5 / step) == 0:
+                    ages.append(oldest_state_age(client, clock.utcnow()))
+            took = clock.monotonic() - start
+            wall = time.perf_counter() - t0
+            calls = dict(fake.calls)
+            per_minute = fake.total_calls / (took / 60)
+            rows.append((n, budget, per_minute, calls, max(ages), statistics.median(ages), max(latencies), getattr(backend.poller, "listings", 0),
+                         wall, passes))
+    print(f"\n5. The Vertex call budget (TRAINJOBS_VERTEX_CALLS_PER_MINUTE, default 120; the other settings at "
+          f"their defaults: poll interval 10 s, page size 1000): N running jobs for {minutes:g} simulated minutes after one of warm-up, passes every {step:g} s, "
+          f"a job POSTed every 15 s\n")
+    print("| running jobs | budget a minute | Vertex calls per minute | calls by method | oldest state, max / median | "
+          "create latency, max | listings | wall |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, budget, pm, calls, age_max, age_med, lat, listings, wall, passes in rows:
+        by = ", ".join(f"{k} {v}" for k, v in sorted(calls.items()))
+        print(f"| {n:,} | {budget} | {pm:.1f} | {by} | {age_max:.0f} s / {age_med:.0f} s | {lat:.1f} s | {listings} "
+              f"| {wall:.0f} s ({passes} passes) |")
+
+
+def ended_lookup(args, tmp, fake, logs, ended: int = 1200) -> None:
+    """Issue 39: a job whose CustomJob ended, beside `ended` ended CustomJobs of ours: what
+    finding it costs (it left the running list; it is looked up by its label)."""
+    with service(tmp, fake, logs) as client:
+        clock, backend = simulated(client, fake, logs)
+        controller = client.app.state.services.controller
+        [jid] = seed_running(client, fake, 1, ended=ended)
+        clock.advance(11)
+        controller.run_once()
+        fake.set_state(jid, "JOB_STATE_SUCCEEDED")
+        fake.reset_calls()
+        clock.advance(11)
+        controller.run_once()
+        state = client.get(f"/v1/jobs/{jid}").json()["state"]
+        calls = dict(fake.calls)
+    print(f"\n6. A job that ended beside {ended:,} ended CustomJobs of ours: the pass that finds it\n")
+    print("| calls | by method | the job's state after the pass |")
+    print("|---|---|---|")
+    print(f"| {sum(calls.values())} | {', '.join(f'{k} {v}' for k, v in sorted(calls.items()))} | {state} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--ticks", type=int, default=5, help="steady passes to time (median and max reported)")
     ap.add_argument("--page-size", type=int, default=500)
     ap.add_argument("--batch-size", type=int, default=500)
-    ap.add_argument("--only", help="run one part: pass_costs, steady_minutes, stall_minutes, create_burst, followers")
+    ap.add_argument("--only", help="run one part: pass_costs, steady_minutes, stall_minutes, create_burst, followers, "
+                                   "budget_scale, ended_lookup")
+    ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")],
+                    help="budget_scale: running jobs, e.g. 300,3000,10000 (the default)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        parts = (pass_costs, steady_minutes, stall_minutes, create_burst, followers)
+        parts = (pass_costs, steady_minutes, stall_minutes, create_burst, followers, budget_scale, ended_lookup)
         if args.only:
             parts = [p for p in parts if p.__name__ == args.only]
         for part in parts:

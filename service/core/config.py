@@ -327,7 +327,8 @@ class Settings(BaseSettings):
     vertex_max_running_jobs: int | None = Field(
         None, ge=0, description="Vertex jobs launched at once by this service; the rest wait in QUEUED, "
                                 "oldest first. Default: no cap of ours (Vertex quotas still apply)")
-    vertex_list_page_size: int = Field(500, ge=1, le=1000, description="pageSize of customJobs.list")
+    vertex_list_page_size: int = Field(1000, ge=1, le=1000, description="pageSize of customJobs.list (each page "
+                                                                         "is one call of the Vertex budget)")
     vertex_poll_interval_seconds: float = Field(
         10.0, ge=0, le=600, description="How often the controller lists Vertex jobs to follow their states "
                                         "(its loop runs more often; cancels and creates do not wait for this)")
@@ -338,13 +339,18 @@ class Settings(BaseSettings):
     # Google-call budget (service/backends/vertex/budget.py): token buckets per process,
     # under Google's per-project quotas, leaving the rest for people and other tools.
     vertex_create_per_minute: float = Field(
-        30.0, gt=0, le=6000, description="customJobs.create calls per minute (Vertex allows about 60 per "
+        30.0, gt=0, le=6000, description="customJobs.create calls per minute, within the calls of "
+                                         "TRAINJOBS_VERTEX_CALLS_PER_MINUTE (Vertex allows about 60 creates per "
                                          "region, shared by the project)")
     vertex_create_burst: int = Field(5, ge=1, le=1000, description="creates that may go out back to back")
-    vertex_crud_per_minute: float = Field(
-        300.0, gt=0, le=60000, description="customJobs get/list/cancel calls per minute (Vertex allows about "
-                                           "600 per region, shared by the project)")
-    vertex_crud_burst: int = Field(20, ge=1, le=10000, description="get/list/cancel calls back to back")
+    vertex_calls_per_minute: float = Field(
+        120.0, gt=0, le=60000, description="Every Vertex AI call this service makes in its region, per minute: "
+                                           "customJobs create, get, list and cancel, model uploads (Vertex allows "
+                                           "about 600 get/list/cancel per region, shared by the whole project). "
+                                           "Creates and cancels go first; following jobs slows down to fit")
+    vertex_calls_burst: int = Field(10, ge=1, le=10000, description="Vertex AI calls that may go out back to back; "
+                                                                    "following jobs leaves half of them for creates "
+                                                                    "and cancels")
     vertex_model_upload_max_attempts: int = Field(
         5, ge=1, le=100, description="Uploads of one job's model tried (each after a lookup by its job-id label) "
                                      "before the upload is recorded as failed; the job stays SUCCEEDED")

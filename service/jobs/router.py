@@ -83,7 +83,8 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs,
-                  waiting_reason=job.waiting_reason, custom_job=view.custom_job,
+                  waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
+                  custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
 
 

@@ -174,6 +174,11 @@ class JobOut(JobSummary):
     waiting_reason: str | None = Field(
         None, description="Why a QUEUED job has not been launched yet, in its backend's words "
                           "(e.g. waiting for the Vertex AI create budget); null once launched")
+    state_observed_at: datetime | None = Field(
+        None, description="When the job's backend last confirmed `state` (Vertex AI: the listing or get that showed "
+                          "it). Vertex jobs are followed within a call budget, so with many active jobs the state "
+                          "may be tens of seconds old: \"state as of 40 s ago\". Null: not launched yet, or a "
+                          "backend that does not report it (local, Slurm: their state is read every pass)")
     custom_job: dict[str, Any] = Field(description="The Vertex AI CustomJob as the job's backend sends it "
                                                    "(with the service's defaults, e.g. baseOutputDirectory), "
                                                    "as CustomJob.to_json renders it.")

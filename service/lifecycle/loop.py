@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.clock import utcnow
-from service.lifecycle import admission, stalls
+from service.lifecycle import admission, observed, stalls
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.handles import handle_of_row, read_handles
 from service.lifecycle.protocol import (
@@ -138,6 +138,11 @@ class BackendLoop(LoopThread):
                 stats.polled += len(handles)
                 try:
                     observations = self.backend.poll(handles)
+                except TransientBackendError as e:
+                    # Expected (a 429, a 503): one line saying what, Google's answer and when.
+                    log.warning("backend %s: poll deferred: %s", self.name, e)
+                    stats.errors += 1
+                    return
                 except Exception:
                     log.exception("backend %s: poll failed; will retry next pass", self.name)
                     stats.errors += 1
@@ -150,6 +155,7 @@ class BackendLoop(LoopThread):
                         if obs.state is None and dataclasses.replace(obs, silence=None) == Observation(obs.job_id):
                             continue   # a silence within the timeout is no news: no write, no read
                     self._apply(session, obs, stats)
+                observed.stamp(session, self.backend.observed(handles))
             if len(rows) < self.batch_size:
                 return
 

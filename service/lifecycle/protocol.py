@@ -267,6 +267,14 @@ class Runs(Protocol):
         (states, exit codes, progress, each judged replica's silence; lifecycle/stalls.py judges)."""
         ...
 
+    def observed(self, jobs: Sequence[JobHandle]) -> dict[uuid.UUID, tuple[JobState, datetime]]:
+        """After poll(jobs): when the backend confirmed each job's state, for those it confirmed
+        since it was last asked: job id -> (the job's state after this poll's observations,
+        when the backend saw it). The controller stores it where the job is still in that state
+        (the job view's `state_observed_at`: with a call budget, "state as of 40 s ago").
+        Default: nothing reported (the field stays empty)."""
+        return {}
+
     def cancel(self, job: JobHandle) -> JobState | None:
         """Ask the job to stop. Return CANCELLED for a job that never started, or None when a
         later poll will report the outcome."""

@@ -170,6 +170,9 @@ class Job(Base):
     # Why a QUEUED job has not been launched yet, as its backend last said (e.g. waiting for
     # the Vertex create budget); cleared when it leaves QUEUED. See lifecycle.engine.note_waiting.
     waiting_reason: Mapped[str | None] = mapped_column(String(500))
+    # When the backend last confirmed `state` (a Vertex listing that showed it): with many jobs
+    # on a small call budget, tens of seconds ago. See lifecycle.observed; not a change of the job.
+    state_observed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Retries (service.lifecycle.retries): each attempt is a job; attempts after the first
     # point at the first one. A QUEUED attempt is not launched before `not_before` (its backoff).
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

@@ -43,8 +43,8 @@ def vertex_settings(db_url: str, fake_vertex: FakeJobService, fake_logging: Fake
                   vertex_retry_initial_seconds=0.01, vertex_retry_deadline_seconds=5.0,
                   vertex_create_timeout_seconds=10.0, vertex_poll_interval_seconds=0.0,
                   vertex_progress_interval_seconds=3600.0,
-                  vertex_create_per_minute=6000.0, vertex_create_burst=1000, vertex_crud_per_minute=60000.0,
-                  vertex_crud_burst=10000, logging_reads_per_minute=6000.0, logging_reads_burst=1000,
+                  vertex_create_per_minute=6000.0, vertex_create_burst=1000, vertex_calls_per_minute=60000.0,
+                  vertex_calls_burst=10000, logging_reads_per_minute=6000.0, logging_reads_burst=1000,
                   logs_follow_min_seconds=0.01)
     values.update(over)
     return Settings(**values)

@@ -125,6 +125,8 @@ class Job(JobSummary):
     console_url: str | None = None
     error: dict[str, Any] | None = None
     waiting_reason: str | None = None
+    state_observed_at: datetime | None = Field(None, description="When the backend last confirmed the state "
+                                               "(Vertex jobs: state as of this instant)")
     not_before: datetime | None = None
     retried_by: uuid.UUID | None = None
     attempts: list[AttemptRef] = Field(default_factory=list)

@@ -6,7 +6,7 @@ facts and holds no logic of its own beyond wiring its parts, each in its own mod
 
     settings.py   the slice of the service settings it is given (VertexSettings)
     config.py     those settings checked at start-up; clients.py: the clients made from them
-    budget.py     one token bucket per kind of Google call (create, crud, logging)
+    budget.py     the Google-call budget: every Vertex AI call in the region, creates, logging
     jobs_api.py   every CustomJob call, one budgeted attempt each; lookups by our label
     submit.py     submitting at most once (label lookups while an attempt settles: attempts.py)
     poller.py     following states, progress and silences as Observations
@@ -82,7 +82,7 @@ class VertexBackend(Backend):
                              clients=lambda: self._clients)
         self.submitter = Submitter(settings, self.budget, self.attempts, calls=lambda: self.calls,
                                    console_url=lambda name: self.cfg.console_url(name), effective=self.effective,
-                                   in_snapshot=self.poller.in_snapshot)
+                                   in_snapshot=self.poller.in_snapshot, launched=self.poller.launched)
         self.log_reader = LogReader(settings, self.budget, self.clock, lambda: self._clients)
 
     # The clock launch attempts are measured by (the lifecycle stamps them in UTC), and the
@@ -111,6 +111,7 @@ class VertexBackend(Backend):
         self.cancels.clear()
         self.attempts.clear()
         self.progress.clear()
+        self.poller.clear()
 
     def close(self) -> None:
         if self._clients is not None:
@@ -187,6 +188,9 @@ class VertexBackend(Backend):
 
     def poll(self, jobs: Sequence[JobHandle]) -> list[Observation]:
         return self.poller.poll(jobs)
+
+    def observed(self, jobs: Sequence[JobHandle]) -> dict[uuid.UUID, tuple[JobState, datetime]]:
+        return self.poller.observed(jobs)
 
     def cancel(self, job: JobHandle) -> JobState | None:
         names = [job.backend_ref] if job.backend_ref else []

@@ -1,11 +1,23 @@
 """The Google-call budget: every call this process makes to Google goes through
-one token bucket per kind of call, so the service stays under Google's per-project
-quotas with room left for the people and tools that share them (shared/VERTEX.md):
+token buckets, so the service stays under Google's per-project quotas with room
+left for the people and tools that share them (shared/VERTEX.md):
 
-    create   customJobs.create               Vertex: about 60 a minute per region
-    crud     customJobs get / list / cancel  Vertex: about 600 a minute per region
-    logging  entries.list                    Cloud Logging: 60 a minute per project
+    vertex   every Vertex AI call in the region   TRAINJOBS_VERTEX_CALLS_PER_MINUTE (120):
+             customJobs create/get/list/cancel,   Vertex allows about 600 a minute for
+             models upload/list                   get/list/cancel, shared by the project
+    create   customJobs.create, models.upload     Vertex: about 60 a minute per region
+    crud     get, list, cancel                    (no rate of its own: the vertex one)
+    logging  entries.list                         Cloud Logging: 60 a minute per project
              (log followers also need a token of their share, `logging-follow`)
+
+A Vertex AI call takes a token of its kind (create or crud) and one of `vertex`. The
+kinds are Google's quotas: a 429 pauses the kind it answered (a refused list does not
+stop creates); `vertex` is ours alone and never pauses.
+
+Calls have a priority: following jobs (the poller's lists and gets) is background
+work and leaves `reserve` tokens of the vertex bucket behind, so creates and cancels
+find a token first when the budget is short; polling then slows down (each job's
+state is refreshed less often) instead of starving them.
 
 A bucket holds up to `burst` tokens and refills at `per_minute`. A 429 from Google
 empties it and pauses it (2 s, doubling with each 429 in a row up to the longest
@@ -24,7 +36,7 @@ from typing import Any
 
 from service.backends.vertex.settings import VertexSettings
 
-CREATE, CRUD, LOGGING = "create", "crud", "logging"
+CREATE, CRUD, VERTEX, LOGGING = "create", "crud", "vertex", "logging"
 FOLLOW = "logging-follow"   # the part of LOGGING that log followers may use, on top of it
 FIRST_BACKOFF = 2.0
 
@@ -143,28 +155,38 @@ class Bucket:
         with self._lock:
             self._backoff = 0.0
 
+    def refund(self) -> None:
+        """Give back a token taken for a call that did not go out after all (another
+        bucket it also needed had none)."""
+        with self._lock:
+            self._tokens = min(self.capacity, self._tokens + 1.0)
+            self.usage.granted -= 1
+
 
 class GoogleBudget:
     """The buckets of one process: one per kind of call (and so per region or project,
     since a backend talks to one of each)."""
 
-    def __init__(self, *, create_per_minute: float, create_burst: int, crud_per_minute: float, crud_burst: int,
+    def __init__(self, *, create_per_minute: float, create_burst: int, calls_per_minute: float, calls_burst: int,
                  logging_per_minute: float, logging_burst: int, follow_share: float = 0.5, backoff_max: float = 60.0,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.buckets = {
             FOLLOW: Bucket(FOLLOW, logging_per_minute * follow_share, max(1, int(logging_burst * follow_share)),
                            backoff_max=backoff_max, clock=clock, sleep=sleep),
             CREATE: Bucket(CREATE, create_per_minute, create_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
-            CRUD: Bucket(CRUD, crud_per_minute, crud_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
+            CRUD: Bucket(CRUD, calls_per_minute, calls_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
+            VERTEX: Bucket(VERTEX, calls_per_minute, calls_burst, backoff_max=backoff_max, clock=clock, sleep=sleep),
             LOGGING: Bucket(LOGGING, logging_per_minute, logging_burst, backoff_max=backoff_max, clock=clock,
                             sleep=sleep),
         }
+        # What background calls (following jobs) leave for creates and cancels: half the burst.
+        self.reserve = float(calls_burst // 2)
 
     @classmethod
     def from_settings(cls, settings: VertexSettings, **kw: Any) -> GoogleBudget:
         workers = max(1, settings.workers)
         return cls(create_per_minute=settings.vertex_create_per_minute, create_burst=settings.vertex_create_burst,
-                   crud_per_minute=settings.vertex_crud_per_minute, crud_burst=settings.vertex_crud_burst,
+                   calls_per_minute=settings.vertex_calls_per_minute, calls_burst=settings.vertex_calls_burst,
                    # Every API process of this host reads logs; each gets its share.
                    logging_per_minute=settings.logging_reads_per_minute / workers,
                    logging_burst=max(1, settings.logging_reads_burst // workers),
@@ -178,8 +200,28 @@ class GoogleBudget:
         return self.buckets[CREATE]
 
     @property
+    def vertex(self) -> Bucket:
+        """Every Vertex AI call takes a token of this one."""
+        return self.buckets[VERTEX]
+
+    @property
     def crud(self) -> Bucket:
         return self.buckets[CRUD]
+
+    def take(self, bucket: Bucket, *, wait: float = 0.0, background: bool = False) -> None:
+        """Tokens for one Vertex AI call of `bucket`'s kind (create or crud): of that bucket
+        and of the vertex one, both or none; a background call leaves the vertex reserve.
+        BudgetSpent (nothing taken) when there is none within `wait`."""
+        reserve = self.reserve if background else 0.0
+        if bucket is self.vertex:
+            bucket.take(wait, reserve)
+            return
+        bucket.take(wait)
+        try:
+            self.vertex.take(wait, reserve)
+        except BudgetSpent:
+            bucket.refund()
+            raise
 
     @property
     def logging(self) -> Bucket:

@@ -42,7 +42,10 @@ class Cancels:
         except BudgetSpent as e:
             raise TransientBackendError(f"cancelling the CustomJob: {e}") from e
         except Exception as e:  # noqa: BLE001
-            raise errors.as_backend_error(e, "cancelling the CustomJob") from e
+            err = errors.as_backend_error(e, f"cancelling {name}")
+            if isinstance(err, TransientBackendError):
+                raise TransientBackendError(errors.retry_note(err, self._calls().budget.crud)) from e
+            raise err from e
         self._record(job)
 
     def resend_if_due(self, job: JobHandle, cj: v1.CustomJob) -> None:

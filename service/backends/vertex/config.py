@@ -4,6 +4,7 @@ Every problem is reported at once, naming the environment variable to fix, so a
 misconfigured service fails when it starts rather than at its first job."""
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -15,6 +16,9 @@ from google.auth.exceptions import DefaultCredentialsError
 from service.backends.vertex.settings import VertexSettings
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Settings that were renamed: a deployment that still sets one is told, not silently ignored.
+RENAMED = {"TRAINJOBS_VERTEX_CRUD_PER_MINUTE": "TRAINJOBS_VERTEX_CALLS_PER_MINUTE",
+           "TRAINJOBS_VERTEX_CRUD_BURST": "TRAINJOBS_VERTEX_CALLS_BURST"}
 _PROJECT = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{6,20})$")  # an id or a number
 _LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")                          # us-central1, europe-west4
 _SERVICE_ACCOUNT = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
@@ -107,6 +111,11 @@ def load(settings: VertexSettings) -> tuple[VertexConfig, Credentials | None, Cr
                         "TRAINJOBS_VERTEX_REQUEST_TIMEOUT_SECONDS, then a create within "
                         "TRAINJOBS_VERTEX_CREATE_TIMEOUT_SECONDS); a create could land after the next attempt "
                         f"began. Set it to at least twice that, {needed:g}, or shorten the create timeout")
+
+    for old, new in RENAMED.items():
+        if old in os.environ:
+            problems.append(f"{old} is no longer read: one budget now covers every Vertex AI call in the region "
+                            f"(creates, gets, lists, cancels, model uploads); set {new} instead")
 
     project = (settings.vertex_project or "").strip()
     adc: Credentials | None = None

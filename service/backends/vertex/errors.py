@@ -14,12 +14,17 @@ fails with Google's words. RATE_LIMIT_EXCEEDED, a request-count metric, or no
 details at all is a rate limit: retried."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry
 from google.auth import exceptions as auth_exc
 
 from service.lifecycle.protocol import PermanentBackendError, TransientBackendError
+
+if TYPE_CHECKING:
+    from service.backends.vertex.budget import Bucket
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
@@ -125,7 +130,8 @@ def translate(exc: BaseException, what: str) -> TransientBackendError | Permanen
         # A 429 is refused before anything is done; a 5xx, timeout or reset may have
         # been carried out all the same.
         refused = isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted))
-        return TransientBackendError(f"{what}: {type(exc).__name__}: {message}", nothing_launched=refused)
+        answer = f"Google answered {code} {status or type(exc).__name__}" if code else type(exc).__name__
+        return TransientBackendError(f"{what}: {answer}: {message}", nothing_launched=refused)
     err = PermanentBackendError(message, code)
     err.status = status  # type: ignore[attr-defined]
     return err
@@ -144,3 +150,10 @@ def as_backend_error(exc: BaseException, what: str) -> TransientBackendError | P
     if not is_google_error(exc):
         raise exc
     return translate(exc, what)
+
+
+def retry_note(err: BaseException, bucket: Bucket, then: str = "at the next controller pass") -> str:
+    """One log line for a call Google refused for now (429, 5xx, a timeout): the operation,
+    Google's answer, and when it is tried again. Expected: no traceback goes with it."""
+    when = f"in {bucket.wait_time():.0f} s ({bucket.kind} calls pause after a 429)" if bucket.paused() else then
+    return f"{err}; trying again {when}"

@@ -5,8 +5,8 @@ budget moves on, and the next pass tries again, so one backend's trouble never h
 a pass for a whole retry deadline. Lists are paged by hand, so each page is one
 budgeted call (the client's pager would fetch further pages on its own).
 
-On top of the calls: finding our CustomJobs by the job-id label (`find_by_label`,
-`scan`), shared by submit (look up before creating again), poll and cancel."""
+On top of the calls: finding a job's CustomJobs by the job-id label (`find_by_label`),
+shared by submit (look up before creating again), poll and cancel."""
 from __future__ import annotations
 
 import builtins
@@ -19,7 +19,7 @@ from google.cloud.aiplatform_v1.services.job_service.pagers import ListCustomJob
 from google.protobuf import field_mask_pb2
 
 from service.backends.vertex import errors, mapping
-from service.backends.vertex.budget import Bucket, BudgetSpent, GoogleBudget
+from service.backends.vertex.budget import Bucket, GoogleBudget
 from service.lifecycle.protocol import JobHandle
 
 T = TypeVar("T")
@@ -36,11 +36,11 @@ class JobsApi:
         self.page_size = page_size
         self.budget = budget
 
-    @staticmethod
-    def call(bucket: Bucket, fn: Callable[[], T], *, wait: float = 0.0) -> T:
-        """One call: a token first (BudgetSpent if none within `wait`), then the call; a
-        429 that is a rate limit pauses every call of this kind."""
-        bucket.take(wait)
+    def call(self, bucket: Bucket, fn: Callable[[], T], *, wait: float = 0.0, background: bool = False) -> T:
+        """One call: a token first, of `bucket` and of the region's vertex budget (BudgetSpent,
+        nothing sent, if none within `wait`; a `background` call leaves the reserve for creates
+        and cancels), then the call; a 429 that is a rate limit pauses every call of this kind."""
+        self.budget.take(bucket, wait=wait, background=background)
         try:
             result = fn()
         except Exception as e:
@@ -58,9 +58,9 @@ class JobsApi:
             parent=self.parent, custom_job=custom_job, retry=None, timeout=self.create_timeout,
             metadata=[("x-server-timeout", f"{self.create_timeout:g}")]))
 
-    def get(self, name: str) -> v1.CustomJob:
+    def get(self, name: str, *, background: bool = False) -> v1.CustomJob:
         return self.call(self.budget.crud, lambda: self.client.get_custom_job(
-            name=name, retry=None, timeout=self.request_timeout))
+            name=name, retry=None, timeout=self.request_timeout), background=background)
 
     def cancel(self, name: str) -> None:
         self.call(self.budget.crud, lambda: self.client.cancel_custom_job(
@@ -72,20 +72,26 @@ class JobsApi:
         caller that stops iterating fetches no further page."""
         token = ""
         while True:
-            request = v1.ListCustomJobsRequest(parent=self.parent, filter=filter_,
-                                               page_size=page_size or self.page_size, page_token=token)
-            if fields:
-                request.read_mask = field_mask_pb2.FieldMask(paths=fields)
-            pager = self._list_page(request)
-            # The pager's own iteration would fetch the next page unbudgeted: read this one only.
-            yield from pager.custom_jobs
-            token = pager.next_page_token
+            jobs, token = self.page(filter_, token, page_size=page_size, fields=fields)
+            yield from jobs
             if not token:
                 return
 
-    def _list_page(self, request: v1.ListCustomJobsRequest) -> ListCustomJobsPager:
+    def page(self, filter_: str, token: str = "", *, page_size: int | None = None, fields: builtins.list[str] | None = None,
+             background: bool = False) -> tuple[builtins.list[v1.CustomJob], str]:
+        """One page of a listing (one budgeted call): its CustomJobs and the next page's token
+        ("" after the last), so that a listing may go on from where the budget stopped it."""
+        request = v1.ListCustomJobsRequest(parent=self.parent, filter=filter_,
+                                           page_size=page_size or self.page_size, page_token=token)
+        if fields:
+            request.read_mask = field_mask_pb2.FieldMask(paths=fields)
+        pager = self._list_page(request, background)
+        # The pager's own iteration would fetch the next page unbudgeted: read this one only.
+        return builtins.list(pager.custom_jobs), pager.next_page_token
+
+    def _list_page(self, request: v1.ListCustomJobsRequest, background: bool = False) -> ListCustomJobsPager:
         return self.call(self.budget.crud, lambda: self.client.list_custom_jobs(
-            request=request, retry=None, timeout=self.request_timeout))
+            request=request, retry=None, timeout=self.request_timeout), background=background)
 
     def find_by_label(self, job: JobHandle) -> builtins.list[v1.CustomJob]:
         """Every CustomJob carrying this job's id, the one poll follows first. A job compiled
@@ -95,31 +101,6 @@ class JobsApi:
         jobs = list(self.list(mapping.label_filter(str(job.id), legacy=legacy), page_size=10,
                               fields=mapping.POLL_FIELDS))
         return sorted(jobs, key=lambda cj: name_key(cj.name))
-
-    def scan(self, filter_: str, wanted: dict[str, JobHandle] | None, found: dict[str, v1.CustomJob], *,
-             stop_when_all: bool = False) -> None:
-        """Page through a list, keeping the CustomJobs of `wanted` jobs; with `stop_when_all`,
-        no further page is fetched once every wanted job is found. Should two carry one
-        job's label (never made by us), the lower name wins, the same one every pass."""
-        if stop_when_all and wanted is not None and all(k in found for k in wanted):
-            return
-        try:
-            for cj in self.list(filter_, fields=mapping.POLL_FIELDS):
-                jid = mapping.job_id_of(cj)
-                if jid is None or (wanted is not None and jid not in wanted):
-                    continue
-                seen = found.get(jid)
-                if seen is None or name_key(cj.name) < name_key(seen.name):
-                    if seen is not None:
-                        log.warning("job %s: two CustomJobs carry its label (%s, %s); following %s",
-                                    jid, seen.name, cj.name, cj.name)
-                    found[jid] = cj
-                if stop_when_all and wanted is not None and all(k in found for k in wanted):
-                    return
-        except BudgetSpent:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise errors.as_backend_error(e, "listing CustomJobs") from e
 
 
 def name_key(name: str) -> tuple[int, str]:

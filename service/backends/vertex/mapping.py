@@ -62,17 +62,6 @@ def running_filter(since: datetime) -> str:
     return f'{_labelled()} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}" AND {ended}'
 
 
-def ended_filter(since: datetime) -> str:
-    """Our CustomJobs created since `since` that have ended."""
-    running = " AND ".join(f'state!="{VS(s).name}"' for s in [*RUNNING_ON_VERTEX, VS.JOB_STATE_UNSPECIFIED])
-    return f'{_labelled()} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}" AND {running}'
-
-
-def legacy_filter(since: datetime) -> str:
-    """CustomJobs created before the key lost its hyphen (the only filter that names it)."""
-    return f'{_labelled(LEGACY_JOB_ID_LABEL)} AND create_time>="{rfc3339(since - CREATE_TIME_SLACK)}"'
-
-
 def label_filter(job_id: str, *, legacy: bool = False) -> str:
     return f'labels.{LEGACY_JOB_ID_LABEL if legacy else JOB_ID_LABEL}="{job_id}"'
 

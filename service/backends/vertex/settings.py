@@ -39,8 +39,8 @@ class VertexSettings(BaseModel):
     # The Google-call budget (budget.py); Cloud Logging's is divided among the API workers.
     vertex_create_per_minute: float
     vertex_create_burst: int
-    vertex_crud_per_minute: float
-    vertex_crud_burst: int
+    vertex_calls_per_minute: float
+    vertex_calls_burst: int
     logging_reads_per_minute: float
     logging_reads_burst: int
     google_backoff_max_seconds: float

@@ -122,7 +122,9 @@ def job_detail(job):
     info.add_column()
     rows = [("id", str(job.id)), ("name", escape(job.display_name)),
             ("template", escape(f"{job.template.name} v{job.template.version}")), ("backend", job.backend),
-            ("state", state(job.state)), ("created", f"{job.created_at:%Y-%m-%d %H:%M:%S} ({age(job.created_at)} ago)"
+            ("state", state(job.state) + (f" [dim](as of {age(job.state_observed_at)} ago)[/]"
+                                          if job.state_observed_at and not job.state.final else "")),
+            ("created", f"{job.created_at:%Y-%m-%d %H:%M:%S} ({age(job.created_at)} ago)"
                                           f" by {escape(job.created_by)}")]
     if len(job.attempts) > 1 or job.attempt > 1:
         rows.append(("attempt", f"{job.attempt} of {len(job.attempts)} so far"

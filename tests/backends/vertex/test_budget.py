@@ -1,8 +1,8 @@
 """The Google-call budget (service/backends/vertex/budget.py) and what following Vertex
 jobs costs: token buckets on a test clock, then the controller against the fake
 JobService: a listing outage or a spent budget costs a pass one call (or none), never
-a retry deadline; lists only every poll interval; the ended-jobs lookup stops once it
-found what it looks for; jobs created under the old hyphenated label are still followed."""
+a retry deadline; lists only every poll interval; a job that ended is looked up by its
+label at a constant cost; jobs created under the old hyphenated label are still followed."""
 from __future__ import annotations
 
 import json
@@ -92,21 +92,22 @@ def test_a_listing_outage_costs_a_pass_one_call_not_the_retry_deadline(make_harn
 
 
 def test_a_spent_request_budget_skips_following_without_a_call(make_harness, fake_vertex, monkeypatch):
-    with make_harness(vertex_crud_per_minute=6, vertex_crud_burst=2) as h:
+    # 4 tokens at once, 2 of them reserved for creates and cancels: following needs 3.
+    with make_harness(vertex_calls_per_minute=6, vertex_calls_burst=4) as h:
         clock = h.use_clock(monkeypatch)
-        job = h.submit()                           # the create alone (a new job needs no lookup)
-        assert h.backend.budget.crud.try_take() == 0   # someone else's call spends the first token
+        job = h.submit()                           # the create alone (a new job needs no lookup): 4 -> 3
         fake_vertex.set_state(job["id"], "JOB_STATE_RUNNING")
-        h.reconcile()                              # the second token: the listing
+        h.reconcile()                              # the listing: 3 -> 2
         assert h.job(job["id"])["state"] == "RUNNING"
         fake_vertex.set_state(job["id"], "JOB_STATE_SUCCEEDED")
         calls = fake_vertex.total_calls
         stats = h.reconcile()
         assert fake_vertex.total_calls == calls and stats.errors == 0
         assert h.job(job["id"])["state"] == "RUNNING"
-        clock.advance(20)                          # two calls' worth: the running list, the ended one
+        clock.advance(20)                          # two calls' worth: the running list, the ended job's lookup
         h.reconcile()
         assert h.job(job["id"])["state"] == "SUCCEEDED"
+        assert fake_vertex.calls["list"] == 3 and fake_vertex.calls["get"] == 0
 
 
 def test_jobs_are_listed_once_a_poll_interval_not_every_pass(make_harness, fake_vertex, monkeypatch):
@@ -136,7 +137,7 @@ def test_the_ended_lookup_stops_once_the_missing_job_is_found(make_harness, fake
         fake_vertex.reset_calls()
         h.reconcile()
         assert h.job(job["id"])["state"] == "SUCCEEDED"
-        assert fake_vertex.calls["list"] == 2      # the running list, then one page of ended ones
+        assert fake_vertex.calls["list"] == 2      # the running list, then one lookup by its label
 
 
 def test_a_job_cancelled_before_its_create_landed_pages_through_no_ended_jobs(make_harness, fake_vertex,
@@ -183,7 +184,7 @@ def test_jobs_created_under_the_old_label_key_are_still_followed(harness):
     harness.reconcile()
     assert harness.job(job["id"])["state"] == "RUNNING"
     assert harness.fake.calls["get"] == 0          # found by a list of the old key, not a get
-    assert any(f.startswith("labels.trainjobs-job-id:*") for f in harness.fake.list_filters())
+    assert f'labels.trainjobs-job-id="{job["id"]}"' in harness.fake.list_filters()
     harness.fake.set_state(job["id"], "JOB_STATE_SUCCEEDED")
     harness.reconcile()
     assert harness.job(job["id"])["state"] == "SUCCEEDED"
