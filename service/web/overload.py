@@ -15,7 +15,8 @@ requests in flight everything stalled for the pool timeout and then answered
   app lifespan), so a request that runs never waits for a thread or a connection
   held by another request; a wait for a connection is bounded anyway
   (TRAINJOBS_DB_POOL_TIMEOUT_SECONDS -> 503);
-- streams (SSE: a job's log followed, the UI's live feed and log) hold no request slot
+- streams (SSE: a job's log followed, the UI's live feed and log; and the UI's log download,
+  a file sent as fast as its reader takes it) hold no request slot
   while they stream (a shared reader serves them, service/logs/fanout.py); at most
   TRAINJOBS_MAX_STREAMS at once, TRAINJOBS_MAX_STREAMS_PER_CALLER of them for one
   credential. Opening one (authentication, reading the job: threads and database
@@ -39,14 +40,20 @@ import re
 from urllib.parse import parse_qs
 
 from pydantic import TypeAdapter, ValidationError
+from starlette.requests import HTTPConnection
 
+from service.core.credentials import bearer_secret
 from service.web.problem_types import type_uri
 
 MEDIA_TYPE = b"application/problem+json"
 EXEMPT = ("/healthz", "/readyz", "/metrics")
+UI_SESSION_COOKIE = "trainjobs_session"  # service.ui.sessions.SESSION_COOKIE (a layer above: not imported)
 
-# Routes that always stream (the UI's), and the API route that streams when asked to.
-_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$")
+# Routes that always stream (the UI's event streams and its log download), and the API route
+# that streams when asked to. A response that sends a file as its reader takes it is a stream:
+# an unread download used to hold a request slot until its last byte (40 of them answered
+# every other team 503).
+_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$|^/ui/jobs/[^/]+/logs\.txt$")
 _ON_REQUEST = re.compile(r"^/v1/jobs/[^/]+/logs$")
 _BOOL = TypeAdapter(bool)  # what FastAPI makes of `follow: bool` on the route
 
@@ -78,17 +85,20 @@ def stream_kind(scope) -> bool:
 
 
 def caller_of(scope) -> bytes:
-    """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): its credential (bearer
-    token or UI session cookie), hashed; not yet checked (the route does that), so a made-up
-    credential only fills its own quota until the route refuses it."""
-    auth = cookie = None
-    for k, v in scope.get("headers", ()):
-        if k == b"authorization" and auth is None:  # the first, as the route reads it
-            # The secret alone: "Bearer x" and "bEaReR x" are one caller, not two quotas.
-            auth = v.partition(b" ")[2].strip()
-        elif k == b"cookie" and cookie is None and b"trainjobs_session=" in v:
-            cookie = v.split(b"trainjobs_session=", 1)[1].split(b";", 1)[0].strip()
-    return hashlib.sha256((auth or b"") + b"\0" + (cookie or b"")).digest()
+    """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): the credential its route
+    authenticates with, read as the route reads it, hashed. The UI's routes sign in by the
+    session cookie alone (Starlette's cookie parser, every Cookie header, the last value
+    winning); every other route by the bearer token alone (the one parser,
+    service.core.credentials). Nothing else in the request counts: a made-up cookie beside a
+    real bearer token, or a made-up token beside a real session, used to open a fresh quota
+    each time. Not yet checked (the route does that), so a made-up credential only fills its
+    own quota until the route refuses it."""
+    conn = HTTPConnection(scope)
+    if scope.get("path", "").startswith("/ui/"):
+        key = "ui\0" + conn.cookies.get(UI_SESSION_COOKIE, "")
+    else:
+        key = "bearer\0" + (bearer_secret(conn.headers.get("authorization")) or "")
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 class AdmissionMiddleware:

@@ -11,7 +11,8 @@ import socket
 import httpx
 import pytest
 
-from service.web.overload import parses_true, stream_kind
+from service.ui.sessions import SESSION_COOKIE
+from service.web.overload import UI_SESSION_COOKIE, caller_of, parses_true, stream_kind
 from tests.apikit import DEMO
 from tests.servekit import TOKEN, Serve
 from tests.waiting import wait_for
@@ -178,9 +179,9 @@ def test_the_ui_streams_are_streams_whatever_they_accept():
                         "headers": [(b"accept", b"text/event-stream")], "query_string": b""})
 
 
-def open_stream(port: int, path: str, token: str = TOKEN) -> socket.socket:
+def open_stream(port: int, path: str, token: str = TOKEN, extra: str = "") -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n{extra}\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(4096)
@@ -215,6 +216,57 @@ def test_follow_y_streams_hold_no_slot_and_are_capped_per_caller(tmp_path):
         for s in streams:
             s.close()
         service.stop()
+
+
+def test_the_stream_cap_counts_the_credential_the_route_authenticates_with():
+    """The API authenticates by the bearer token alone, the UI by its session cookie alone:
+    anything else in the request (a made-up cookie, a made-up token, a second Cookie header
+    shadowed by a later one) is no new caller."""
+    def scope(path: str, *headers: tuple[bytes, bytes]) -> dict:
+        return {"type": "http", "method": "GET", "path": path, "headers": list(headers), "query_string": b""}
+
+    api, ui = "/v1/jobs/x/logs", "/ui/stream"
+    bearer = (b"authorization", b"Bearer secret")
+    one = caller_of(scope(api, bearer))
+    for cookie in (b"trainjobs_session=made-up-1", b"trainjobs_session=made-up-2; a=b", b"x_trainjobs_session=z"):
+        assert caller_of(scope(api, bearer, (b"cookie", cookie))) == one
+    assert caller_of(scope(api, (b"authorization", b"bEARER secret"))) == one
+    assert caller_of(scope(api, (b"authorization", b"Bearer other"))) != one
+    session = (b"cookie", b"trainjobs_session=signed")
+    mine = caller_of(scope(ui, session))
+    assert caller_of(scope(ui, session, (b"authorization", b"Bearer made-up"))) == mine
+    assert caller_of(scope(ui, (b"cookie", b"a_trainjobs_session=made-up; trainjobs_session=signed"))) == mine
+    # Starlette reads every Cookie header, the last value winning: so does the cap.
+    assert caller_of(scope(ui, (b"cookie", b"trainjobs_session=made-up"), session)) == mine
+    assert caller_of(scope(ui, (b"cookie", b"trainjobs_session=another"))) != mine
+    assert UI_SESSION_COOKIE == SESSION_COOKIE
+
+
+def test_a_made_up_cookie_beside_a_token_opens_no_more_streams(tmp_path):
+    """It did: the cap counted token and cookie together, so a viewer sending a fresh cookie
+    with each request opened 100 streams where 64 was the cap."""
+    service = serve(tmp_path, max_streams_per_caller=3)
+    streams = []
+    try:
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "mwms-demo"}).json()  # stays QUEUED
+        path = f"/v1/jobs/{job['id']}/logs?follow=true"
+        streams = [open_stream(service.port, path, extra=f"Cookie: trainjobs_session=made-up-{i}\r\n")
+                   for i in range(3)]
+        r = httpx.get(service.url + path, headers={"Authorization": f"Bearer {TOKEN}"},
+                      cookies={"trainjobs_session": "made-up-4"}, timeout=WAIT)
+        assert r.status_code == 429 and "TRAINJOBS_MAX_STREAMS_PER_CALLER" in r.json()["detail"], r.text
+    finally:
+        for s in streams:
+            s.close()
+        service.stop()
+
+
+def test_the_ui_log_download_is_a_stream():
+    """A file sent as fast as its reader takes it holds no request slot: 40 unread downloads of
+    a 43 MB log held every slot, and other teams' requests answered 503."""
+    assert stream_kind({"type": "http", "method": "GET", "path": "/ui/jobs/00000000-0000-0000-0000-000000000000/"
+                        "logs.txt", "headers": [], "query_string": b"replica=workerpool0-0"})
 
 
 def test_an_api_stream_ends_with_reconnect_after_its_longest_duration(tmp_path):
