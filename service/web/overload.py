@@ -22,7 +22,8 @@ requests in flight everything stalled for the pool timeout and then answered
   credential. Opening one (authentication, reading the job: threads and database
   connections) takes a request slot until its response starts, so a thousand followers
   connecting at once queue for slots (up to TRAINJOBS_STREAM_QUEUE_SECONDS) instead of
-  emptying the database pool;
+  emptying the database pool; one refused then is told by Retry-After when the streams
+  ahead of it will have opened (stream_retry_after), so they come back in turn;
 - /healthz, /readyz and /metrics are never queued (readyz uses a pool of its own).
 
 What is a stream is decided once, here (`stream_kind`), from the value the route itself
@@ -36,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
+import time
 from urllib.parse import parse_qs
 
 from pydantic import TypeAdapter, ValidationError
@@ -114,6 +117,11 @@ class AdmissionMiddleware:
         self.streams = 0            # log streams in this process, opening or open (TRAINJOBS_MAX_STREAMS)
         self.by_caller: dict[bytes, int] = {}  # of them, per credential
         self.streaming = 0          # of them, those whose response has started (the gauge)
+        self.waiting = 0            # of them, those waiting for a request slot to open in
+        # Seconds a stream's opening holds its slot (a moving average): with `waiting` and the
+        # slots, when a stream refused now would find one free (its Retry-After).
+        self.open_seconds = 0.01
+        self.max_requests = max_requests
         self.in_flight = 0
         self.retry_after = retry_after
         self.on_refuse = on_refuse  # metrics: called with "requests" or "streams"
@@ -161,13 +169,27 @@ class AdmissionMiddleware:
             return False
         return True
 
+    def stream_retry_after(self) -> int:
+        """When a stream refused now should come back (whole seconds, 1 to 60): the streams
+        waiting ahead of it, opened `max_requests` at a time at the measured pace, spread
+        over twice that so that thousands refused together do not all return in one second."""
+        ahead = self.waiting * self.open_seconds / self.max_requests
+        return max(self.retry_after, min(60, math.ceil(2 * ahead)))
+
     async def _stream(self, scope, receive, send) -> None:
         """A stream's opening runs in a request slot, given back as its response starts."""
-        if not await self._slot(self.stream_queue_seconds):
+        self.waiting += 1
+        try:
+            got = await self._slot(self.stream_queue_seconds)
+        finally:
+            self.waiting -= 1
+        if not got:
             return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
-                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
+                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)",
+                                      retry_after=self.stream_retry_after())
         self.in_flight += 1
         held = True
+        began = time.monotonic()
 
         def give_back() -> None:
             nonlocal held
@@ -175,6 +197,7 @@ class AdmissionMiddleware:
                 held = False
                 self.in_flight -= 1
                 self.slots.release()
+                self.open_seconds += (time.monotonic() - began - self.open_seconds) / 32
 
         streaming = False
 
@@ -193,15 +216,17 @@ class AdmissionMiddleware:
             if streaming:
                 self.streaming -= 1
 
-    async def _refuse(self, scope, send, kind: str, why: str, status: int = 503) -> None:
+    async def _refuse(self, scope, send, kind: str, why: str, status: int = 503,
+                      retry_after: int | None = None) -> None:
+        retry = self.retry_after if retry_after is None else retry_after
         if self.on_refuse:
             self.on_refuse(kind)
         title = "Service overloaded" if status == 503 else "Too many streams"
         slug = "overloaded" if status == 503 else "too-many-streams"
         body = json.dumps({"type": type_uri(slug, scope.get("root_path", "")), "title": title,
                            "status": status, "detail": f"{why}; nothing was done: retry after "
-                           f"{self.retry_after} s", "instance": scope.get("path", "")}).encode()
+                           f"{retry} s", "instance": scope.get("path", "")}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", MEDIA_TYPE), (b"content-length", str(len(body)).encode()),
-                                (b"retry-after", str(self.retry_after).encode())]})
+                                (b"retry-after", str(retry).encode())]})
         await send({"type": "http.response.body", "body": body})
