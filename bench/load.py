@@ -347,7 +347,8 @@ def followers_part(args, db_url: str, work: Path) -> None:
     os.chmod(work, 0o711)
     # Every TRAINJOBS_ limit at its default (the followers use many tokens: see followers_run).
     svc = Service(db_url, work, args.workers, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2",
-                  TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(work)]))
+                  TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(work)]),
+                  **{"TRAINJOBS_" + k.upper(): v for k, v in (kv.split("=", 1) for kv in args.set)})
     try:
         idle = svc.rss_mb()
         cpu0, t0 = svc.cpu_seconds(), time.monotonic()
@@ -397,6 +398,9 @@ def main() -> None:
     ap.add_argument("--followers", type=int, default=1000)
     ap.add_argument("--lines", type=int, default=200)
     ap.add_argument("--workers", type=int, default=1, help="API worker processes (one database)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the followers' service, e.g. --set LOGS_FANOUT_LOOP_SHARE=0.1 "
+                         "(default: every setting at its default)")
     ap.add_argument("--only", choices=["mix", "followers"], help="run one part")
     ap.add_argument("--profile", help="py-spy (on PATH) of the service during the followers' fan-out: "
                                       "an svg, or py-spy's raw stacks if the name ends in .txt")
