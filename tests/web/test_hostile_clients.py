@@ -269,6 +269,43 @@ def test_the_ui_log_download_is_a_stream():
                         "logs.txt", "headers": [], "query_string": b"replica=workerpool0-0"})
 
 
+BIG_LOG = {"name": "big-log", "spec": {"container": {"image_uri": "local", "command": [
+    "python", "-c", "import sys\nfor i in range(12000): sys.stdout.write(f'{i:08} ' + 'x' * 1000 + '\\n')"]}}}
+
+
+def test_unread_log_downloads_hold_no_request_slot(tmp_path):
+    """Six downloads of a 12 MB log that are never read, three times the request slots: another
+    caller's requests are still answered (the downloads are streams: each gave its slot back
+    as its response started)."""
+    from tests.web.test_stopping import ui_cookie
+
+    service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2, local_max_running_jobs=1,
+                    local_work_dir=tmp_path / "runs")
+    downloads = []
+    try:
+        assert service.client.post("/v1/templates", json=BIG_LOG).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "big-log"}).json()
+        wait_for(lambda: service.client.get(f"/v1/jobs/{job['id']}").json()["state"] == "SUCCEEDED", "SUCCEEDED", 90)
+        cookie = ui_cookie(service.url)
+        for _ in range(6):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing more
+            s.settimeout(WAIT)
+            s.connect(("127.0.0.1", service.port))
+            s.sendall(f"GET /ui/jobs/{job['id']}/logs.txt HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n".encode())
+            assert s.recv(1024).startswith(b"HTTP/1.1 200")
+            downloads.append(s)
+        assert gauge(service, "trainjobs_streams_open") == 6
+        other = service.client.post("/v1/tokens", json={"name": "other", "role": "viewer"}).json()["token"]
+        for _ in range(10):
+            r = httpx.get(f"{service.url}/v1/templates", headers={"Authorization": f"Bearer {other}"}, timeout=WAIT)
+            assert r.status_code == 200, r.text
+    finally:
+        for s in downloads:
+            s.close()
+        service.stop()
+
+
 def test_an_api_stream_ends_with_reconnect_after_its_longest_duration(tmp_path):
     service = serve(tmp_path, logs_stream_max_seconds=1, logs_heartbeat_seconds=0.5)
     try:
