@@ -276,7 +276,7 @@ BIG_LOG = {"name": "big-log", "spec": {"container": {"image_uri": "local", "comm
 def test_unread_log_downloads_hold_no_request_slot(tmp_path):
     """Six downloads of a 12 MB log that are never read, three times the request slots: another
     caller's requests are still answered (the downloads are streams: each gave its slot back
-    as its response started)."""
+    as its response started). And a download has the whole log."""
     from tests.web.test_stopping import ui_cookie
 
     service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2, local_max_running_jobs=1,
@@ -287,6 +287,9 @@ def test_unread_log_downloads_hold_no_request_slot(tmp_path):
         job = service.client.post("/v1/jobs", json={"template": "big-log"}).json()
         wait_for(lambda: service.client.get(f"/v1/jobs/{job['id']}").json()["state"] == "SUCCEEDED", "SUCCEEDED", 90)
         cookie = ui_cookie(service.url)
+        whole = httpx.get(f"{service.url}/ui/jobs/{job['id']}/logs.txt", headers={"Cookie": cookie}, timeout=WAIT)
+        # Every line: the download stopped at the first read that the backend's byte cap cut short.
+        assert whole.text.count(" x") == 12000 and f"{11999:08} x" in whole.text, len(whole.content)
         for _ in range(6):
             s = socket.socket()
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing more
