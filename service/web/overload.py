@@ -52,11 +52,12 @@ MEDIA_TYPE = b"application/problem+json"
 EXEMPT = ("/healthz", "/readyz", "/metrics")
 UI_SESSION_COOKIE = "trainjobs_session"  # service.ui.sessions.SESSION_COOKIE (a layer above: not imported)
 
-# Routes that always stream (the UI's event streams and its log download), and the API route
-# that streams when asked to. A response that sends a file as its reader takes it is a stream:
-# an unread download used to hold a request slot until its last byte (40 of them answered
-# every other team 503).
-_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$|^/ui/jobs/[^/]+/logs\.txt$")
+# Routes that always stream (the UI's event streams and its log download; the API docs' assets,
+# Swagger's 1.5 MB bundle sent in 64 KiB chunks to anyone), and the API route that streams when
+# asked to. A response that sends a file as its reader takes it is a stream: an unread download
+# held a request slot until its last byte (40 of them answered every other team 503). The UI's
+# own static files fit in one chunk: sent whole at once, they hold nothing.
+_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$|^/ui/jobs/[^/]+/logs\.txt$|^/docs-assets/")
 _ON_REQUEST = re.compile(r"^/v1/jobs/[^/]+/logs$")
 _BOOL = TypeAdapter(bool)  # what FastAPI makes of `follow: bool` on the route
 

@@ -262,18 +262,35 @@ def test_a_made_up_cookie_beside_a_token_opens_no_more_streams(tmp_path):
         service.stop()
 
 
-def test_the_ui_log_download_is_a_stream():
+def test_file_downloads_are_streams():
     """A file sent as fast as its reader takes it holds no request slot: 40 unread downloads of
-    a 43 MB log held every slot, and other teams' requests answered 503."""
-    assert stream_kind({"type": "http", "method": "GET", "path": "/ui/jobs/00000000-0000-0000-0000-000000000000/"
-                        "logs.txt", "headers": [], "query_string": b"replica=workerpool0-0"})
+    a 43 MB log held every slot, and other teams' requests answered 503. The API docs' assets
+    (Swagger's 1.5 MB bundle, in 64 KiB chunks, to anyone) are files too; the UI's static
+    files fit in one chunk (sent whole at once, they hold nothing)."""
+    for path in ("/ui/jobs/00000000-0000-0000-0000-000000000000/logs.txt", "/docs-assets/swagger-ui-bundle.js"):
+        assert stream_kind({"type": "http", "method": "GET", "path": path, "headers": [],
+                            "query_string": b"replica=workerpool0-0"}), path
+    assert not stream_kind({"type": "http", "method": "GET", "path": "/ui/static/ui.css", "headers": [],
+                            "query_string": b""})
+    from service.ui.render import STATIC
+    assert all(f.stat().st_size < 65536 for f in STATIC.iterdir()), "a UI static file past one chunk: a stream"
 
 
 BIG_LOG = {"name": "big-log", "spec": {"container": {"image_uri": "local", "command": [
     "python", "-c", "import sys\nfor i in range(12000): sys.stdout.write(f'{i:08} ' + 'x' * 1000 + '\\n')"]}}}
 
 
-def test_unread_log_downloads_hold_no_request_slot(tmp_path):
+def unread_download(port: int, path: str, headers: str) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing more
+    s.settimeout(WAIT)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+    assert s.recv(1024).startswith(b"HTTP/1.1 200")
+    return s
+
+
+def test_unread_file_downloads_hold_no_request_slot(tmp_path):
     """Six downloads of a 12 MB log that are never read, three times the request slots: another
     caller's requests are still answered (the downloads are streams: each gave its slot back
     as its response started). And a download has the whole log."""
@@ -291,13 +308,7 @@ def test_unread_log_downloads_hold_no_request_slot(tmp_path):
         # Every line: the download stopped at the first read that the backend's byte cap cut short.
         assert whole.text.count(" x") == 12000 and f"{11999:08} x" in whole.text, len(whole.content)
         for _ in range(6):
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing more
-            s.settimeout(WAIT)
-            s.connect(("127.0.0.1", service.port))
-            s.sendall(f"GET /ui/jobs/{job['id']}/logs.txt HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n".encode())
-            assert s.recv(1024).startswith(b"HTTP/1.1 200")
-            downloads.append(s)
+            downloads.append(unread_download(service.port, f"/ui/jobs/{job['id']}/logs.txt", f"Cookie: {cookie}\r\n"))
         assert gauge(service, "trainjobs_streams_open") == 6
         other = service.client.post("/v1/tokens", json={"name": "other", "role": "viewer"}).json()["token"]
         for _ in range(10):
