@@ -20,6 +20,8 @@ import argparse
 import asyncio
 import json
 import os
+import random
+import re
 import resource
 import secrets
 import signal
@@ -63,7 +65,7 @@ def raise_fd_limit() -> None:
 
 
 class Service:
-    def __init__(self, db_url: str, work: Path, **env) -> None:
+    def __init__(self, db_url: str, work: Path, workers: int = 1, **env) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         full = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
@@ -73,7 +75,7 @@ class Service:
                      "TRAINJOBS_METRICS_TOKEN": METRICS_TOKEN, **env})
         self.log = open(work / "service.log", "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-                                      "--log-level", "warning"], env=full, cwd=work, stdout=self.log,
+                                      "--log-level", "warning", "--workers", str(workers)], env=full, cwd=work, stdout=self.log,
                                      stderr=subprocess.STDOUT, preexec_fn=raise_fd_limit)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -87,12 +89,14 @@ class Service:
             raise SystemExit("the service did not start; see " + str(work / "service.log"))
         self.ps = psutil.Process(self.proc.pid)
 
+    def _all(self) -> list:
+        return [self.ps, *self.ps.children()]  # with --workers, the workers are its children
+
     def rss_mb(self) -> float:
-        return self.ps.memory_info().rss / 2**20
+        return sum(p.memory_info().rss for p in self._all()) / 2**20
 
     def cpu_seconds(self) -> float:
-        t = self.ps.cpu_times()
-        return t.user + t.system
+        return sum(t.user + t.system for t in (p.cpu_times() for p in self._all()))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -156,43 +160,78 @@ async def mix(url: str, clients: int, seconds: float) -> dict:
     return {"statuses": statuses, "created": created, "errors": errors, "get": get_lat, "health": health_lat}
 
 
-async def follower(port: int, job_id: str, expect: int, results: list) -> None:
-    """A bare SSE client (asyncio streams: 1,000 of them fit in one process)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**20)
-    writer.write((f"GET /v1/jobs/{job_id}/logs?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                  "Accept: text/event-stream\r\nConnection: close\r\n\r\n").encode())
-    await writer.drain()
-    lines, event, ended, status = [], None, False, None
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        status = int(head.split()[1])
-        while True:
-            raw = await reader.readline()
-            if not raw:
+async def follower(port: int, job_id: str, token: str, expect: int, results: list, attached: list) -> None:
+    """A bare SSE client (asyncio streams: thousands of them fit in one process) that behaves as
+    the Python client does: a 503 is retried after its Retry-After (never earlier, spread over a
+    quarter more), and a stream ended early (`resync`, `reconnect`) is resumed with Last-Event-ID."""
+    lines: list[int] = []
+    event, ended, status, last_id = None, False, None, None
+    refused = resumed = 0
+    counted = False
+    for _attempt in range(200):  # bounded: a service that never serves it ends the bench
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**20)
+        resume = f"Last-Event-ID: {last_id}\r\n" if last_id else ""
+        writer.write((f"GET /v1/jobs/{job_id}/logs?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      f"{token}\r\nAccept: text/event-stream\r\n{resume}Connection: close\r\n\r\n").encode())
+        event = None
+        try:
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head.split()[1])
+            if status == 503:
+                refused += 1
+                after = re.search(rb"(?im)^retry-after: *(\d+)", head)
+                await asyncio.sleep(int(after.group(1)) * random.uniform(1.0, 1.25) if after else 1.0)
+                continue
+            if status != 200:
                 break
-            line = raw.decode().rstrip("\r\n")
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: ") and event == "log":
-                msg = json.loads(line[6:])["message"]
-                if msg.startswith("workerpool0-0 line "):
-                    lines.append(int(msg.rsplit(" ", 1)[1]))
-            elif line.startswith("data: ") and event == "end":
-                ended = True
-                break
-            elif line.startswith("data: ") and event == "resync":
-                break
-    finally:
-        writer.close()
-    results.append((status, lines == list(range(expect)), ended, len(lines)))
+            if not counted:
+                counted = True
+                attached.append(1)
+            while True:
+                raw = await reader.readline()
+                if not raw:
+                    break
+                line = raw.decode().rstrip("\r\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("id: "):
+                    last_id = line[4:]
+                elif line.startswith("data: ") and event == "log":
+                    msg = json.loads(line[6:])["message"]
+                    if msg.startswith("workerpool0-0 line "):
+                        lines.append(int(msg.rsplit(" ", 1)[1]))
+                elif line.startswith("data: ") and event == "end":
+                    ended = True
+                    break
+                elif line.startswith("data: ") and event in ("resync", "reconnect"):
+                    last_id = json.loads(line[6:]).get("cursor") or last_id
+                    break
+        except (OSError, asyncio.IncompleteReadError) as e:
+            event = type(e).__name__
+        finally:
+            writer.close()
+        if ended:
+            break
+        resumed += 1
+    results.append((status, lines == list(range(expect)), ended, len(lines), event, refused, resumed))
 
 
-def followers_process(port: int, job_id: str, n: int, lines: int, out: Path) -> None:
+def followers_process(port: int, job_id: str, tokens: list[str], n: int, lines: int, out: Path) -> None:
     """The followers, in a process of their own: 1,000 streams keep a Python event loop busy,
-    and a GET measured from that loop would time the client, not the service."""
+    and a GET measured from that loop would time the client, not the service. `out`.attached
+    appears once every follower has its stream (the bench opens the gate then)."""
     async def run() -> list:
         results: list = []
-        await asyncio.gather(*(follower(port, job_id, lines, results) for _ in range(n)))
+        attached: list = []
+
+        async def watch() -> None:
+            while len(attached) < n and len(results) < n:
+                await asyncio.sleep(0.1)
+            out.with_suffix(".attached").write_text(str(len(attached)))
+        # Each token has its share, within the default TRAINJOBS_MAX_STREAMS_PER_CALLER.
+        await asyncio.gather(watch(), *(follower(port, job_id, tokens[i % len(tokens)], lines, results, attached)
+                                        for i in range(n)))
         return results
     out.write_text(json.dumps(asyncio.run(run())))
 
@@ -211,16 +250,18 @@ async def followers_run(url: str, port: int, n: int, lines: int, gate: Path, svc
         job = (await c.post("/v1/jobs", json={"template": "talker", "backend": "local"})).json()
         while (await c.get(f"/v1/jobs/{job['id']}")).json()["state"] != "RUNNING":
             await asyncio.sleep(0.1)
+        # Viewer tokens enough for every follower within the default per-caller cap (64 a process).
+        tokens = []
+        for i in range(-(-n // 60)):
+            r = await c.post("/v1/tokens", json={"name": f"follower-{i}", "role": "viewer"})
+            assert r.status_code == 201, r.text
+            tokens.append(r.json()["token"])
+        (work / "tokens.json").write_text(json.dumps(tokens))
         out = work / "followers.json"
-        proc = subprocess.Popen([sys.executable, __file__, "--follower-process", str(port), job["id"], str(n),
-                                 str(lines), str(out)], preexec_fn=raise_fd_limit,
-                                env={**os.environ, "TRAINJOBS_LOAD_TOKEN": TOKEN})
-        # Attached: the streams' gauge says so (a real signal, not a sleep).
-        while True:
-            m = (await c.get("/metrics")).text
-            open_ = [ln for ln in m.splitlines() if ln.startswith("trainjobs_streams_open ")]
-            if open_ and float(open_[0].split()[1]) >= n:
-                break
+        proc = subprocess.Popen([sys.executable, __file__, "--follower-process", str(port), job["id"],
+                                 str(work / "tokens.json"), str(n), str(lines), str(out)], preexec_fn=raise_fd_limit)
+        # Attached: the followers' process says so once each has its stream (a real signal, not a sleep).
+        while not out.with_suffix(".attached").exists():
             if proc.poll() is not None:
                 raise SystemExit("the followers' process ended before they were all attached")
             await asyncio.sleep(0.1)
@@ -304,8 +345,10 @@ def followers_part(args, db_url: str, work: Path) -> None:
     # The gate is a file in `work`: visible in the replica's sandbox (its own mount namespace and
     # uid since round 3) only as a shared folder, and reachable by the replica's uid.
     os.chmod(work, 0o711)
-    svc = Service(db_url, work, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2", TRAINJOBS_MAX_STREAMS_PER_CALLER="5000",
-                  TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(work)]))
+    # Every TRAINJOBS_ limit at its default (the followers use many tokens: see followers_run).
+    svc = Service(db_url, work, args.workers, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS="2",
+                  TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS=json.dumps([str(work)]),
+                  **{"TRAINJOBS_" + k.upper(): v for k, v in (kv.split("=", 1) for kv in args.set)})
     try:
         idle = svc.rss_mb()
         cpu0, t0 = svc.cpu_seconds(), time.monotonic()
@@ -314,10 +357,20 @@ def followers_part(args, db_url: str, work: Path) -> None:
                                         work, args.profile, svc.proc.pid))
         cpu = svc.cpu_seconds() - cpu0
         wall = time.monotonic() - t0
-        ok = sum(1 for status, complete, ended, _ in res["results"] if status == 200 and complete and ended)
-        print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines "
-              "(the followers in one process, the GET client in another)")
-        print(f"  complete (every line in order + end): {ok}/{args.followers}")
+        ok = sum(1 for status, complete, ended, *_ in res["results"] if status == 200 and complete and ended)
+        why: dict[str, int] = {}
+        for status, complete, ended, _, last, *_ in res["results"]:
+            if not (status == 200 and complete and ended):
+                k = f"status {status}, last event {last}"
+                why[k] = why.get(k, 0) + 1
+        print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines, "
+              f"{args.workers} worker process(es), default settings (the followers in one process, the GET "
+              "client in another)")
+        refused = sum(r[5] for r in res["results"])
+        print(f"  connecting: {refused} answers 503 with Retry-After (obeyed: {sum(1 for r in res['results'] if r[5])}"
+              f" followers came back later); streams resumed with Last-Event-ID: {sum(r[6] for r in res['results'])}")
+        print(f"  complete (every line in order + end): {ok}/{args.followers}"
+              + (f"; the others: {why}" if why else ""))
         print(f"  GET /v1/jobs/{{id}} meanwhile: p50 {pct(res['get'], 50)*1000:.0f} ms, "
               f"p99 {pct(res['get'], 99)*1000:.0f} ms, max {max(res['get'])*1000:.0f} ms "
               f"({len(res['get'])} requests, statuses {res['get_status']})")
@@ -335,14 +388,19 @@ def followers_part(args, db_url: str, work: Path) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--follower-process"]:
-        port, job_id, n, lines, out = sys.argv[2:7]
+        port, job_id, tokens, n, lines, out = sys.argv[2:8]
         raise_fd_limit()
-        return followers_process(int(port), job_id, int(n), int(lines), Path(out))
+        return followers_process(int(port), job_id, json.loads(Path(tokens).read_text()), int(n), int(lines),
+                                 Path(out))
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--followers", type=int, default=1000)
     ap.add_argument("--lines", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=1, help="API worker processes (one database)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting for the followers' service, e.g. --set LOGS_FANOUT_LOOP_SHARE=0.1 "
+                         "(default: every setting at its default)")
     ap.add_argument("--only", choices=["mix", "followers"], help="run one part")
     ap.add_argument("--profile", help="py-spy (on PATH) of the service during the followers' fan-out: "
                                       "an svg, or py-spy's raw stacks if the name ends in .txt")

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from service.auth.cache import TokenCache
 from service.auth.service import Actor, hash_token, resolve, unknown_token
+from service.core.credentials import bearer_secret
 from service.core.errors import Forbidden, Unauthorized
 from service.persistence.models import ApiToken, Team
 
@@ -30,8 +31,8 @@ def missing_token() -> Unauthorized:
 def bearer_hash(authorization: str | None) -> str:
     """The hash of the bearer token in an Authorization header (parsed as RFC 6750 and
     fastapi.security.HTTPBearer parse it: the scheme in any case); a 401 when there is none."""
-    scheme, _, secret = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secret:
+    secret = bearer_secret(authorization)
+    if secret is None:
         raise missing_token()
     return hash_token(secret)
 

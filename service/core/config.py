@@ -177,7 +177,7 @@ class Settings(BaseSettings):
                                             "`jobs logs -f` do it themselves)")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
     logs_fanout_loop_share: float = Field(
-        0.25, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "
+        0.1, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "
                                       "lines to its followers: with many followers it reads less often (bigger "
                                       "batches, the same lines) so requests are still answered at once")
 

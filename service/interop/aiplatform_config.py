@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.core.errors import Problem
+from service.interop import numbers
 from service.interop.legacy_machines import (
     RETIRED_ACCELERATORS,
     SCALE_TIERS,
@@ -259,10 +260,8 @@ def _count(ti: dict, where: str, problems: list[Problem]) -> int:
 
 def _int(where: str, value: Any, problems: list[Problem]) -> int:
     # int64 fields come as JSON strings from the API ("4") and as numbers from hand-written YAML.
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
-        problems.append(Problem(where, f"{value!r} is not a whole number", "write e.g. 2"))
-        return 0
-    return int(value)
+    n = numbers.whole(where, value, problems)
+    return 0 if n is None else n
 
 
 def _strings(d: dict, key: str, prefix: str, problems: list[Problem]) -> list[str]:
@@ -306,4 +305,4 @@ def _seconds(where: str, value: Any, problems: list[Problem]) -> int | None:
     if m.group(2) and int(m.group(2)):
         problems.append(Problem(where, f"{value!r}: trainjobs keeps whole seconds", "round it to whole seconds"))
         return None
-    return int(m.group(1))
+    return numbers.whole(where, m.group(1), problems)

@@ -12,6 +12,7 @@ pool with a container image. An empty value is an empty (skipped) pool."""
 from __future__ import annotations
 
 from service.core.errors import Problem
+from service.interop import numbers
 from service.interop.pools import Pool
 
 CONTAINER_KEYS = ("machine-type", "replica-count", "accelerator-type", "accelerator-count", "container-image-uri")
@@ -97,11 +98,8 @@ def parse_pool(where: str, value: str, args: list[str], command: list[str]) -> t
 def _int(where: str, spec: dict, key: str, default: int, problems: list[Problem]) -> int:
     if key not in spec:
         return default
-    try:
-        return int(spec[key])
-    except ValueError:
-        problems.append(Problem(f"{where}.{key}", f"{spec[key]!r} is not a whole number", f"write e.g. {key}=1"))
-        return default
+    n = numbers.whole(f"{where}.{key}", spec[key], problems, example=f"{key}=1")
+    return default if n is None else n
 
 
 def pool_value(pool: dict) -> str:

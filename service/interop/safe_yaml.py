@@ -25,6 +25,7 @@ import yaml
 from yaml.nodes import MappingNode, SequenceNode
 
 from service.core.errors import Invalid, Problem
+from service.interop.numbers import MAX_DIGITS, too_long
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,20 @@ def _loader(limits: YamlLimits, field: str):
                 raise _too_big(limits, field, "and merge keys (<<) are expanded")
             super().flatten_mapping(node)
 
+        def construct_document(self, node):
+            self._root = node  # where a value that cannot be read is named from
+            return super().construct_document(node)
+
+        def construct_yaml_int(self, node):
+            # An integer of more than 4,300 digits is a ValueError in int() (CVE-2020-10735's
+            # limit; hex and binary have none, and str() of such a number fails later): it killed the
+            # import worker (a 503). More than numbers.MAX_DIGITS is no count.
+            text = node.value.replace("_", "").lstrip("+-")
+            digits = len(text[2:] if text[:2] in ("0x", "0b") else text)
+            if digits > MAX_DIGITS:
+                raise _Refused(too_long(_path_of(self._root, node) or field, digits))
+            return super().construct_yaml_int(node)
+
         def construct_mapping(self, node, deep=False):
             if isinstance(node, MappingNode):
                 seen: dict[Any, int] = {}
@@ -154,7 +169,31 @@ def _loader(limits: YamlLimits, field: str):
                     seen[key] = key_node.start_mark.line
             return super().construct_mapping(node, deep=deep)
 
+    BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
     return BoundedLoader
+
+
+def _path_of(root, target) -> str:
+    """Where `target` sits in the composed document, as the converters name fields
+    (trainingInput.workerConfig.acceleratorConfig.count, workerPoolSpecs[0].replicaCount);
+    empty at the root. The document is already bounded (max_nodes), so is this walk."""
+    stack = [(root, "")]
+    seen = set()
+    while stack:
+        node, where = stack.pop()
+        if node is target:
+            return where
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, SequenceNode):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node.value))
+        elif isinstance(node, MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key.value, str) else "(key)"
+                stack.append((key, f"{where}.{name} (its key)".lstrip(".")))
+                stack.append((value, f"{where}.{name}".lstrip(".")))
+    return ""
 
 
 def load(text: str, limits: YamlLimits, field: str = "source") -> Any:

@@ -11,6 +11,7 @@ import difflib
 from typing import Any
 
 from service.core.errors import Problem
+from service.interop import numbers
 from service.interop.pools import Pool
 from service.jobspec.cluster import EXPECTED_GPUS_ENV
 
@@ -115,10 +116,8 @@ def _pool(where: str, p: Any, problems: list[Problem], warnings: list[Problem]) 
 
 
 def _int(where: str, value: Any, problems: list[Problem]) -> int:
-    if isinstance(value, bool) or not str(value).strip().isdigit():
-        problems.append(Problem(where, f"{value!r} is not a whole number", "write e.g. 1"))
-        return 0
-    return int(value)
+    n = numbers.whole(where, value, problems, example="1")
+    return 0 if n is None else n
 
 
 def _scheduling(s: Any, problems: list[Problem]) -> dict:
@@ -134,7 +133,9 @@ def _scheduling(s: Any, problems: list[Problem]) -> dict:
             if not (text.endswith("s") and text[:-1].isdigit()):
                 problems.append(Problem(f"scheduling.{key}", f"{value!r} is not whole seconds", 'write e.g. "3600s"'))
             else:
-                out[_SCHEDULING[key]] = int(text[:-1])
+                seconds = numbers.whole(f"scheduling.{key}", text[:-1], problems)
+                if seconds is not None:
+                    out[_SCHEDULING[key]] = seconds
         else:
             out[_SCHEDULING[key]] = value
     return out

@@ -22,7 +22,7 @@ class FanoutSettings:
     follower_lines: int = 10_000    # unsent lines a follower may lag before it is cut
     idle_seconds: float = 5.0       # a reader with no follower stops after this long
     wake_chunk: int = 8             # followers woken per event-loop turn when a batch goes out
-    loop_share: float = 0.25        # the most of the loop's time a reader spends fanning out (next_read_after)
+    loop_share: float = 0.1         # the most of the loop's time a reader spends fanning out (next_read_after)
     buffer_bytes: int = 4 << 20     # recent events a reader keeps, in bytes as sent
     follower_bytes: int = 1 << 20   # unsent bytes a follower may lag by
     process_bytes: int = 64 << 20   # all readers' and followers' bytes together

@@ -156,7 +156,8 @@ def download_logs(job_id: uuid.UUID, request: Request, session: SessionDep, user
         while True:
             for ln in page.lines:
                 yield f"{ln.timestamp.isoformat()} {ln.replica} {ln.stream}: {ln.message}\n"
-            if len(page.lines) < 1000:
+            # A read may stop at the backend's byte cap with fewer lines (`more`): the file goes on.
+            if not page.lines or (len(page.lines) < 1000 and not page.more):
                 return
             page = logs.read(backend, view.handle, replica, page.cursor, 1000)
 

@@ -15,13 +15,15 @@ requests in flight everything stalled for the pool timeout and then answered
   app lifespan), so a request that runs never waits for a thread or a connection
   held by another request; a wait for a connection is bounded anyway
   (TRAINJOBS_DB_POOL_TIMEOUT_SECONDS -> 503);
-- streams (SSE: a job's log followed, the UI's live feed and log) hold no request slot
+- streams (SSE: a job's log followed, the UI's live feed and log; and the UI's log download,
+  a file sent as fast as its reader takes it) hold no request slot
   while they stream (a shared reader serves them, service/logs/fanout.py); at most
   TRAINJOBS_MAX_STREAMS at once, TRAINJOBS_MAX_STREAMS_PER_CALLER of them for one
   credential. Opening one (authentication, reading the job: threads and database
   connections) takes a request slot until its response starts, so a thousand followers
   connecting at once queue for slots (up to TRAINJOBS_STREAM_QUEUE_SECONDS) instead of
-  emptying the database pool;
+  emptying the database pool; one refused then is told by Retry-After when the streams
+  ahead of it will have opened (stream_retry_after), so they come back in turn;
 - /healthz, /readyz and /metrics are never queued (readyz uses a pool of its own).
 
 What is a stream is decided once, here (`stream_kind`), from the value the route itself
@@ -35,18 +37,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
+import time
 from urllib.parse import parse_qs
 
 from pydantic import TypeAdapter, ValidationError
+from starlette.requests import HTTPConnection
 
+from service.core.credentials import bearer_secret
 from service.web.problem_types import type_uri
 
 MEDIA_TYPE = b"application/problem+json"
 EXEMPT = ("/healthz", "/readyz", "/metrics")
+UI_SESSION_COOKIE = "trainjobs_session"  # service.ui.sessions.SESSION_COOKIE (a layer above: not imported)
 
-# Routes that always stream (the UI's), and the API route that streams when asked to.
-_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$")
+# Routes that always stream (the UI's event streams and its log download; the API docs' assets,
+# Swagger's 1.5 MB bundle sent in 64 KiB chunks to anyone), and the API route that streams when
+# asked to. A response that sends a file as its reader takes it is a stream: an unread download
+# held a request slot until its last byte (40 of them answered every other team 503). The UI's
+# own static files fit in one chunk: sent whole at once, they hold nothing.
+_ALWAYS = re.compile(r"^/ui/stream$|^/ui/jobs/[^/]+/logs/stream$|^/ui/jobs/[^/]+/logs\.txt$|^/docs-assets/")
 _ON_REQUEST = re.compile(r"^/v1/jobs/[^/]+/logs$")
 _BOOL = TypeAdapter(bool)  # what FastAPI makes of `follow: bool` on the route
 
@@ -78,17 +89,20 @@ def stream_kind(scope) -> bool:
 
 
 def caller_of(scope) -> bytes:
-    """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): its credential (bearer
-    token or UI session cookie), hashed; not yet checked (the route does that), so a made-up
-    credential only fills its own quota until the route refuses it."""
-    auth = cookie = None
-    for k, v in scope.get("headers", ()):
-        if k == b"authorization" and auth is None:  # the first, as the route reads it
-            # The secret alone: "Bearer x" and "bEaReR x" are one caller, not two quotas.
-            auth = v.partition(b" ")[2].strip()
-        elif k == b"cookie" and cookie is None and b"trainjobs_session=" in v:
-            cookie = v.split(b"trainjobs_session=", 1)[1].split(b";", 1)[0].strip()
-    return hashlib.sha256((auth or b"") + b"\0" + (cookie or b"")).digest()
+    """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): the credential its route
+    authenticates with, read as the route reads it, hashed. The UI's routes sign in by the
+    session cookie alone (Starlette's cookie parser, every Cookie header, the last value
+    winning); every other route by the bearer token alone (the one parser,
+    service.core.credentials). Nothing else in the request counts: a made-up cookie beside a
+    real bearer token, or a made-up token beside a real session, used to open a fresh quota
+    each time. Not yet checked (the route does that), so a made-up credential only fills its
+    own quota until the route refuses it."""
+    conn = HTTPConnection(scope)
+    if scope.get("path", "").startswith("/ui/"):
+        key = "ui\0" + conn.cookies.get(UI_SESSION_COOKIE, "")
+    else:
+        key = "bearer\0" + (bearer_secret(conn.headers.get("authorization")) or "")
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 class AdmissionMiddleware:
@@ -104,6 +118,11 @@ class AdmissionMiddleware:
         self.streams = 0            # log streams in this process, opening or open (TRAINJOBS_MAX_STREAMS)
         self.by_caller: dict[bytes, int] = {}  # of them, per credential
         self.streaming = 0          # of them, those whose response has started (the gauge)
+        self.waiting = 0            # of them, those waiting for a request slot to open in
+        # Seconds a stream's opening holds its slot (a moving average): with `waiting` and the
+        # slots, when a stream refused now would find one free (its Retry-After).
+        self.open_seconds = 0.01
+        self.max_requests = max_requests
         self.in_flight = 0
         self.retry_after = retry_after
         self.on_refuse = on_refuse  # metrics: called with "requests" or "streams"
@@ -151,13 +170,27 @@ class AdmissionMiddleware:
             return False
         return True
 
+    def stream_retry_after(self) -> int:
+        """When a stream refused now should come back (whole seconds, 1 to 60): the streams
+        waiting ahead of it, opened `max_requests` at a time at the measured pace, spread
+        over twice that so that thousands refused together do not all return in one second."""
+        ahead = self.waiting * self.open_seconds / self.max_requests
+        return max(self.retry_after, min(60, math.ceil(2 * ahead)))
+
     async def _stream(self, scope, receive, send) -> None:
         """A stream's opening runs in a request slot, given back as its response starts."""
-        if not await self._slot(self.stream_queue_seconds):
+        self.waiting += 1
+        try:
+            got = await self._slot(self.stream_queue_seconds)
+        finally:
+            self.waiting -= 1
+        if not got:
             return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
-                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
+                                      "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)",
+                                      retry_after=self.stream_retry_after())
         self.in_flight += 1
         held = True
+        began = time.monotonic()
 
         def give_back() -> None:
             nonlocal held
@@ -165,6 +198,7 @@ class AdmissionMiddleware:
                 held = False
                 self.in_flight -= 1
                 self.slots.release()
+                self.open_seconds += (time.monotonic() - began - self.open_seconds) / 32
 
         streaming = False
 
@@ -183,15 +217,17 @@ class AdmissionMiddleware:
             if streaming:
                 self.streaming -= 1
 
-    async def _refuse(self, scope, send, kind: str, why: str, status: int = 503) -> None:
+    async def _refuse(self, scope, send, kind: str, why: str, status: int = 503,
+                      retry_after: int | None = None) -> None:
+        retry = self.retry_after if retry_after is None else retry_after
         if self.on_refuse:
             self.on_refuse(kind)
         title = "Service overloaded" if status == 503 else "Too many streams"
         slug = "overloaded" if status == 503 else "too-many-streams"
         body = json.dumps({"type": type_uri(slug, scope.get("root_path", "")), "title": title,
                            "status": status, "detail": f"{why}; nothing was done: retry after "
-                           f"{self.retry_after} s", "instance": scope.get("path", "")}).encode()
+                           f"{retry} s", "instance": scope.get("path", "")}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", MEDIA_TYPE), (b"content-length", str(len(body)).encode()),
-                                (b"retry-after", str(self.retry_after).encode())]})
+                                (b"retry-after", str(retry).encode())]})
         await send({"type": "http.response.body", "body": body})

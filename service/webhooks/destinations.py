@@ -73,20 +73,40 @@ def parse(url: str) -> Destination:
     return Destination(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), literal)
 
 
+def _nets(*cidrs: str) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(c) for c in cidrs)
+
+
+# Not public whatever Python's table of the day says (3.11 calls fec0::/10 global, and its
+# tables changed between releases): IANA's special-purpose registries, each range named.
+_NOT_PUBLIC_V4 = _nets(
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24",       # IETF protocol assignments (DS-Lite, NAT64 discovery, PCP, TURN)
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",  # documentation
+    "192.88.99.0/24",     # the deprecated 6to4 relay anycast
+    "192.168.0.0/16", "198.18.0.0/15",  # private; benchmarking
+    "224.0.0.0/4", "240.0.0.0/4")       # multicast; reserved (and 255.255.255.255)
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")  # outside it: ::/8, 100::/64 (discard), 5f00::/16
+# (SRv6), fc00::/7 (unique local), fe80::/10 (link-local), fec0::/10 (deprecated site-local), ff00::/8
+_NOT_PUBLIC_V6 = _nets(
+    "2001::/23",          # IETF protocol assignments: Teredo 2001::/32, benchmarking 2001:2::/48, ORCHID
+                          # 2001:10::/28 and ORCHIDv2 2001:20::/28
+    "2001:db8::/32", "3fff::/20",  # documentation
+    "2002::/16")          # 6to4: reaches whatever IPv4 address it embeds, through a relay
+
+
 def is_public(ip: IP) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return is_public(ip.ipv4_mapped)
-        if int(ip) >> 64 == 0:
-            # The rest of ::/64: ::, ::1, the deprecated IPv4-compatible ::a.b.c.d (::/96) and
-            # IPv4-translated ::ffff:0:a.b.c.d (RFC 2765). Python calls the last two "global" (no
-            # registry lists them); a stack that still honours them reaches the IPv4 address inside,
-            # e.g. http://[::127.0.0.1]/ or http://[::ffff:0:7f00:1]/. None is a public receiver.
-            return False
-        if ip in NAT64:  # reaches the IPv4 address it embeds
-            return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    # Not global in Python's table, so refused here: 6to4 (2002::/16), Teredo (2001::/32).
-    return ip.is_global and not ip.is_multicast
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip.is_global and not any(ip in net for net in _NOT_PUBLIC_V4)
+    if ip.ipv4_mapped is not None:
+        return is_public(ip.ipv4_mapped)
+    if ip in NAT64:  # reaches the IPv4 address it embeds (64:ff9b:1::/48, local-use NAT64, is refused below)
+        return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    # ::/8 holds ::, ::1, the deprecated IPv4-compatible ::a.b.c.d (::/96) and IPv4-translated
+    # ::ffff:0:a.b.c.d (RFC 2765): Python calls the last two "global"; a stack that still
+    # honours them reaches the IPv4 address inside, e.g. http://[::127.0.0.1]/. Only global
+    # unicast (2000::/3) can be a public receiver.
+    return (ip in _GLOBAL_UNICAST_V6 and ip.is_global and not any(ip in net for net in _NOT_PUBLIC_V6))
 
 
 def check_address(ip: IP, allowed: tuple[Network, ...]) -> None:

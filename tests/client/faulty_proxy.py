@@ -5,6 +5,7 @@ partway through an event."""
 from __future__ import annotations
 
 import socket
+import time
 
 from tests.faults.tcp_proxy import Tap, TcpProxy
 
@@ -18,6 +19,8 @@ class FaultyProxy(TcpProxy):
         self.dropped = 0
         self.cuts = 0
         self.follow_requests: list[bytes] = []   # the head of every followed-log request
+        self.follow_times: list[float] = []      # when each came (time.monotonic())
+        self.follow_statuses: list[int] = []     # the status each was answered
         super().__init__(connect=lambda: socket.create_connection(("127.0.0.1", target_port), timeout=10),
                          tap=lambda: _HttpFaults(self))
         self.url = f"http://127.0.0.1:{self.port}"
@@ -32,6 +35,7 @@ class _HttpFaults(Tap):
         self.drop_next_response = False
         self.cut_after_events: int | None = None
         self.events_seen = 0
+        self.follow = False  # this connection's request follows a log: its status is recorded
 
     def to_server(self, data: bytes) -> tuple[bytes, bool]:
         p = self.proxy
@@ -43,6 +47,8 @@ class _HttpFaults(Tap):
                     break
             if b"follow=true" in data.split(b"\r\n", 1)[0]:
                 p.follow_requests.append(data.split(b"\r\n\r\n", 1)[0])
+                p.follow_times.append(time.monotonic())
+                self.follow = True
                 if p.cut_streams_after:
                     self.cut_after_events = p.cut_streams_after.pop(0)
                     self.events_seen = 0
@@ -50,6 +56,10 @@ class _HttpFaults(Tap):
 
     def to_client(self, data: bytes) -> tuple[bytes, bool]:
         p = self.proxy
+        if self.follow and data.startswith(b"HTTP/1.1 "):
+            self.follow = False
+            with p._lock:
+                p.follow_statuses.append(int(data[9:12]))
         if self.drop_next_response:
             # The service has answered, so it has done the work; the client never hears of it.
             with p._lock:

@@ -70,6 +70,55 @@ async def test_async_follow_resumes_too(tj, proxy, token):
     assert stream.end.state is JobState.SUCCEEDED
 
 
+def test_a_follower_refused_for_capacity_comes_back_when_told(db_url, work_dir, token, tmp_path):  # noqa: F811
+    """The one stream place of the process is taken: a follow answers 503 with Retry-After and
+    problem+json, and the client's follower waits that long (it retried after its own backoff,
+    10 ms here, and hammered the process) before it comes back and gets every line."""
+    import threading
+
+    import httpx
+
+    from service.app import create_app
+    from tests.backends.localkit import settings_for, thread_server
+    from tests.waiting import wait_for
+
+    gate = tmp_path / "gate"
+    with thread_server(create_app(settings_for(db_url, work_dir, max_streams=1))) as url:
+        proxy = FaultyProxy(int(url.rsplit(":", 1)[1]))
+        held = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30)
+        try:
+            with Client(url, token, backoff=0.01) as tj:
+                tj.templates.create("waiter", replica_spec("--lines", "2", "--wait-file", str(gate),
+                                                           "--lines-after", "2"))
+                job = tj.submit("waiter")
+            path = f"/v1/jobs/{job.id}/logs?follow=true"
+            held.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+            assert held.recv(4096).startswith(b"HTTP/1.1 200")
+            r = httpx.get(url + path, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json", r.text
+            assert int(r.headers["retry-after"]) >= 1 and "TRAINJOBS_MAX_STREAMS" in r.json()["detail"]
+            messages: list[str] = []
+
+            def follow() -> None:
+                with Client(proxy.url, token, backoff=0.01) as flaky:
+                    messages.extend(line.message for line in flaky.logs(job, follow=True))
+            thread = threading.Thread(target=follow)
+            thread.start()
+            wait_for(lambda: proxy.follow_statuses == [503], "the follower's first attempt refused", 30)
+            held.close()
+            gate.touch()
+            thread.join(60)
+            assert not thread.is_alive()
+        finally:
+            held.close()
+            proxy.close()
+    times = proxy.follow_times
+    assert times[1] - times[0] >= 1.0, times  # not before the Retry-After it was given
+    assert proxy.follow_statuses[:2] == [503, 200]
+    assert messages == ["hello from workerpool0-0 as chief:0", "workerpool0-0 line 0", "workerpool0-0 line 1",
+                        "workerpool0-0 after 0", "workerpool0-0 after 1"]
+
+
 def test_nothing_listening_is_connection_failed_after_the_retries(token):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

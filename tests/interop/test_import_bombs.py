@@ -105,3 +105,38 @@ def test_the_expanded_bytes_bound_is_a_setting(api_client, settings, tokens):
         r = c.post("/v1/templates:import", json=body)
         assert r.status_code == 200, r.text
         assert r.json()["spec"]["container"]["args"] == ["x" * 600] * 4
+
+
+HUGE = "9" * 5000  # int() refuses more than 4,300 digits: it killed the import worker (503) or answered 500
+
+
+@pytest.mark.parametrize("fmt,source,field", [
+    ("aiplatform-config", "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  masterConfig:\n"
+                          f"    imageUri: img:1\n    acceleratorConfig: {{type: NVIDIA_TESLA_T4, count: {HUGE}}}\n",
+     "trainingInput.masterConfig.acceleratorConfig.count"),
+    ("aiplatform-config", "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  masterConfig:\n"
+                          f"    imageUri: img:1\n    acceleratorConfig: {{type: NVIDIA_TESLA_T4, count: '{HUGE}'}}\n",
+     "trainingInput.masterConfig.acceleratorConfig.count"),  # as a string, JSON's int64 form: the API process
+    ("aiplatform-config", "trainingInput:\n  scaleTier: BASIC\n  scheduling: {maxRunningTime: " + HUGE + "s}\n",
+     "trainingInput.scheduling.maxRunningTime"),
+    ("vertex-config", '{"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": '
+                      f'{HUGE}, "containerSpec": {{"imageUri": "img:1"}}}}]}}', "workerPoolSpecs[0].replicaCount"),
+    ("vertex-config", "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n  replicaCount: '"
+                      f"{HUGE}'\n  containerSpec: {{imageUri: 'img:1'}}\n", "workerPoolSpecs[0].replicaCount"),
+    ("vertex-config", "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n  containerSpec: "
+                      "{imageUri: 'img:1'}\nscheduling: {timeout: '" + HUGE + "s'}\n", "scheduling.timeout"),
+    ("vertex-config", f"workerPoolSpecs:\n- machineSpec: {{machineType: n1-standard-4}}\n  replicaCount: 0x{HUGE}\n"
+                      "  containerSpec: {imageUri: 'img:1'}\n", "workerPoolSpecs[0].replicaCount"),  # hex: no limit
+    ("gcloud", "cat > c.yaml <<EOF\nworkerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4}\n  replicaCount: "
+               f"{HUGE}\n  containerSpec: {{imageUri: 'img:1'}}\nEOF\ngcloud ai custom-jobs create --region=us-central1"
+               " --display-name=x --config=c.yaml", "workerPoolSpecs[0].replicaCount"),
+    ("gcloud", "gcloud ai custom-jobs create --region=us-central1 --display-name=x --worker-pool-spec="
+               f"machine-type=n1-standard-4,replica-count={HUGE},container-image-uri=img:1", "replica-count"),
+    ("vertex-config", "workerPoolSpecs:\n- machineSpec: {machineType: n1-standard-4, acceleratorCount: '²'}\n"
+                      "  containerSpec: {imageUri: 'img:1'}\n", "workerPoolSpecs[0].machineSpec.acceleratorCount"),
+])
+def test_a_number_too_long_to_convert_is_a_422_naming_its_field(client, fmt, source, field):
+    r = client.post("/v1/templates:import", json={"format": fmt, "source": source})
+    body = assert_problem(r, 422)
+    assert any(e["field"].endswith(field) for e in body["errors"]), body
+    assert len(r.text) < 4000  # the number is not echoed back whole

@@ -11,7 +11,8 @@ import socket
 import httpx
 import pytest
 
-from service.web.overload import parses_true, stream_kind
+from service.ui.sessions import SESSION_COOKIE
+from service.web.overload import UI_SESSION_COOKIE, caller_of, parses_true, stream_kind
 from tests.apikit import DEMO
 from tests.servekit import TOKEN, Serve
 from tests.waiting import wait_for
@@ -178,9 +179,9 @@ def test_the_ui_streams_are_streams_whatever_they_accept():
                         "headers": [(b"accept", b"text/event-stream")], "query_string": b""})
 
 
-def open_stream(port: int, path: str, token: str = TOKEN) -> socket.socket:
+def open_stream(port: int, path: str, token: str = TOKEN, extra: str = "") -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n{extra}\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = s.recv(4096)
@@ -213,6 +214,108 @@ def test_follow_y_streams_hold_no_slot_and_are_capped_per_caller(tmp_path):
         streams.append(open_stream(service.port, f"/v1/jobs/{job['id']}/logs?follow=1", other))
     finally:
         for s in streams:
+            s.close()
+        service.stop()
+
+
+def test_the_stream_cap_counts_the_credential_the_route_authenticates_with():
+    """The API authenticates by the bearer token alone, the UI by its session cookie alone:
+    anything else in the request (a made-up cookie, a made-up token, a second Cookie header
+    shadowed by a later one) is no new caller."""
+    def scope(path: str, *headers: tuple[bytes, bytes]) -> dict:
+        return {"type": "http", "method": "GET", "path": path, "headers": list(headers), "query_string": b""}
+
+    api, ui = "/v1/jobs/x/logs", "/ui/stream"
+    bearer = (b"authorization", b"Bearer secret")
+    one = caller_of(scope(api, bearer))
+    for cookie in (b"trainjobs_session=made-up-1", b"trainjobs_session=made-up-2; a=b", b"x_trainjobs_session=z"):
+        assert caller_of(scope(api, bearer, (b"cookie", cookie))) == one
+    assert caller_of(scope(api, (b"authorization", b"bEARER secret"))) == one
+    assert caller_of(scope(api, (b"authorization", b"Bearer other"))) != one
+    session = (b"cookie", b"trainjobs_session=signed")
+    mine = caller_of(scope(ui, session))
+    assert caller_of(scope(ui, session, (b"authorization", b"Bearer made-up"))) == mine
+    assert caller_of(scope(ui, (b"cookie", b"a_trainjobs_session=made-up; trainjobs_session=signed"))) == mine
+    # Starlette reads every Cookie header, the last value winning: so does the cap.
+    assert caller_of(scope(ui, (b"cookie", b"trainjobs_session=made-up"), session)) == mine
+    assert caller_of(scope(ui, (b"cookie", b"trainjobs_session=another"))) != mine
+    assert UI_SESSION_COOKIE == SESSION_COOKIE
+
+
+def test_a_made_up_cookie_beside_a_token_opens_no_more_streams(tmp_path):
+    """It did: the cap counted token and cookie together, so a viewer sending a fresh cookie
+    with each request opened 100 streams where 64 was the cap."""
+    service = serve(tmp_path, max_streams_per_caller=3)
+    streams = []
+    try:
+        assert service.client.post("/v1/templates", json=DEMO).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "mwms-demo"}).json()  # stays QUEUED
+        path = f"/v1/jobs/{job['id']}/logs?follow=true"
+        streams = [open_stream(service.port, path, extra=f"Cookie: trainjobs_session=made-up-{i}\r\n")
+                   for i in range(3)]
+        r = httpx.get(service.url + path, headers={"Authorization": f"Bearer {TOKEN}"},
+                      cookies={"trainjobs_session": "made-up-4"}, timeout=WAIT)
+        assert r.status_code == 429 and "TRAINJOBS_MAX_STREAMS_PER_CALLER" in r.json()["detail"], r.text
+    finally:
+        for s in streams:
+            s.close()
+        service.stop()
+
+
+def test_file_downloads_are_streams():
+    """A file sent as fast as its reader takes it holds no request slot: 40 unread downloads of
+    a 43 MB log held every slot, and other teams' requests answered 503. The API docs' assets
+    (Swagger's 1.5 MB bundle, in 64 KiB chunks, to anyone) are files too; the UI's static
+    files fit in one chunk (sent whole at once, they hold nothing)."""
+    for path in ("/ui/jobs/00000000-0000-0000-0000-000000000000/logs.txt", "/docs-assets/swagger-ui-bundle.js"):
+        assert stream_kind({"type": "http", "method": "GET", "path": path, "headers": [],
+                            "query_string": b"replica=workerpool0-0"}), path
+    assert not stream_kind({"type": "http", "method": "GET", "path": "/ui/static/ui.css", "headers": [],
+                            "query_string": b""})
+    from service.ui.render import STATIC
+    assert all(f.stat().st_size < 65536 for f in STATIC.iterdir()), "a UI static file past one chunk: a stream"
+
+
+BIG_LOG = {"name": "big-log", "spec": {"container": {"image_uri": "local", "command": [
+    "python", "-c", "import sys\nfor i in range(12000): sys.stdout.write(f'{i:08} ' + 'x' * 1000 + '\\n')"]}}}
+
+
+def unread_download(port: int, path: str, headers: str) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing more
+    s.settimeout(WAIT)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+    assert s.recv(1024).startswith(b"HTTP/1.1 200")
+    return s
+
+
+def test_unread_file_downloads_hold_no_request_slot(tmp_path):
+    """Six downloads of a 12 MB log that are never read, three times the request slots: another
+    caller's requests are still answered (the downloads are streams: each gave its slot back
+    as its response started). And a download has the whole log."""
+    from tests.web.test_stopping import ui_cookie
+
+    service = serve(tmp_path, max_concurrent_requests=2, request_queue_seconds=0.2, local_max_running_jobs=1,
+                    local_work_dir=tmp_path / "runs")
+    downloads = []
+    try:
+        assert service.client.post("/v1/templates", json=BIG_LOG).status_code == 201
+        job = service.client.post("/v1/jobs", json={"template": "big-log"}).json()
+        wait_for(lambda: service.client.get(f"/v1/jobs/{job['id']}").json()["state"] == "SUCCEEDED", "SUCCEEDED", 90)
+        cookie = ui_cookie(service.url)
+        whole = httpx.get(f"{service.url}/ui/jobs/{job['id']}/logs.txt", headers={"Cookie": cookie}, timeout=WAIT)
+        # Every line: the download stopped at the first read that the backend's byte cap cut short.
+        assert whole.text.count(" x") == 12000 and f"{11999:08} x" in whole.text, len(whole.content)
+        for _ in range(6):
+            downloads.append(unread_download(service.port, f"/ui/jobs/{job['id']}/logs.txt", f"Cookie: {cookie}\r\n"))
+        assert gauge(service, "trainjobs_streams_open") == 6
+        other = service.client.post("/v1/tokens", json={"name": "other", "role": "viewer"}).json()["token"]
+        for _ in range(10):
+            r = httpx.get(f"{service.url}/v1/templates", headers={"Authorization": f"Bearer {other}"}, timeout=WAIT)
+            assert r.status_code == 200, r.text
+    finally:
+        for s in downloads:
             s.close()
         service.stop()
 

@@ -86,3 +86,53 @@ def test_a_request_beyond_the_limit_is_503_at_once_and_stores_nothing(busy_setti
         jobs = httpx.get(f"{url}/v1/jobs", headers=h, timeout=30).json()["items"]
         assert [j["id"] for j in jobs] == [first["r"].json()["id"]]
         assert 'trainjobs_overload_refusals_total{kind="requests"}' in httpx.get(f"{url}/metrics", timeout=30).text
+
+
+def test_streams_refused_for_busy_slots_are_told_when_to_come_back():
+    """The real middleware, a stand-in route that opens slowly: 40 streams wait for 2 slots and
+    are refused (503, problem+json) with a Retry-After that says when the streams ahead of each
+    will have opened (at the measured pace), spread out; a stream refused with nobody ahead of
+    it is told 1 s. They were all told 1 s: thousands came back together, to be refused again."""
+    import asyncio
+    import json
+
+    from service.web.overload import AdmissionMiddleware
+
+    async def run() -> list[tuple[int, dict, dict]]:
+        release = asyncio.Event()
+
+        async def route(scope, receive, send):
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        mw = AdmissionMiddleware(route, max_requests=2, queue_seconds=0.1, max_streams=1000,
+                                 stream_queue_seconds=0.3, max_streams_per_caller=1000)
+        mw.open_seconds = 1.0  # as measured: a stream's opening holds its slot for a second
+        answers: list[tuple[int, dict, dict]] = []
+
+        async def stream(i: int) -> None:
+            got: dict = {}
+
+            async def send(message) -> None:
+                if message["type"] == "http.response.start":
+                    got["status"], got["headers"] = message["status"], dict(message["headers"])
+                elif got.get("status") != 200:
+                    answers.append((got["status"], got["headers"], json.loads(message["body"])))
+            scope = {"type": "http", "method": "GET", "path": "/ui/stream", "query_string": b"",
+                     "headers": [(b"cookie", f"trainjobs_session=s{i}".encode())]}
+            await mw(scope, None, send)
+        holders = [asyncio.create_task(stream(i)) for i in range(2)]
+        await asyncio.sleep(0)
+        await asyncio.gather(*(stream(i) for i in range(2, 42)))
+        release.set()
+        await asyncio.gather(*holders)
+        return answers
+
+    answers = asyncio.run(run())
+    assert len(answers) == 40 and {status for status, _, _ in answers} == {503}
+    assert all(h[b"content-type"] == b"application/problem+json" for _, h, _ in answers)
+    after = sorted(int(h[b"retry-after"]) for _, h, _ in answers)
+    assert after[0] == 1 and after[-1] >= 30, after  # the last refused had nobody ahead; the first, 39
+    assert len(set(after)) >= 20, after               # spread, not one second for all
+    assert all(f"retry after {int(h[b'retry-after'])} s" in body["detail"] for _, h, body in answers)

@@ -46,6 +46,54 @@ def strict(make_client):
     return make_client(webhook_allowed_networks=[], run_reconciler=False)
 
 
+# Every non-global range, one address each (IANA's special-purpose registries), and public ones beside them.
+NOT_GLOBAL = {
+    "fec0::1": "deprecated site-local fec0::/10 (Python 3.11 calls it global)",
+    "feff:ffff::1": "the end of site-local", "fe80::1": "link-local", "fc00::1": "unique local",
+    "fd12:3456::1": "unique local", "ff02::1": "multicast", "ff0e::1": "global-scope multicast",
+    "::": "unspecified", "::1": "loopback", "::127.0.0.1": "IPv4-compatible loopback",
+    "::8.8.8.8": "IPv4-compatible (deprecated)", "::ffff:10.0.0.1": "IPv4-mapped private",
+    "::ffff:169.254.169.254": "IPv4-mapped metadata", "::ffff:0:8.8.8.8": "IPv4-translated",
+    "64:ff9b::10.0.0.1": "NAT64 of a private address", "64:ff9b:1::8.8.8.8": "local-use NAT64",
+    "100::1": "discard-only", "5f00::1": "SRv6 SIDs", "2001::1": "Teredo", "2001:0:4136:e378::1": "Teredo",
+    "2001:2::1": "benchmarking", "2001:10::1": "ORCHID", "2001:20::1": "ORCHIDv2", "2001:db8::1": "documentation",
+    "3fff::1": "documentation (RFC 9637)", "2002:808:808::1": "6to4", "2002:a00:1::1": "6to4 of a private address",
+    "4000::1": "unassigned, outside 2000::/3", "e000::1": "unassigned",
+    "0.0.0.1": "this network", "10.0.0.1": "private", "100.64.0.1": "shared (CGN)", "127.0.0.1": "loopback",
+    "169.254.169.254": "link-local (cloud metadata)", "172.31.255.255": "private", "192.0.0.1": "IETF protocol",
+    "192.0.0.9": "IETF protocol (PCP anycast)", "192.0.2.1": "documentation", "192.88.99.1": "6to4 relay",
+    "192.168.0.1": "private", "198.18.0.1": "benchmarking", "198.19.255.255": "benchmarking",
+    "198.51.100.1": "documentation", "203.0.113.1": "documentation", "224.0.0.1": "multicast",
+    "239.255.255.250": "multicast", "240.0.0.1": "reserved", "255.255.255.255": "broadcast",
+}
+GLOBAL = ["8.8.8.8", "1.1.1.1", "192.0.1.1", "198.17.255.255", "2606:4700:4700::1111", "2001:4860:4860::8888",
+          "2a00:1450:4001::1", "::ffff:8.8.8.8", "64:ff9b::8.8.8.8", "2003::1"]
+
+
+@pytest.mark.parametrize("address", sorted(NOT_GLOBAL))
+def test_every_non_global_range_is_refused(address):
+    """The guard's own table, not Python's (whose tables vary by release)."""
+    import ipaddress
+
+    from service.webhooks.destinations import is_public
+    assert not is_public(ipaddress.ip_address(address)), NOT_GLOBAL[address]
+
+
+def test_the_api_refuses_every_non_global_range(strict):
+    for address, what in NOT_GLOBAL.items():
+        host = f"[{address}]" if ":" in address else address
+        problem = assert_problem(strict.post("/v1/webhooks", json={"url": f"http://{host}/hook"}), 422, "url")
+        assert "not a public address" in problem["errors"][0]["message"], what
+
+
+@pytest.mark.parametrize("address", GLOBAL)
+def test_global_addresses_are_accepted(address):
+    import ipaddress
+
+    from service.webhooks.destinations import is_public
+    assert is_public(ipaddress.ip_address(address))
+
+
 @pytest.mark.parametrize("url", REFUSED)
 def test_non_public_destinations_are_refused_at_creation(strict, url):
     problem = assert_problem(strict.post("/v1/webhooks", json={"url": url}), 422, "url")

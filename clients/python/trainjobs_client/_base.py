@@ -106,10 +106,13 @@ class Reconnect:
             self.notify(f"reconnected after {time.monotonic() - self.lost_at:.0f} s")
         self.lost_at, self.attempt, self.told = None, 0, False
 
-    def next(self, problem: str | None, advised: float | None = None) -> float:
+    def next(self, problem: str | None, advised: float | None = None, retry_after: float | None = None) -> float:
         """Seconds to wait before the next attempt; GaveUp once the window has passed.
         problem None: the service closed the stream cleanly (e.g. asked its followers to
-        reconnect): the first attempt is made without a notice."""
+        reconnect): the first attempt is made without a notice. retry_after: the service's
+        Retry-After (a stream it could not serve now, 503): obeyed at every attempt, never
+        earlier, spread over a quarter more so that thousands told the same second do not all
+        come back in it."""
         now = time.monotonic()
         if self.lost_at is None:
             self.lost_at = now
@@ -118,6 +121,8 @@ class Reconnect:
             raise GaveUp(f"{problem or 'the stream kept closing'}; gave up after {self.window:g} s of reconnecting "
                          f"({RECONNECT_ENV})")
         wait = advised if self.attempt == 0 and advised is not None else delay(self.attempt, self.backoff)
+        if retry_after is not None:
+            wait = retry_after * random.uniform(1.0, 1.25)
         wait = min(wait, left)
         if (problem or self.attempt > 0) and self.notify:
             self.notify(f"{problem or 'the stream closed'}; reconnecting… (attempt {self.attempt + 1}, "
@@ -137,6 +142,12 @@ def delay(attempt: int, backoff: float, response: httpx.Response | None = None) 
     if after and after.isdigit():
         return min(float(after), MAX_RETRY_AFTER)
     return min(backoff * 2 ** attempt, MAX_DELAY) * random.uniform(0.5, 1.0)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """A Retry-After in seconds (capped at MAX_RETRY_AFTER), or None."""
+    after = response.headers.get("Retry-After", "").strip()
+    return min(float(after), MAX_RETRY_AFTER) if after.isdigit() else None
 
 
 def unreachable(opts: Options, exc: Exception) -> ConnectionFailed:

@@ -215,6 +215,7 @@ class AsyncLogStream:
         while state.end is None:
             call = _ops.follow_call(self._job, self._replica, state.cursor)
             problem: str | None = None
+            told: float | None = None  # the service's Retry-After: a stream it cannot serve now
             try:
                 async with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
                     if r.status_code >= 400:
@@ -222,6 +223,7 @@ class AsyncLogStream:
                         if r.status_code not in _base.FOLLOW_RETRY_STATUSES:
                             raise _base.error(c._opts, r)
                         problem = f"the service answered {r.status_code}"
+                        told = _base.retry_after(r)
                     else:
                         received = False
                         async for text in r.aiter_lines():
@@ -244,7 +246,7 @@ class AsyncLogStream:
             # The stream broke off (or the service restarted) before the end: resume after
             # the last complete event (Last-Event-ID), for up to reconnect_for seconds.
             try:
-                pause = again.next(problem, state.advised_delay())
+                pause = again.next(problem, state.advised_delay(), told)
             except _base.GaveUp as e:
                 raise _base.unreachable(c._opts, e) from None
             await asyncio.sleep(pause)

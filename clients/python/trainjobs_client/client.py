@@ -229,6 +229,7 @@ class LogStream:
         while state.end is None:
             call = _ops.follow_call(self._job, self._replica, state.cursor)
             problem: str | None = None
+            told: float | None = None  # the service's Retry-After: a stream it cannot serve now
             try:
                 with c._http.stream(call.method, call.path, params=call.params, headers=call.headers) as r:
                     if r.status_code >= 400:
@@ -236,6 +237,7 @@ class LogStream:
                         if r.status_code not in _base.FOLLOW_RETRY_STATUSES:
                             raise _base.error(c._opts, r)
                         problem = f"the service answered {r.status_code}"
+                        told = _base.retry_after(r)
                     else:
                         received = False
                         for text in r.iter_lines():
@@ -258,7 +260,7 @@ class LogStream:
             # The stream broke off (or the service restarted) before the end: resume after
             # the last complete event (Last-Event-ID), for up to reconnect_for seconds.
             try:
-                pause = again.next(problem, state.advised_delay())
+                pause = again.next(problem, state.advised_delay(), told)
             except _base.GaveUp as e:
                 raise _base.unreachable(c._opts, e) from None
             time.sleep(pause)
