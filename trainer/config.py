@@ -80,7 +80,7 @@ class TrainConfig:
 class _Parser(argparse.ArgumentParser):
     """argparse that raises ConfigError instead of printing usage and exiting."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise ConfigError(message)
 
 
