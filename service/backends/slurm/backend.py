@@ -64,7 +64,7 @@ class SlurmBackend(Backend):
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
                                          resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2)
         self.identity: tuple[int, int] | None = None
-        self.job_uid: int | None = None
+        self.job_uids: frozenset[int] | None = None
         self.progress = log_reader.ProgressFollower()
         self._lock = threading.Lock()
         self._listing: dict[str, poller.SlurmJob] | None = None   # this pass's squeue
@@ -76,8 +76,8 @@ class SlurmBackend(Backend):
     def start_client(self) -> None:
         check_config(self.cfg)
         self.identity = self.cfg.job_identity()
-        # Whose jobs are ours: the job user's (a root service), else the service's own.
-        self.job_uid = self.identity[0] if self.identity is not None else os.geteuid()
+        # Whose jobs are ours: the job users' (a root service: each team's, the shared one), else the service's own.
+        self.job_uids = self.cfg.job_uids()
         work_dir = self.cfg.work_dir
         assert work_dir is not None, "check_config refuses a missing TRAINJOBS_SLURM_WORK_DIR"
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -142,7 +142,7 @@ class SlurmBackend(Backend):
         except OSError as e:
             raise TransientBackendError(f"could not prepare the run folder {run.path}: {e}",
                                         nothing_launched=True) from e
-        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), self.identity)
+        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), self._identity(job))
         slurm_id = self.cli.sbatch(argv)
         run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat()})
         log.info("job %s: submitted as Slurm job %s", job.id, slurm_id)
@@ -155,9 +155,9 @@ class SlurmBackend(Backend):
         (a submit outside a pass, or a job younger than the listing), else the run folder's
         record (slurmctld forgets ended jobs after MinJobAge)."""
         listing = self._listing if self._in_pass else None
-        if listing is not None and str(job.id) in listing:
-            return listing[str(job.id)].slurm_id
-        ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+        if listing is not None and poller.key(job.id, self._uid(job)) in listing:
+            return listing[poller.key(job.id, self._uid(job))].slurm_id
+        ids = self.cli.find_by_name(script.job_name(job.id), self._uid(job))
         if ids:
             return ids[0]
         state = self.run_of(job.id).read_state()
@@ -165,10 +165,15 @@ class SlurmBackend(Backend):
             return str(state["slurm_job_id"])
         return None
 
-    def _uid(self) -> int:
-        if self.job_uid is None:
+    def _uid(self, job: JobHandle) -> int:
+        """The user `job` runs as: its team's (TRAINJOBS_SLURM_TEAM_USERS), else the shared one."""
+        if self.job_uids is None:
             raise RuntimeError("slurm backend not started")
-        return self.job_uid
+        identity = self._identity(job)
+        return identity[0] if identity is not None else os.geteuid()
+
+    def _identity(self, job: JobHandle) -> tuple[int, int] | None:
+        return self.cfg.job_identity(job.team) if job.team in self.cfg.team_users else self.identity
 
     def _attempt_may_land(self, job: JobHandle) -> bool:
         prev = job.launch_attempted_at
@@ -177,10 +182,11 @@ class SlurmBackend(Backend):
     def _prepare(self, job: JobHandle, run: SlurmRun) -> None:
         compiled = job.compiled
         tasks = log_reader.tasks_of(compiled)
-        run.create(tasks, self.identity)
+        identity = self._identity(job)
+        run.create(tasks, identity)
         output = self.output_dir(job.id, compiled)
         if output != run.output:
-            own_tree(output, self.identity)   # a retry reads its first attempt's checkpoints
+            own_tree(output, identity)   # a retry reads its first attempt's checkpoints
         content = script.job_file(job.id, compiled, self.cfg, str(run.path), str(output))
         run.write_private(run.job_file, script.dumps(content), 0o640)
         run.write_private(run.batch_script, script.batch_script(compiled, self.cfg, str(run.path)), 0o750)
@@ -205,7 +211,9 @@ class SlurmBackend(Backend):
         if self._listed_at is not None and now - self._listed_at < self.cfg.poll_interval:
             return None
         self._listed_at = now
-        listing = poller.parse(self.cli.squeue_all(), self._uid())
+        if self.job_uids is None:
+            raise RuntimeError("slurm backend not started")
+        listing = poller.parse(self.cli.squeue_all(), self.job_uids)
         if self._in_pass:
             self._listing = listing
         return listing
@@ -242,7 +250,7 @@ class SlurmBackend(Backend):
                 Observation(job.id, backend_ref=job.backend_ref, progress=prog)]
 
     def _observe(self, job: JobHandle, listing: dict[str, poller.SlurmJob]) -> Observation | None:
-        sj = listing.get(str(job.id))
+        sj = listing.get(poller.key(job.id, self._uid(job)))
         run = self.run_of(job.id)
         if sj is None:
             return self._missing(job, run)
@@ -371,7 +379,7 @@ class SlurmBackend(Backend):
     def cancel(self, job: JobHandle) -> JobState | None:
         ref = job.backend_ref
         if not ref:
-            ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+            ids = self.cli.find_by_name(script.job_name(job.id), self._uid(job))
             if not ids:
                 # An sbatch still settling may land yet: poll ends it (CANCELLED once none can).
                 return None if self._attempt_may_land(job) else S.CANCELLED
