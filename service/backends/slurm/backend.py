@@ -70,6 +70,7 @@ class SlurmBackend(Backend):
         self._listing: dict[str, poller.SlurmJob] | None = None   # this pass's squeue
         self._listed_at: float | None = None
         self._in_pass = False
+        self._uids: dict[uuid.UUID, int] = {}   # job -> the uid it was submitted as (state.json), once read
         self._now = _utcnow
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class SlurmBackend(Backend):
 
     def stop_controller(self) -> None:
         self.progress.clear()
+        self._uids.clear()
 
     # -- what the service asks --------------------------------------------------------------------
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
@@ -142,9 +144,13 @@ class SlurmBackend(Backend):
         except OSError as e:
             raise TransientBackendError(f"could not prepare the run folder {run.path}: {e}",
                                         nothing_launched=True) from e
-        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), self._identity(job))
+        identity = self._identity(job)
+        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), identity)
         slurm_id = self.cli.sbatch(argv)
-        run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat()})
+        uid = identity[0] if identity is not None else os.geteuid()
+        run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat(),
+                         "uid": uid})
+        self._uids[job.id] = uid
         log.info("job %s: submitted as Slurm job %s", job.id, slurm_id)
         return SubmitResult(backend_ref=slurm_id, state=S.PENDING,
                             reason=f"submitted as Slurm job {slurm_id} ({len(script.groups_of(job.compiled))} "
@@ -166,11 +172,30 @@ class SlurmBackend(Backend):
         return None
 
     def _uid(self, job: JobHandle) -> int:
-        """The user `job` runs as: its team's (TRAINJOBS_SLURM_TEAM_USERS), else the shared one."""
+        """The user `job` runs as: the one it was submitted as (its state.json: a mapping changed
+        since must not lose a running job), else its team's (TRAINJOBS_SLURM_TEAM_USERS), else
+        the shared one."""
         if self.job_uids is None:
             raise RuntimeError("slurm backend not started")
+        uid = self._uids.get(job.id)
+        if uid is None and (job.backend_ref or job.launch_attempted_at):
+            uid = self._recorded_uid(job)
+            if uid is not None:
+                self._uids[job.id] = uid
+        if uid is not None:
+            return uid
         identity = self._identity(job)
         return identity[0] if identity is not None else os.geteuid()
+
+    def _recorded_uid(self, job: JobHandle) -> int | None:
+        state = self.run_of(job.id).read_state()
+        if not state or state.get("job_id") != str(job.id):
+            return None
+        if isinstance(state.get("uid"), int):
+            return state["uid"]
+        if state.get("slurm_job_id"):   # submitted before team users existed: as the shared user
+            return self.identity[0] if self.identity is not None else os.geteuid()
+        return None
 
     def _identity(self, job: JobHandle) -> tuple[int, int] | None:
         return self.cfg.job_identity(job.team) if job.team in self.cfg.team_users else self.identity
@@ -244,6 +269,7 @@ class SlurmBackend(Backend):
             prog = self.progress.read(str(job.id), self.run_of(job.id), job.compiled, to_end=ended)
         if ended:
             self.progress.forget(str(job.id))
+            self._uids.pop(job.id, None)
         if prog is None:
             return [obs] if obs is not None else []
         return [dataclasses.replace(obs, progress=prog) if obs is not None else

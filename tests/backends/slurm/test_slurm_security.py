@@ -168,3 +168,42 @@ def test_team_users_are_checked_at_start(cluster, slurm_work_dir, tmp_path):
                                                               slurm_team_users=users)))
         with pytest.raises(SlurmConfigError, match=words):
             backend.start_client()
+
+
+def test_a_job_submitted_before_its_team_got_a_user_is_still_followed(cluster, slurm_work_dir, tmp_path):
+    """The operator maps a team to a user of its own while its job runs as the shared job user:
+    the restarted service follows that job under the user it was submitted as (state.json), and
+    does not take it for gone (which would end it FAILED while it still runs)."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root service runs jobs as other users")
+    import uuid
+
+    from service import jobspec
+    from service.lifecycle.protocol import JobHandle
+    from service.lifecycle.states import JobState
+    from service.persistence.models import utcnow
+    from tests.waiting import wait_for
+
+    db_url = f"sqlite:///{tmp_path}/unused.db"   # no service runs: the settings only need a URL
+    before = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
+    before.start_client()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    os.chmod(gate, 0o777)
+    _, compiled = jobspec.build(spec(["--wait-file", str(gate / "go")]), [], {}, None, display_name="t", labels={})
+    job_id = uuid.uuid4()
+    ref = before.submit(JobHandle(job_id, JobState.QUEUED, None, compiled, utcnow(), team="alpha")).backend_ref
+    assert ref
+    after = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir,
+                                                        slurm_team_users=TEAM_USERS)))
+    after.start_client()
+    followed = JobHandle(job_id, JobState.RUNNING, ref, compiled, utcnow(), team="alpha")
+
+    def seen(state: JobState):
+        obs = [o for o in after.poll([followed]) if o.state is not None]
+        assert not any(o.state in (JobState.FAILED, JobState.CANCELLED) for o in obs), obs
+        return any(o.state == state for o in obs)
+    wait_for(lambda: cluster.run("squeue", "-h", "-j", ref, "-o", "%T").strip() == "RUNNING", "the job to run")
+    assert not seen(JobState.SUCCEEDED)     # running, and not taken for gone
+    (gate / "go").touch()
+    wait_for(lambda: seen(JobState.SUCCEEDED), "the job to be seen SUCCEEDED under its first user")
