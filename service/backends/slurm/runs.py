@@ -127,3 +127,10 @@ def own_tree(top: Path, owner: tuple[int, int] | None) -> None:
     own_folder(top, owner)
     if owner is not None:
         chown_tree(top, owner[0], gid=owner[1])
+        # Its run folder (the service's, 0750) lets the retry's group pass: the first attempt
+        # may have run as another user (its team got a user of its own since).
+        fd = os.open(top.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, -1, owner[1])
+        finally:
+            os.close(fd)

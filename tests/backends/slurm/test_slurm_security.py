@@ -207,3 +207,37 @@ def test_a_job_submitted_before_its_team_got_a_user_is_still_followed(cluster, s
     assert not seen(JobState.SUCCEEDED)     # running, and not taken for gone
     (gate / "go").touch()
     wait_for(lambda: seen(JobState.SUCCEEDED), "the job to be seen SUCCEEDED under its first user")
+
+
+def test_a_retry_after_its_team_got_a_user_writes_its_first_attempts_output(cluster, slurm_work_dir, tmp_path):
+    """The first attempt ran as the shared job user; its team then got a user of its own: the
+    retry's user reaches and writes the first attempt's output (its checkpoints)."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root service runs jobs as other users")
+    import dataclasses
+    import subprocess
+    import sys
+    import uuid
+
+    from service import jobspec
+    from service.lifecycle.protocol import JobHandle
+    from service.lifecycle.states import JobState
+    from service.persistence.models import utcnow
+
+    db_url = f"sqlite:///{tmp_path}/unused.db"   # no service runs: the settings only need a URL
+    before = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
+    before.start_client()
+    _, compiled = jobspec.build(spec(["--lines", "1"]), [], {}, None, display_name="t", labels={})
+    first = JobHandle(uuid.uuid4(), JobState.QUEUED, None, compiled, utcnow(), team="alpha")
+    before._prepare(first, before.run_of(first.id))
+    after = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir,
+                                                        slurm_team_users=TEAM_USERS)))
+    after.start_client()
+    retry = JobHandle(uuid.uuid4(), JobState.QUEUED, None, dataclasses.replace(compiled, output_of=str(first.id)),
+                      utcnow(), team="alpha")
+    after._prepare(retry, after.run_of(retry.id))
+    ckpt = after.run_of(first.id).output / "ckpt-2.index"
+    wrote = subprocess.run([sys.executable, "-I", "-S", "-c", f"open({str(ckpt)!r}, 'w').write('x')"],
+                           user=1, group=1, extra_groups=[], env={}, capture_output=True, text=True, timeout=30)
+    assert wrote.returncode == 0, wrote.stderr
+    assert os.stat(ckpt).st_uid == 1
