@@ -393,6 +393,11 @@ class Settings(BaseSettings):
                               description="Python on the nodes that runs the launcher and `python ...` commands")
     slurm_job_user: str | None = Field(None, max_length=64, description="The user (name or uid) jobs run as when "
                                        "the service is root; never root. Without root: the service's own user")
+    slurm_team_users: dict[str, str] = Field(
+        default_factory=dict, max_length=1000,
+        description="Team name -> the Slurm user (name or uid) that team's jobs run as when the service is root, "
+                    "each with a primary group of its own: one team's tasks then cannot enter, write or read "
+                    "another's run folders. A team not named runs as slurm_job_user (shared by every such team)")
     slurm_partition: str | None = Field(None, max_length=64, description="Default partition (a template may name "
                                         "one with the label slurm-partition)")
     slurm_account: str | None = Field(None, max_length=64, description="Default account (label slurm-account)")

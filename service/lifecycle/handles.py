@@ -7,9 +7,12 @@ from sqlalchemy.orm import Session
 from service import jobspec
 from service.lifecycle.protocol import JobHandle
 from service.lifecycle.states import JobState
-from service.persistence.models import Job
+from service.persistence.models import Job, Team
 
-HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at)
+# The team's name by a correlated subquery (one primary-key lookup a row): read_handles' callers need no join.
+_TEAM_NAME = select(Team.name).where(Team.id == Job.team_id).correlate(Job).scalar_subquery().label("team")
+HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at,
+                  _TEAM_NAME)
 
 
 def handle_of_row(session_factory, row) -> JobHandle:
@@ -20,7 +23,7 @@ def handle_of_row(session_factory, row) -> JobHandle:
             return jobspec.CompiledJob.from_json(session.scalar(select(Job.compiled).where(Job.id == row.id)))
     return JobHandle(id=row.id, state=JobState(row.state), backend_ref=row.backend_ref, compiled=load,
                      created_at=row.created_at, display_name=row.display_name,
-                     launch_attempted_at=row.launch_attempted_at)
+                     launch_attempted_at=row.launch_attempted_at, team=row.team)
 
 
 def handle_of_job(job: Job) -> JobHandle:

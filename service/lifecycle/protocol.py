@@ -55,11 +55,12 @@ class JobHandle:
     their CustomJob parsed, so it is loaded on first use only."""
 
     __slots__ = ("id", "state", "backend_ref", "created_at", "display_name", "launch_attempted_at",
-                 "_compiled")
+                 "team", "_compiled")
 
     def __init__(self, id: uuid.UUID, state: JobState, backend_ref: str | None,
                  compiled: CompiledJob | Callable[[], CompiledJob], created_at: datetime,
-                 display_name: str = "", launch_attempted_at: datetime | None = None) -> None:
+                 display_name: str = "", launch_attempted_at: datetime | None = None,
+                 team: str | None = None) -> None:
         self.id = id
         self.state = state
         self.backend_ref = backend_ref   # the backend's own id: a CustomJob name, a local run folder
@@ -68,6 +69,8 @@ class JobHandle:
         # Stored before every submit attempt (by any controller, ever): a backend whose
         # create is not idempotent waits until an earlier attempt can no longer land.
         self.launch_attempted_at = launch_attempted_at
+        # The owning team's name: a backend may run each team's jobs under an identity of its own.
+        self.team = team
         self._compiled = compiled
 
     @property

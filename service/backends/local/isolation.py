@@ -19,10 +19,11 @@ with the service's secrets, the database or other jobs. So a replica:
 docs/local.md says exactly what this does and does not protect."""
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
+
+from service.backends.owned_tree import chown_tree
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -52,52 +53,6 @@ def own_dir(path: Path, uid: int | None, mode: int = 0o700) -> None:
     try:
         if uid is not None:
             os.fchown(fd, uid, uid)
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _chown_walk(dir_fd: int, uid: int, depth: int) -> None:
-    """chown everything under an open folder, never through a path: each entry is named
-    relative to its folder's fd, symlinks are changed and never followed, a sub-folder is
-    opened with O_NOFOLLOW and must still be the entry just listed (a swap in between is
-    skipped), and a file with other hard links (maybe a host file) is left alone."""
-    if depth > 256:
-        return
-    for entry in os.scandir(dir_fd):
-        name = entry.name
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-                try:
-                    now = os.fstat(sub)
-                    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                        continue  # swapped since it was listed
-                    _chown_walk(sub, uid, depth + 1)
-                    os.fchown(sub, uid, uid)
-                finally:
-                    os.close(sub)
-            elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                continue
-            else:
-                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError, OSError) as e:
-            if isinstance(e, (FileNotFoundError, NotADirectoryError)) or e.errno == errno.ELOOP:
-                continue  # it changed under us: whatever it is now, it is not followed
-            raise
-
-
-def chown_tree(top: Path, uid: int, mode: int = 0o700) -> None:
-    """Give `top` and everything in it to `uid` (top: `mode`). `top` itself must be a real
-    folder (not a symlink) in a folder of the service's; below it, see _chown_walk."""
-    fd = os.open(top, _DIR_FLAGS)
-    try:
-        _chown_walk(fd, uid, 0)
-        os.fchown(fd, uid, uid)
         os.fchmod(fd, mode)
     finally:
         os.close(fd)

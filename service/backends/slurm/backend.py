@@ -65,20 +65,21 @@ class SlurmBackend(Backend):
                                          resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2,
                                          runs_on="the team's own Slurm cluster")
         self.identity: tuple[int, int] | None = None
-        self.job_uid: int | None = None
+        self.job_uids: frozenset[int] | None = None
         self.progress = log_reader.ProgressFollower()
         self._lock = threading.Lock()
         self._listing: dict[str, poller.SlurmJob] | None = None   # this pass's squeue
         self._listed_at: float | None = None
         self._in_pass = False
+        self._uids: dict[uuid.UUID, int] = {}   # job -> the uid it was submitted as (state.json), once read
         self._now = _utcnow
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start_client(self) -> None:
         check_config(self.cfg)
         self.identity = self.cfg.job_identity()
-        # Whose jobs are ours: the job user's (a root service), else the service's own.
-        self.job_uid = self.identity[0] if self.identity is not None else os.geteuid()
+        # Whose jobs are ours: the job users' (a root service: each team's, the shared one), else the service's own.
+        self.job_uids = self.cfg.job_uids()
         work_dir = self.cfg.work_dir
         assert work_dir is not None, "check_config refuses a missing TRAINJOBS_SLURM_WORK_DIR"
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -93,6 +94,7 @@ class SlurmBackend(Backend):
 
     def stop_controller(self) -> None:
         self.progress.clear()
+        self._uids.clear()
 
     # -- what the service asks --------------------------------------------------------------------
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
@@ -143,9 +145,13 @@ class SlurmBackend(Backend):
         except OSError as e:
             raise TransientBackendError(f"could not prepare the run folder {run.path}: {e}",
                                         nothing_launched=True) from e
-        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), self.identity)
+        identity = self._identity(job)
+        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), identity)
         slurm_id = self.cli.sbatch(argv)
-        run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat()})
+        uid = identity[0] if identity is not None else os.geteuid()
+        run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat(),
+                         "uid": uid})
+        self._uids[job.id] = uid
         log.info("job %s: submitted as Slurm job %s", job.id, slurm_id)
         return SubmitResult(backend_ref=slurm_id, state=S.PENDING,
                             reason=f"submitted as Slurm job {slurm_id} ({len(script.groups_of(job.compiled))} "
@@ -156,9 +162,9 @@ class SlurmBackend(Backend):
         (a submit outside a pass, or a job younger than the listing), else the run folder's
         record (slurmctld forgets ended jobs after MinJobAge)."""
         listing = self._listing if self._in_pass else None
-        if listing is not None and str(job.id) in listing:
-            return listing[str(job.id)].slurm_id
-        ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+        if listing is not None and poller.key(job.id, self._uid(job)) in listing:
+            return listing[poller.key(job.id, self._uid(job))].slurm_id
+        ids = self.cli.find_by_name(script.job_name(job.id), self._uid(job))
         if ids:
             return ids[0]
         state = self.run_of(job.id).read_state()
@@ -166,10 +172,34 @@ class SlurmBackend(Backend):
             return str(state["slurm_job_id"])
         return None
 
-    def _uid(self) -> int:
-        if self.job_uid is None:
+    def _uid(self, job: JobHandle) -> int:
+        """The user `job` runs as: the one it was submitted as (its state.json: a mapping changed
+        since must not lose a running job), else its team's (TRAINJOBS_SLURM_TEAM_USERS), else
+        the shared one."""
+        if self.job_uids is None:
             raise RuntimeError("slurm backend not started")
-        return self.job_uid
+        uid = self._uids.get(job.id)
+        if uid is None and (job.backend_ref or job.launch_attempted_at):
+            uid = self._recorded_uid(job)
+            if uid is not None:
+                self._uids[job.id] = uid
+        if uid is not None:
+            return uid
+        identity = self._identity(job)
+        return identity[0] if identity is not None else os.geteuid()
+
+    def _recorded_uid(self, job: JobHandle) -> int | None:
+        state = self.run_of(job.id).read_state()
+        if not state or state.get("job_id") != str(job.id):
+            return None
+        if isinstance(state.get("uid"), int):
+            return state["uid"]
+        if state.get("slurm_job_id"):   # submitted before team users existed: as the shared user
+            return self.identity[0] if self.identity is not None else os.geteuid()
+        return None
+
+    def _identity(self, job: JobHandle) -> tuple[int, int] | None:
+        return self.cfg.job_identity(job.team) if job.team in self.cfg.team_users else self.identity
 
     def _attempt_may_land(self, job: JobHandle) -> bool:
         prev = job.launch_attempted_at
@@ -178,10 +208,11 @@ class SlurmBackend(Backend):
     def _prepare(self, job: JobHandle, run: SlurmRun) -> None:
         compiled = job.compiled
         tasks = log_reader.tasks_of(compiled)
-        run.create(tasks, self.identity)
+        identity = self._identity(job)
+        run.create(tasks, identity)
         output = self.output_dir(job.id, compiled)
         if output != run.output:
-            own_tree(output, self.identity)   # a retry reads its first attempt's checkpoints
+            own_tree(output, identity)   # a retry reads its first attempt's checkpoints
         content = script.job_file(job.id, compiled, self.cfg, str(run.path), str(output))
         run.write_private(run.job_file, script.dumps(content), 0o640)
         run.write_private(run.batch_script, script.batch_script(compiled, self.cfg, str(run.path)), 0o750)
@@ -206,7 +237,9 @@ class SlurmBackend(Backend):
         if self._listed_at is not None and now - self._listed_at < self.cfg.poll_interval:
             return None
         self._listed_at = now
-        listing = poller.parse(self.cli.squeue_all(), self._uid())
+        if self.job_uids is None:
+            raise RuntimeError("slurm backend not started")
+        listing = poller.parse(self.cli.squeue_all(), self.job_uids)
         if self._in_pass:
             self._listing = listing
         return listing
@@ -237,13 +270,14 @@ class SlurmBackend(Backend):
             prog = self.progress.read(str(job.id), self.run_of(job.id), job.compiled, to_end=ended)
         if ended:
             self.progress.forget(str(job.id))
+            self._uids.pop(job.id, None)
         if prog is None:
             return [obs] if obs is not None else []
         return [dataclasses.replace(obs, progress=prog) if obs is not None else
                 Observation(job.id, backend_ref=job.backend_ref, progress=prog)]
 
     def _observe(self, job: JobHandle, listing: dict[str, poller.SlurmJob]) -> Observation | None:
-        sj = listing.get(str(job.id))
+        sj = listing.get(poller.key(job.id, self._uid(job)))
         run = self.run_of(job.id)
         if sj is None:
             return self._missing(job, run)
@@ -354,7 +388,7 @@ class SlurmBackend(Backend):
     def cancel(self, job: JobHandle) -> JobState | None:
         ref = job.backend_ref
         if not ref:
-            ids = self.cli.find_by_name(script.job_name(job.id), self._uid())
+            ids = self.cli.find_by_name(script.job_name(job.id), self._uid(job))
             if not ids:
                 # An sbatch still settling may land yet: poll ends it (CANCELLED once none can).
                 return None if self._attempt_may_land(job) else S.CANCELLED

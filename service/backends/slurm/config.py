@@ -32,6 +32,7 @@ class SlurmConfig:
     work_dir: Path | None         # checked at start-up: required
     python: str
     job_user: str | None          # None: the service's own user
+    team_users: dict[str, str]    # team name -> the user its jobs run as (a root service); others: job_user
     partition: str | None
     account: str | None
     qos: str | None
@@ -58,12 +59,20 @@ class SlurmConfig:
             env["SLURM_CONF"] = str(self.conf)
         return env
 
-    def job_identity(self) -> tuple[int, int] | None:
-        """(uid, gid) jobs run as when the service is root; None: the service's own."""
+    def job_identity(self, team: str | None = None) -> tuple[int, int] | None:
+        """(uid, gid) a team's jobs run as when the service is root (its user in team_users,
+        else job_user); None: the service's own."""
         if os.geteuid() != 0:
             return None
-        entry = _user(self.job_user)
+        entry = _user(self.team_users.get(team or "", self.job_user))
         return (entry.pw_uid, entry.pw_gid) if entry else None
+
+    def job_uids(self) -> frozenset[int]:
+        """Every uid trainjobs submits as: only their jobs are looked up, adopted or followed."""
+        if os.geteuid() != 0:
+            return frozenset({os.geteuid()})
+        users = [_user(u) for u in (self.job_user, *self.team_users.values())]
+        return frozenset(u.pw_uid for u in users if u is not None)
 
 
 def _user(name: str | None) -> pwd.struct_passwd | None:
@@ -99,6 +108,7 @@ def check(cfg: SlurmConfig) -> None:
         elif entry.pw_uid == 0 or entry.pw_gid == 0:
             problems.append(f"TRAINJOBS_SLURM_JOB_USER={cfg.job_user!r} is root (uid or gid 0); name an "
                             "unprivileged user")
+        problems += _team_user_problems(cfg, entry)
     for what, value in (("PARTITION", cfg.partition), ("ACCOUNT", cfg.account), ("QOS", cfg.qos),
                         *(("ALLOWED_PARTITIONS", p) for p in cfg.allowed_partitions),
                         *(("ALLOWED_ACCOUNTS", p) for p in cfg.allowed_accounts),
@@ -107,3 +117,27 @@ def check(cfg: SlurmConfig) -> None:
             problems.append(f"TRAINJOBS_SLURM_{what}={value!r} is not a Slurm name (letters, digits, _ . -)")
     if problems:
         raise SlurmConfigError(problems)
+
+
+def _team_user_problems(cfg: SlurmConfig, shared: pwd.struct_passwd | None) -> list[str]:
+    """Each mapped team's user: unprivileged, and alone in its uid and primary group (the
+    run folders' group): two teams sharing either could enter each other's run folders."""
+    problems: list[str] = []
+    seen: dict[int, str] = {}
+    groups: dict[int, str] = {}
+    if shared is not None:
+        seen[shared.pw_uid] = groups[shared.pw_gid] = "TRAINJOBS_SLURM_JOB_USER"
+    for team, user in sorted(cfg.team_users.items()):
+        where = f"TRAINJOBS_SLURM_TEAM_USERS[{team!r}]={user!r}"
+        entry = _user(user)
+        if entry is None:
+            problems.append(f"{where} is no user on this host")
+        elif entry.pw_uid == 0 or entry.pw_gid == 0:
+            problems.append(f"{where} is root (uid or gid 0); name an unprivileged user")
+        elif entry.pw_uid in seen or entry.pw_gid in groups:
+            other = seen.get(entry.pw_uid) or groups[entry.pw_gid]
+            problems.append(f"{where} shares its uid or primary group with {other}: give each team a user "
+                            "with a primary group of its own")
+        else:
+            seen[entry.pw_uid] = groups[entry.pw_gid] = where
+    return problems

@@ -20,7 +20,7 @@ def slurm_config_of(s: Any) -> SlurmConfig:
     return SlurmConfig(
         conf=s.slurm_conf, bin_path=str(s.slurm_bin_dir) if s.slurm_bin_dir else DEFAULT_PATH,
         work_dir=Path(s.slurm_work_dir) if s.slurm_work_dir else None,
-        python=s.slurm_python, job_user=s.slurm_job_user, partition=s.slurm_partition,
+        python=s.slurm_python, job_user=s.slurm_job_user, team_users=dict(s.slurm_team_users), partition=s.slurm_partition,
         account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
         allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
         cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,

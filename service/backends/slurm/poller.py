@@ -8,6 +8,7 @@ out-of-memory kill shows on the component it hit)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -63,15 +64,22 @@ def _time(value) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
 
 
-def parse(data: dict, uid: int | None = None) -> dict[str, SlurmJob]:
-    """trainjobs job id -> its Slurm job, from `squeue --json`: only jobs of user `uid` (the
-    one trainjobs submits as), so another user of the cluster cannot pass a job of theirs off
-    as one of ours by its name. Should two carry one job's name (never made by trainjobs), the
-    lower id wins, the same every pass."""
+def key(job_id: object, uid: int | None) -> str:
+    """A listing's key: a trainjobs job id and the user its Slurm job runs as."""
+    return f"{job_id}@{uid}"
+
+
+def parse(data: dict, uids: Collection[int] | None = None) -> dict[str, SlurmJob]:
+    """key(trainjobs job id, user) -> its Slurm job, from `squeue --json`: only jobs of the
+    users trainjobs submits as (`uids`; None: any), keyed by user too, so another user of the
+    cluster (another team's, whose tasks may call sbatch) cannot pass a job of theirs off as
+    one of ours by its name: the backend looks a job up under its own team's user. Should two
+    of one user carry one job's name (never made by trainjobs), the lower id wins, the same
+    every pass."""
     comps: dict[int, list[dict]] = {}
     for j in data.get("jobs") or []:
         name = j.get("name") or ""
-        if job_id_of(name) is None or (uid is not None and j.get("user_id") != uid):
+        if job_id_of(name) is None or (uids is not None and j.get("user_id") not in uids):
             continue
         leader = j.get("het_job_id") or j.get("job_id")
         comps.setdefault(int(leader), []).append(j)
@@ -89,6 +97,7 @@ def parse(data: dict, uid: int | None = None) -> dict[str, SlurmJob]:
         jid = job_id_of(job.name)
         if jid is None:
             continue  # never: names without our prefix were left out above
+        jid = key(jid, lead.get("user_id"))
         if jid in out:
             log.warning("job %s: two Slurm jobs carry its name (%s, %s); following %s", jid, out[jid].slurm_id,
                         job.slurm_id, out[jid].slurm_id)

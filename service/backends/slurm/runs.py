@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.backends.owned_tree import chown_tree, own_folder
+
 TASK_FILES = ("addr", "started", "exit")
 
 
@@ -85,7 +87,7 @@ class SlurmRun:
                 os.fchown(fd, *owner)
             os.close(fd)
         for folder in (self.output, self.work, self.work / "home", self.work / "tmp"):
-            own(folder, owner)
+            own_folder(folder, owner)
 
     def read_json(self, path: Path) -> dict | None:
         try:
@@ -119,18 +121,16 @@ class SlurmRun:
         os.replace(tmp, path)
 
 
-def own(path: Path, owner: tuple[int, int] | None, mode: int = 0o700) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    if owner is not None:
-        os.lchown(path, *owner)
-    os.chmod(path, mode)
-
-
 def own_tree(top: Path, owner: tuple[int, int] | None) -> None:
-    """A retry's shared output folder, handed to the job user (links changed, never followed)."""
-    own(top, owner)
-    if owner is None:
-        return
-    for root, dirs, files in os.walk(top, followlinks=False):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), *owner)
+    """A retry's shared output folder, handed to the job user: a descriptor walk that never
+    follows a link a task put in place of a folder (service.backends.owned_tree)."""
+    own_folder(top, owner)
+    if owner is not None:
+        chown_tree(top, owner[0], gid=owner[1])
+        # Its run folder (the service's, 0750) lets the retry's group pass: the first attempt
+        # may have run as another user (its team got a user of its own since).
+        fd = os.open(top.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, -1, owner[1])
+        finally:
+            os.close(fd)

@@ -29,6 +29,26 @@ def attack(run: str, me: str) -> None:
             print(f"attack {name}: refused ({e.strerror})", flush=True)
 
 
+def cross_attack(run: str) -> None:
+    """What a task of one team would try on another team's running job: forge its progress,
+    its exit record and its output, read its commands. Each line says what happened."""
+    tries = {
+        "append-log": lambda: open(os.path.join(run, "logs", "workerpool0-0.log"), "a").write(
+            "2026-01-01T00:00:00.000000Z stdout FORGED epoch=99 loss=0.0 accuracy=1.0\n"),
+        "write-exit": lambda: open(os.path.join(run, "tasks", "workerpool0-0.exit"), "w").write(
+            '{"exit_code": 1, "signal": null, "error": "FORGED"}'),
+        "plant-output": lambda: open(os.path.join(run, "output", "FORGED"), "w").write("x"),
+        "read-job": lambda: open(os.path.join(run, "job.json")).read(),
+        "list-run": lambda: os.listdir(run),
+    }
+    for name, do in tries.items():
+        try:
+            do()
+            print(f"cross {name}: done", flush=True)
+        except OSError as e:
+            print(f"cross {name}: refused ({e.strerror})", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<role>-<index>.json")
@@ -37,6 +57,7 @@ def main() -> int:
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--exit", type=int, default=0)
     p.add_argument("--attack", help="the job's run folder: try to forge this task's records there")
+    p.add_argument("--cross-attack", help="another team's run folder: try to forge its records there")
     a = p.parse_args()
     task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
     me = f"{task.get('type', 'chief')}-{task.get('index', 0)}"
@@ -50,6 +71,8 @@ def main() -> int:
         print(f"{me} line {i}", flush=True)
     if a.attack:
         attack(a.attack, me)
+    if a.cross_attack:
+        cross_attack(a.cross_attack)
     if a.wait_file:
         while not os.path.exists(a.wait_file):
             time.sleep(0.05)
