@@ -238,7 +238,7 @@ class BackendLoop:
                     return  # FIFO: nobody younger goes first
                 except PermanentBackendError as e:
                     self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
-                                                     f"{e.message}", error={"code": e.code, "message": e.message,
+                                                     f"{e.message}", error={**e.details, "code": e.code, "message": e.message,
                                                                            "source": self.name}), stats)
                     continue
                 except Exception:
