@@ -317,7 +317,8 @@ class SlurmBackend(Backend):
         decided = (run.read_state() or {}).get("outcome")
         kw: dict[str, Any] = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
         if decided:
-            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"], **kw)
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], **kw,
+                               error=with_slurm_fields(decided["error"], final, sj.reason, ref))
         if final == "COMPLETED":
             return Observation(job.id, state=S.SUCCEEDED, reason=f"Slurm job {ref} completed: every chief and "
                                                                  "worker task exited 0", **kw)
@@ -365,7 +366,8 @@ class SlurmBackend(Backend):
         ref = job.backend_ref
         decided = (run.read_state() or {}).get("outcome")
         if decided:
-            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"])
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"],
+                               error=with_slurm_fields(decided["error"], None, None, ref))
         recorded = self._from_jobcomp(job, run, ref)
         if recorded is not None:
             return recorded
@@ -419,3 +421,11 @@ class SlurmBackend(Backend):
     # -- logs -------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         return log_reader.read_page(self.run_of(job.id), job.compiled, replica, since, limit)
+
+
+def with_slurm_fields(error: dict | None, state: str | None, reason: str | None, ref: str) -> dict | None:
+    """An outcome this service decided (a stall), with the Slurm fields every error carries
+    (docs/slurm.md) where the decision did not write them."""
+    if error is None:
+        return None
+    return {"slurm_state": state, "slurm_reason": reason or None, "slurm_job_id": ref, **error}

@@ -68,7 +68,7 @@ class SlurmCli:
             raise refusal(e) from e
         job_id = out.split(";", 1)[0].strip()   # --parsable: "<id>[;cluster]"
         if not job_id.isdigit():
-            raise PermanentBackendError(f"sbatch answered {out!r}, not a job id")
+            raise refusal(PermanentBackendError(f"sbatch answered {out!r}, not a job id"))
         return job_id
 
     def squeue_all(self) -> dict:
@@ -113,6 +113,8 @@ class SlurmCli:
                            what="looking the job up by its name")
         except TransientBackendError as e:
             raise TransientBackendError(str(e), nothing_launched=True) from e
+        except PermanentBackendError as e:
+            raise refusal(e) from e
         # A het job's components print as <leader>+<offset>.
         ids = {line.strip().split("+", 1)[0] for line in out.splitlines()}
         return sorted((i for i in ids if i.isdigit()), key=int)
@@ -160,8 +162,9 @@ def parse_jobcomp(out: str, slurm_job_id: str) -> dict | None:
 
 
 def refusal(e: PermanentBackendError) -> PermanentBackendError:
-    """sbatch's refusal with the fields every Slurm error carries, and the setting to change
-    where the refusal is about one (a node smaller than the CPUs asked)."""
+    """A Slurm client's refusal (sbatch's, a lookup's) with the fields every Slurm error
+    carries, and the setting to change where the refusal is about one (a node smaller than
+    the CPUs asked)."""
     said = [line.split("error:", 1)[-1].strip() for line in e.message.splitlines() if line.strip()]
     message = e.message
     if "cpu count per node can not be satisfied" in message.lower():

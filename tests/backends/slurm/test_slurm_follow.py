@@ -19,6 +19,7 @@ def test_a_silent_replica_is_a_stall(make_slurm_client, cluster, tmp_path):
     done = api.wait_state(job["id"], "FAILED", "SUCCEEDED", "CANCELLED")
     assert done["state"] == "FAILED"
     assert done["error"]["replica"] == "workerpool0-0" and "stall_timeout_seconds" in done["error"]["message"]
+    assert done["error"]["slurm_job_id"] == done["backend_ref"] and "slurm_state" in done["error"], done["error"]
     wait_for(lambda: not cluster.jobs_active(), "the stalled Slurm job to be cancelled", 60)
 
 
