@@ -1,7 +1,8 @@
 """Slurm under faults, against the real daemons: a slurmctld outage of a minute (longer
 than the windows the old code tripped on) changes nothing while it lasts, and every job
 ends as Slurm ran it: a RUNNING job whose tasks finish during the outage, a PENDING job,
-and a job whose service was killed with -9 during the outage and restarted after it.
+a job whose service was killed with -9 during the outage and restarted after it, and a job
+submitted during the outage (it waits in QUEUED, saying why, then runs).
 
 One test, one cluster, the three at once so their waits overlap: two services on two
 databases share the cluster (each follows only its own jobs), so one lives through the
@@ -72,6 +73,7 @@ def test_a_controller_outage_loses_nothing(db_url, cluster, slurm_work_dir, toke
         cluster.stop_controller()
         stopped = time.monotonic()
         go.touch()   # the running jobs' tasks finish while no controller looks
+        late = a1.submit("one")   # submitted during the outage: it waits in QUEUED, saying why
 
         # A service started now is refused in one line naming the cluster (start-up check).
         refused = _serve_refusal(lives, tmp_path)
@@ -81,11 +83,18 @@ def test_a_controller_outage_loses_nothing(db_url, cluster, slurm_work_dir, toke
         def unchanged(until) -> bool:
             assert a1.job(running["id"])["state"] == "RUNNING"
             assert a1.job(pending["id"])["state"] == "PENDING"
+            assert a1.job(late["id"])["state"] == "QUEUED"
             if s2.proc.poll() is None:
                 assert a2.job(killed["id"])["state"] == "RUNNING"
             return until()
-        wait_for(lambda: unchanged(lambda: "not following jobs this pass" in s1.log_path.read_text(errors="replace")),
-                 "the living service to see the outage", OUTAGE, 0.5)
+        def waits_saying_why() -> bool:
+            job = a1.job(late["id"])
+            assert job["state"] == "QUEUED", job
+            return "could not launch it yet" in (job.get("waiting_reason") or "")
+        wait_for(lambda: unchanged(lambda: waits_saying_why() and "not following jobs this pass" in
+                                   s1.log_path.read_text(errors="replace")), "the living service to see the outage",
+                 OUTAGE, 0.5)
+        assert "slurm controller" in a1.job(late["id"])["waiting_reason"].lower()
         s2.kill9()
         # The outage lasts its minute whatever the machine's speed; nothing may change in it.
         wait_for(lambda: unchanged(lambda: time.monotonic() - stopped >= OUTAGE), "the outage's minute",
@@ -96,10 +105,10 @@ def test_a_controller_outage_loses_nothing(db_url, cluster, slurm_work_dir, toke
         s3.wait_ready()
         c3 = httpx.Client(base_url=s3.url, headers=bearer(other_token), timeout=30)
         a3 = SlurmApi(c3)
-        for api, job in ((a1, running), (a1, pending), (a3, killed)):
+        for api, job in ((a1, running), (a1, pending), (a3, killed), (a1, late)):
             done = api.wait_state(job["id"], "SUCCEEDED", "FAILED", "CANCELLED", timeout=120)
             assert done["state"] == "SUCCEEDED", (done["error"], api.events(job["id"]))
-            assert done["backend_ref"] == refs[job["id"]]            # followed, never submitted again
+            assert done["backend_ref"] == refs.get(job["id"], done["backend_ref"])  # followed, never submitted again
         # Each replica's own end, from its exit record: the job view and the CLI show it.
         view = a1.job(running["id"])
         statuses = {r["task_name"]: r["status"] for r in view["cluster"]}
