@@ -3,6 +3,7 @@ what is wrong; Slurm's refusals and endings say what Slurm said and what to set;
 listing no longer shows ends as the cluster's job-completion record says."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import uuid
@@ -11,7 +12,7 @@ import pytest
 
 from service import jobspec
 from service.backends.slurm import SlurmBackend, SlurmConfigError
-from service.lifecycle.protocol import JobHandle
+from service.lifecycle.protocol import JobHandle, PermanentBackendError
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
 from service.slices import slurm_config_of
@@ -98,3 +99,18 @@ def test_a_job_no_longer_listed_ends_as_the_job_completion_record_says(db_url, c
     obs = backend._observe(running, {})   # a trusted listing that no longer shows it
     assert obs is not None and obs.state == JobState.SUCCEEDED, obs
     assert "job-completion record" in obs.reason
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_lookup_slurm_refuses_is_permanent(db_url, cluster, slurm_work_dir, tmp_path):
+    """Before, every refusal of the lookup was "try again later": a job waited in QUEUED for ever."""
+    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
+    backend.start_client()
+    cfg = backend.cli.cfg
+    not_conf = tmp_path / "not-slurm.conf"
+    not_conf.write_text("this is not a slurm.conf\n")
+    backend.cli.cfg = dataclasses.replace(cfg, conf=not_conf)   # a cluster config broken after the start
+    with pytest.raises(PermanentBackendError) as e:
+        backend.cli.find_by_name("trainjobs-x", 0)
+    assert e.value.details["slurm_reason"], e.value.details
+    # (An unreachable controller stays transient: test_slurm_outage submits during an outage.)
