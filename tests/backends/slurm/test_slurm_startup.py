@@ -57,7 +57,9 @@ def test_a_cluster_that_does_not_answer_or_lacks_a_partition_is_refused_at_start
     wrong = tmp_path / "wrong-port.conf"
     wrong.write_text(cluster.conf.read_text().replace(f"SlurmctldPort={cluster.port}\n",
                                                       f"SlurmctldPort={free_port()}\n"))
-    assert "does not answer" in _refused(db_url, cluster, slurm_work_dir, slurm_conf=wrong)
+    # (The client retries a refused connection for seconds; a short timeout ends it sooner, same answer.)
+    assert "does not answer" in _refused(db_url, cluster, slurm_work_dir, slurm_conf=wrong,
+                                         slurm_command_timeout_seconds=2)
     text = _refused(db_url, cluster, slurm_work_dir, slurm_allowed_partitions=["debug", "gpu"])
     assert "TRAINJOBS_SLURM_ALLOWED_PARTITIONS names partition 'gpu'" in text and "it has: debug" in text
     # ...and the cluster as it is starts.
