@@ -389,7 +389,7 @@ class SlurmBackend(Backend):
         """A job a trusted listing no longer shows, ended as the cluster's job-completion
         record says (`sacct -c`): a job that COMPLETED while nobody looked is SUCCEEDED.
         None without a record of an ended job: the run folder's exit records judge then."""
-        record = self.cli.jobcomp(ref)
+        record = self.cli.jobcomp(ref, script.job_name(job.id))
         if record is None or record["state"] not in poller.ENDED:
             return None
         sj = poller.SlurmJob(slurm_id=ref, name=script.job_name(job.id), state=record["state"], reason="",

@@ -83,20 +83,21 @@ class SlurmCli:
             raise TransientBackendError(f"squeue --json printed no JSON: {e}") from e
         return trusted_listing(data)
 
-    def jobcomp(self, slurm_job_id: str) -> dict | None:
+    def jobcomp(self, slurm_job_id: str, name: str) -> dict | None:
         """How the cluster's job-completion record (JobCompType=jobcomp/filetxt, read by
         `sacct -c` from the service host) says job `slurm_job_id` ended: {"state",
-        "exit_code", "reason"}, or None when there is no such record (no jobcomp file, not
-        readable here, or not written yet). sacct proper needs slurmdbd, which is optional."""
+        "exit_code"}, or None when there is no such record (no jobcomp file, not readable
+        here, or not written yet). Only a record with the job's name counts: job ids start
+        again after a controller loses its state. sacct proper needs slurmdbd (optional)."""
         try:
-            out = self.run("sacct", ["-c", "-n", "-P", "-j", slurm_job_id, "-o", "JobID,State,ExitCode"],
+            out = self.run("sacct", ["-c", "-n", "-P", "-j", slurm_job_id, "-o", "JobID,JobName,State,ExitCode"],
                            what=f"reading the job-completion record of Slurm job {slurm_job_id}")
         except (PermanentBackendError, TransientBackendError) as e:
             # No sacct, no jobcomp file here, or it did not answer: the run folder's exit
             # records are the next witness (the caller's).
             log.info("no job-completion record of Slurm job %s: %s", slurm_job_id, e)
             return None
-        return parse_jobcomp(out, slurm_job_id)
+        return parse_jobcomp(out, slurm_job_id, name)
 
     def partitions(self) -> list[str]:
         """The cluster's partitions: the one call that also proves the controller answers."""
@@ -143,15 +144,16 @@ def trusted_listing(data: object) -> dict:
     return data
 
 
-def parse_jobcomp(out: str, slurm_job_id: str) -> dict | None:
-    """The record of `slurm_job_id` (a het job's leader) in `sacct -c -P` lines; a het job's
-    components are N+0, N+1...: the worst of them counts, as in squeue (poller.parse)."""
+def parse_jobcomp(out: str, slurm_job_id: str, name: str) -> dict | None:
+    """The record of `slurm_job_id` (a het job's leader) named `name` in `sacct -c -P` lines
+    (JobID|JobName|State|ExitCode); should several match, the worst counts, as in squeue
+    (poller.parse)."""
     states: list[tuple[str, str]] = []
     for line in out.splitlines():
         parts = line.strip().split("|")
-        if len(parts) < 3:
+        if len(parts) < 4 or parts[1] != name:
             continue
-        job, state, code = parts[0], parts[1].split()[0] if parts[1].strip() else "", parts[2]
+        job, state, code = parts[0], parts[2].split()[0] if parts[2].strip() else "", parts[3]
         if job == slurm_job_id or job.split("+", 1)[0] == slurm_job_id:
             states.append((state, code))
     if not states:

@@ -101,6 +101,8 @@ def test_a_job_no_longer_listed_ends_as_the_job_completion_record_says(db_url, c
     obs = backend._observe(running, {})   # a trusted listing that no longer shows it
     assert obs is not None and obs.state == JobState.SUCCEEDED, obs
     assert "job-completion record" in obs.reason
+    # A record of that id under another name (ids start again after a controller loses its state) is not it.
+    assert backend.cli.jobcomp(ref, f"trainjobs-{uuid.uuid4()}") is None
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
