@@ -92,8 +92,8 @@ class ReplicaOut(BaseModel):
     args: list[str]
     env: dict[str, str]
     status: dict[str, Any] | None = Field(
-        None, description="The replica's own process where the backend records it (local): state (PENDING, RUNNING, "
-                          "SUCCEEDED, FAILED, STOPPED), exit_code, signal, started_at, ended_at; null elsewhere")
+        None, description="The replica's own process where the backend records it (local, slurm): state (PENDING, "
+                          "RUNNING, SUCCEEDED, FAILED, STOPPED), exit_code, signal, started_at, ended_at; null elsewhere")
 
 
 def _or_none(value, handler):

@@ -252,7 +252,7 @@ class BackendLoop(LoopThread):
             return False
         except PermanentBackendError as e:
             self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
-                                             f"{e.message}", error={"code": e.code, "message": e.message,
+                                             f"{e.message}", error={**e.details, "code": e.code, "message": e.message,
                                                                    "source": self.name}), stats)
             return True
         except Exception:

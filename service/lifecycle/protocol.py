@@ -41,10 +41,11 @@ class BudgetExhausted(TransientBackendError):
 class PermanentBackendError(Exception):
     """The backend refused the job for good; `code` and `message` are its own words."""
 
-    def __init__(self, message: str, code: int | str | None = None):
+    def __init__(self, message: str, code: int | str | None = None, details: dict | None = None):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.details = details or {}   # the backend's own fields for the job's error (e.g. slurm_reason)
 
 
 class JobHandle:

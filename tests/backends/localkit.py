@@ -242,18 +242,24 @@ class ServiceProcess:
     def __init__(self, settings: Settings, log_path: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
-        for key, value in settings.model_dump().items():
-            if value is not None:
-                value = [str(v) for v in value] if isinstance(value, list) else value
-                env[f"TRAINJOBS_{key.upper()}"] = json.dumps(value) if isinstance(value, (list, dict)) \
-                    else str(value)
+        env = self.env_of(settings)
         self.log_path = Path(log_path)
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "service.app:create_app", "--factory", "--host", "127.0.0.1",
              "--port", str(self.port), "--log-level", "warning"],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+
+    @staticmethod
+    def env_of(settings: Settings) -> dict[str, str]:
+        """This process's environment with `settings` as TRAINJOBS_* variables (and no others)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINJOBS_")}
+        for key, value in settings.model_dump().items():
+            if value is not None:
+                value = [str(v) for v in value] if isinstance(value, list) else value
+                env[f"TRAINJOBS_{key.upper()}"] = json.dumps(value) if isinstance(value, (list, dict)) \
+                    else str(value)
+        return env
 
     def wait_ready(self, timeout: float = 120) -> None:
         import httpx

@@ -147,3 +147,17 @@ def test_a_run_folder_others_cannot_reach_is_one_line(tmp_path):
     closed.mkdir(mode=0o700)
     line = refusal(tmp_path, TRAINJOBS_LOCAL_WORK_DIR=str(closed / "runs"))
     assert f"{closed} is not searchable by others" in line and "chmod o+x" in line
+
+
+def test_the_demo_line_says_what_it_runs_on_slurm():
+    """Slurm runs no image: the demo runs the trainer with TRAINJOBS_SLURM_PYTHON there, 4 CPUs a task."""
+    from service.cli.main import _demo_runs
+    from service.core.config import Settings
+    only = _demo_runs(Settings(database_url="sqlite://", backends=["slurm"], default_backend="slurm",
+                               slurm_python="/envs/tf/bin/python"))
+    assert "trainjobs-trainer" not in only and "TRAINJOBS_SLURM_PYTHON=/envs/tf/bin/python" in only, only
+    assert "TRAINJOBS_SLURM_CPUS_PER_TASK" in only
+    both = _demo_runs(Settings(database_url="sqlite://", backends=["local", "slurm"], default_backend="local"))
+    assert both.startswith("runs trainjobs-trainer:latest (local); on slurm: python -m trainer.task"), both
+    assert _demo_runs(Settings(database_url="sqlite://", backends=["local"], default_backend="local")) == \
+        "runs trainjobs-trainer:latest"

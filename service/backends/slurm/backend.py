@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service.backends.slurm import log_reader, poller, script
+from service.backends.slurm import log_reader, poller, preflight, replicas, script
 from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
@@ -77,6 +77,9 @@ class SlurmBackend(Backend):
     # -- lifecycle ------------------------------------------------------------------------------
     def start_client(self) -> None:
         check_config(self.cfg)
+        problems = preflight.cluster_problems(self.cli)
+        if problems:
+            raise SlurmConfigError(problems)
         self.identity = self.cfg.job_identity()
         # Whose jobs are ours: the job users' (a root service: each team's, the shared one), else the service's own.
         self.job_uids = self.cfg.job_uids()
@@ -127,7 +130,16 @@ class SlurmBackend(Backend):
                 if node:
                     e["TRAINJOBS_SLURM_NODE"] = node
             env[r.task_name] = e
-        return LaunchView(compiled.custom_job_dict, env, tensorboard_dir=f"{output.rstrip('/')}/logs/")
+        return LaunchView(compiled.custom_job_dict, env, replicas=self._replica_statuses(job_id, compiled, backend_ref),
+                          tensorboard_dir=f"{output.rstrip('/')}/logs/")
+
+    def _replica_statuses(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> dict:
+        """Each task's state, exit code and times from its launcher's records (the job view's
+        cluster[].status, as local jobs have it); none before the job reached Slurm."""
+        if not backend_ref:
+            return {}
+        run = self.run_of(job_id)
+        return {r.task_name: replicas.status(run, r.task_name) for r in compiled.replicas if r.tf_role is not None}
 
     # -- submit ---------------------------------------------------------------------------------
     def submit(self, job: JobHandle) -> SubmitResult:
@@ -323,7 +335,8 @@ class SlurmBackend(Backend):
         decided = (run.read_state() or {}).get("outcome")
         kw: dict[str, Any] = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
         if decided:
-            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"], **kw)
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], **kw,
+                               error=with_slurm_fields(decided["error"], final, sj.reason, ref))
         if final == "COMPLETED":
             return Observation(job.id, state=S.SUCCEEDED, reason=f"Slurm job {ref} completed: every chief and "
                                                                  "worker task exited 0", **kw)
@@ -332,7 +345,8 @@ class SlurmBackend(Backend):
             return Observation(job.id, state=S.CANCELLED, reason=f"Slurm job {ref} was cancelled {how}",
                                error=None if job.state == S.CANCELLING else
                                {"code": 1, "message": f"CANCELLED: Slurm job {ref} was cancelled outside trainjobs",
-                                "source": "slurm", "slurm_state": "CANCELLED", "slurm_job_id": ref}, **kw)
+                                "source": "slurm", "slurm_state": "CANCELLED", "slurm_reason": sj.reason or None,
+                                "slurm_job_id": ref}, **kw)
         reason, error = poller.ended_error(sj)
         self._blame(run, job.compiled, error)
         if error.get("replica"):
@@ -370,7 +384,11 @@ class SlurmBackend(Backend):
         ref = job.backend_ref
         decided = (run.read_state() or {}).get("outcome")
         if decided:
-            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], error=decided["error"])
+            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"],
+                               error=with_slurm_fields(decided["error"], None, None, ref))
+        recorded = self._from_jobcomp(job, run, ref)
+        if recorded is not None:
+            return recorded
         tasks = log_reader.tasks_of(job.compiled)
         trainers = [r.task_name for r in job.compiled.replicas if r.tf_role in ("chief", "worker", "evaluator")]
         exits = {t: run.task_record(t, "exit") for t in tasks}
@@ -380,9 +398,23 @@ class SlurmBackend(Backend):
             return Observation(job.id, state=S.CANCELLED, reason=gone)
         if all((exits.get(t) or {}).get("exit_code") == 0 for t in trainers):
             return Observation(job.id, state=S.SUCCEEDED, reason=gone + "; every chief and worker task exited 0")
-        error = {"code": None, "message": gone, "source": "slurm", "slurm_job_id": ref}
+        error = {"code": None, "message": gone, "source": "slurm", "slurm_state": None, "slurm_reason": None,
+                 "slurm_job_id": ref}
         self._blame(run, job.compiled, error)
         return Observation(job.id, state=S.FAILED, reason=gone, error=error)
+
+    def _from_jobcomp(self, job: JobHandle, run: SlurmRun, ref: str) -> Observation | None:
+        """A job a trusted listing no longer shows, ended as the cluster's job-completion
+        record says (`sacct -c`): a job that COMPLETED while nobody looked is SUCCEEDED.
+        None without a record of an ended job: the run folder's exit records judge then."""
+        record = self.cli.jobcomp(ref, script.job_name(job.id))
+        if record is None or record["state"] not in poller.ENDED:
+            return None
+        sj = poller.SlurmJob(slurm_id=ref, name=script.job_name(job.id), state=record["state"], reason="",
+                             exit_code=None, nodes=(), start=None, end=None, time_limit=None, worst=record["state"])
+        obs = self._ended(job, sj, run)
+        return dataclasses.replace(obs, reason=f"{obs.reason} (Slurm no longer lists it; from the cluster's "
+                                               "job-completion record)")
 
     # -- cancel -----------------------------------------------------------------------------------
     def cancel(self, job: JobHandle) -> JobState | None:
@@ -407,3 +439,11 @@ class SlurmBackend(Backend):
     # -- logs -------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         return log_reader.read_page(self.run_of(job.id), job.compiled, replica, since, limit)
+
+
+def with_slurm_fields(error: dict | None, state: str | None, reason: str | None, ref: str) -> dict | None:
+    """An outcome this service decided (a stall), with the Slurm fields every error carries
+    (docs/slurm.md) where the decision did not write them."""
+    if error is None:
+        return None
+    return {"slurm_state": state, "slurm_reason": reason or None, "slurm_job_id": ref, **error}

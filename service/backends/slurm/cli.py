@@ -1,4 +1,4 @@
-"""The Slurm clients (sbatch, squeue, scancel) as the backend calls them: a fixed
+"""The Slurm clients (sbatch, squeue, scancel, sacct -c, sinfo) as the backend calls them: a fixed
 environment, a timeout, and failures sorted into "try again later" and "refused".
 
 Counts every call and its time, so bench/slurm.py can say what a pass costs."""
@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from service.backends.slurm.config import SlurmConfig
+from service.backends.slurm.poller import ENDED_BADLY
 from service.lifecycle.protocol import PermanentBackendError, TransientBackendError
 
 log = logging.getLogger("trainjobs.backends.slurm")
@@ -61,27 +62,60 @@ class SlurmCli:
     # -- the calls the backend makes -------------------------------------------------------
     def sbatch(self, argv: list[str]) -> str:
         """The new job's id (of its first component: the het job's id)."""
-        out = self.run("sbatch", argv, what="submitting the Slurm job").strip()
+        try:
+            out = self.run("sbatch", argv, what="submitting the Slurm job").strip()
+        except PermanentBackendError as e:
+            raise refusal(e) from e
         job_id = out.split(";", 1)[0].strip()   # --parsable: "<id>[;cluster]"
         if not job_id.isdigit():
-            raise PermanentBackendError(f"sbatch answered {out!r}, not a job id")
+            raise refusal(PermanentBackendError(f"sbatch answered {out!r}, not a job id"))
         return job_id
 
     def squeue_all(self) -> dict:
-        """Every job slurmctld still knows (running, pending, and ended within MinJobAge)."""
+        """Every job slurmctld still knows (running, pending, and ended within MinJobAge).
+
+        Only a listing Slurm vouches for: with the controller unreachable, squeue --json
+        exits 0 with `errors` and an empty `jobs`, which must never read as "every job gone"."""
         out = self.run("squeue", ["--json", "--states=all"], what="listing Slurm jobs")
         try:
-            return json.loads(out)
+            data = json.loads(out)
         except ValueError as e:
             raise TransientBackendError(f"squeue --json printed no JSON: {e}") from e
+        return trusted_listing(data)
+
+    def jobcomp(self, slurm_job_id: str, name: str) -> dict | None:
+        """How the cluster's job-completion record (JobCompType=jobcomp/filetxt, read by
+        `sacct -c` from the service host) says job `slurm_job_id` ended: {"state",
+        "exit_code"}, or None when there is no such record (no jobcomp file, not readable
+        here, or not written yet). Only a record with the job's name counts: job ids start
+        again after a controller loses its state. sacct proper needs slurmdbd (optional)."""
+        try:
+            out = self.run("sacct", ["-c", "-n", "-P", "-j", slurm_job_id, "-o", "JobID,JobName,State,ExitCode"],
+                           what=f"reading the job-completion record of Slurm job {slurm_job_id}")
+        except (PermanentBackendError, TransientBackendError) as e:
+            # No sacct, no jobcomp file here, or it did not answer: the run folder's exit
+            # records are the next witness (the caller's).
+            log.info("no job-completion record of Slurm job %s: %s", slurm_job_id, e)
+            return None
+        return parse_jobcomp(out, slurm_job_id, name)
+
+    def partitions(self) -> list[str]:
+        """The cluster's partitions: the one call that also proves the controller answers."""
+        out = self.run("sinfo", ["-h", "-o", "%R"], what="asking the Slurm controller for its partitions")
+        return sorted({line.strip() for line in out.splitlines() if line.strip()})
 
     def find_by_name(self, name: str, uid: int) -> list[str]:
         """Het job ids (leaders) of user `uid`'s jobs named `name`, whatever their state."""
+        # An unreachable controller is transient (run() sorts it so); anything else squeue
+        # refuses (a broken SLURM_CONF, an unknown user) stays permanent: a job cannot be
+        # submitted safely without this lookup, so waiting for ever would hide the fault.
         try:
             out = self.run("squeue", ["-h", "--states=all", f"--name={name}", f"--user={uid}", "-o", "%i"],
                            what="looking the job up by its name")
-        except PermanentBackendError as e:
+        except TransientBackendError as e:
             raise TransientBackendError(str(e), nothing_launched=True) from e
+        except PermanentBackendError as e:
+            raise refusal(e) from e
         # A het job's components print as <leader>+<offset>.
         ids = {line.strip().split("+", 1)[0] for line in out.splitlines()}
         return sorted((i for i in ids if i.isdigit()), key=int)
@@ -92,3 +126,52 @@ class SlurmCli:
         except PermanentBackendError as e:
             # Already ended (or gone): the poll reports how it ended.
             log.info("scancel %s refused: %s", slurm_job_id, e)
+
+
+def trusted_listing(data: object) -> dict:
+    """`data` when it is a listing to judge jobs by, else a TransientBackendError naming
+    what is wrong with it (Slurm's own `errors`, or no `jobs` list)."""
+    if not isinstance(data, dict):
+        raise TransientBackendError("squeue --json printed no listing")
+    errors = data.get("errors") or []
+    if errors:
+        first = errors[0] if isinstance(errors[0], dict) else {}
+        said = ", ".join(str(first[k]) for k in ("source", "description", "error") if first.get(k))
+        raise TransientBackendError(f"listing Slurm jobs: squeue reported {len(errors)} error(s) ({said}); "
+                                    "the Slurm controller may be down or restarting")
+    if not isinstance(data.get("jobs"), list):
+        raise TransientBackendError("listing Slurm jobs: squeue --json printed no jobs list")
+    return data
+
+
+def parse_jobcomp(out: str, slurm_job_id: str, name: str) -> dict | None:
+    """The record of `slurm_job_id` (a het job's leader) named `name` in `sacct -c -P` lines
+    (JobID|JobName|State|ExitCode); should several match, the worst counts, as in squeue
+    (poller.parse)."""
+    states: list[tuple[str, str]] = []
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 4 or parts[1] != name:
+            continue
+        job, state, code = parts[0], parts[2].split()[0] if parts[2].strip() else "", parts[3]
+        if job == slurm_job_id or job.split("+", 1)[0] == slurm_job_id:
+            states.append((state, code))
+    if not states:
+        return None
+    state, code = next(((s, c) for bad in ENDED_BADLY for s, c in states if s == bad), states[-1])
+    exit_code = code.split(":", 1)[0]
+    return {"state": state, "exit_code": int(exit_code) if exit_code.isdigit() else None}
+
+
+def refusal(e: PermanentBackendError) -> PermanentBackendError:
+    """A Slurm client's refusal (sbatch's, a lookup's) with the fields every Slurm error
+    carries, and the setting to change where the refusal is about one (a node smaller than
+    the CPUs asked)."""
+    said = [line.split("error:", 1)[-1].strip() for line in e.message.splitlines() if line.strip()]
+    message = e.message
+    if "cpu count per node can not be satisfied" in message.lower():
+        message += (". Each task asks for its machine_type's vCPUs (n1-standard-4: 4) unless "
+                    "TRAINJOBS_SLURM_CPUS_PER_TASK sets how many; set it to at most the CPUs of your nodes")
+    return PermanentBackendError(message, code=e.code,
+                                 details={"slurm_state": None, "slurm_reason": said[-1] if said else None,
+                                          "slurm_job_id": None})

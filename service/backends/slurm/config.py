@@ -22,7 +22,8 @@ TOOLS = ("sbatch", "squeue", "scancel")
 class SlurmConfigError(RuntimeError):
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__("slurm backend is misconfigured:\n  - " + "\n  - ".join(problems))
+        # One line: `serve` prints it as its whole refusal (service/cli/startup.py).
+        super().__init__("slurm backend is misconfigured: " + "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ def check(cfg: SlurmConfig) -> None:
                         *(("ALLOWED_QOS", p) for p in cfg.allowed_qos)):
         if value is not None and not NAME.match(value):
             problems.append(f"TRAINJOBS_SLURM_{what}={value!r} is not a Slurm name (letters, digits, _ . -)")
+    problems += _defaults_allowed(cfg)
     if problems:
         raise SlurmConfigError(problems)
 
@@ -141,3 +143,17 @@ def _team_user_problems(cfg: SlurmConfig, shared: pwd.struct_passwd | None) -> l
         else:
             seen[entry.pw_uid] = groups[entry.pw_gid] = where
     return problems
+
+
+def _defaults_allowed(cfg: SlurmConfig) -> list[str]:
+    """A default outside its ALLOWED_* list is the operator's mistake, refused at start:
+    left to submit, it would be a 422 blaming a label the member never set."""
+    out = []
+    for what, key, value in (("PARTITION", "partition", cfg.partition), ("ACCOUNT", "account", cfg.account),
+                             ("QOS", "qos", cfg.qos)):
+        allowed = cfg.allowed(key)
+        if value is not None and allowed and value not in allowed:
+            out.append(f"TRAINJOBS_SLURM_{what}={value!r} is not in TRAINJOBS_SLURM_ALLOWED_"
+                       f"{'QOS' if key == 'qos' else what + 'S'}={list(allowed)}: add it there, or choose "
+                       "one of them")
+    return out

@@ -193,6 +193,16 @@ def escape(text: str) -> str:
     return rich_escape(visible(text))
 
 
+def escape_lines(text: str) -> str:
+    """escape() for text whose line breaks mean something (an error with its log tail, a
+    reason): each line on a line of its own (a table cell keeps them in its column, so they
+    stay indented under it); every other control and bidi character is still an escape."""
+    from rich.markup import escape as rich_escape
+
+    from service.core.text import visible
+    return rich_escape(visible(text, keep_lines=True))
+
+
 def yaml_text(doc: Any, **options) -> str:
     """YAML for a terminal and for `templates apply` to read back: with Unicode as it is, unless
     some string has a control or bidirectional character PyYAML would write raw (U+202E is

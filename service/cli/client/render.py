@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from rich.markup import escape as rich_escape
 
-from service.cli.client.common import age, escape
+from service.cli.client.common import age, escape, escape_lines
 from service.core.text import visible
 
 STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
@@ -133,7 +133,7 @@ def job_detail(job):
     if job.relaunch_of:
         rows.append(("relaunch of", str(job.relaunch_of)))
     if job.waiting_reason:
-        rows.append(("waiting", escape(job.waiting_reason)))
+        rows.append(("waiting", escape_lines(job.waiting_reason)))
     if job.started_at:
         rows.append(("started", f"{job.started_at:%Y-%m-%d %H:%M:%S}"))
     if job.ended_at:
@@ -151,7 +151,7 @@ def job_detail(job):
     if job.backend_ref:
         rows.append(("backend ref", escape(job.backend_ref)))
     if job.error:
-        rows.append(("error", f"[red]{escape(str(job.error.get('message') or job.error))}[/]"))
+        rows.append(("error", f"[red]{escape_lines(str(job.error.get('message') or job.error))}[/]"))
     rows += output_rows(job)
     for k, v in rows:
         info.add_row(k, v)
@@ -197,7 +197,7 @@ def events_table(events):
         t.add_column(col)
     for e in events:
         t.add_row(f"{e.at:%Y-%m-%d %H:%M:%S}", str(e.from_state or "-"), state(e.to_state), escape(e.actor),
-                  escape(e.reason))
+                  escape_lines(e.reason))
     return t
 
 

@@ -153,6 +153,20 @@ SlurmdParameters=config_overrides
         self._wait(self._nodes_idle, "every node to be idle")
         return self
 
+    def stop_controller(self) -> None:
+        """slurmctld stopped (its state saved), as for a restart or a failover: the nodes and
+        the jobs' steps go on without it."""
+        ctld = next(p for p in self.procs if "slurmctld" in str(p.args[0]) and p.poll() is None)
+        os.killpg(ctld.pid, signal.SIGTERM)
+        ctld.wait(30)
+        self.procs.remove(ctld)
+
+    def start_controller(self) -> None:
+        """slurmctld again, from its saved state; returns once it answers."""
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
+        self._wait(lambda: subprocess.run(["scontrol", "ping"], env=self.env, capture_output=True, text=True,
+                                          timeout=30).returncode == 0, "slurmctld to answer again")
+
     def _nodes_idle(self) -> bool:
         for p in self.procs:
             if p.poll() is not None:

@@ -24,6 +24,9 @@ def test_a_failing_replica_fails_the_job_and_stops_the_others(make_slurm_client,
     assert err["slurm_state"] == "FAILED" and err["slurm_job_id"] == done["backend_ref"]
     assert "worker-0 exiting with 3" in err["log_tail"]
     assert "exited with a non-zero status of 3" in err["message"]
+    # The job view's per-replica status, from the worker's exit record (the CLI's EXIT column).
+    worker = next(r["status"] for r in api.job(job["id"])["cluster"] if r["task_name"] == "workerpool1-0")
+    assert worker["state"] == "FAILED" and worker["exit_code"] == 3 and worker["ended_at"], worker
     # The whole Slurm job ended: the waiting chief was stopped with it.
     wait_for(lambda: not cluster.jobs_active(), "no Slurm job left running", 60)
     assert _slurm_state(cluster, done["backend_ref"]) == "FAILED"

@@ -2,6 +2,7 @@
 cap on running jobs, the rendezvous timeout; and what a role asks Slurm for."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from service import jobspec
-from service.backends.slurm import SlurmBackend, script
+from service.backends.slurm import SlurmBackend, SlurmConfigError, script
 from service.backends.slurm.backend import LAUNCHER
+from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.entry import slurm_config_of
 from service.backends.slurm.runs import SlurmRun
 from service.lifecycle.protocol import JobHandle, TransientBackendError
@@ -28,9 +30,14 @@ def _handle(args, **extra):
 
 
 def test_a_slurm_call_over_its_timeout_is_transient(db_url, cluster, slurm_work_dir):
-    backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir,
-                                                        slurm_command_timeout_seconds=0.001)))
+    cfg = slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir, slurm_command_timeout_seconds=0.001))
+    # Too short for any call: the start-up check (one sinfo) refuses it, naming the setting...
+    with pytest.raises(SlurmConfigError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
+        SlurmBackend(cfg).start_client()
+    # ...and a cluster that slows down later makes each call over it a transient error.
+    backend = SlurmBackend(dataclasses.replace(cfg, command_timeout=30.0))
     backend.start_client()
+    backend.cli = SlurmCli(cfg)
     with pytest.raises(TransientBackendError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
         backend.submit(_handle(["--lines", "1"]))
     assert not cluster.jobs_active()

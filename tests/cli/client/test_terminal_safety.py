@@ -76,3 +76,22 @@ def test_template_yaml_escapes_them_and_reads_back_the_same():
     back = yaml.safe_load(text)
     assert back["description"] == body["description"] and back["spec"] == body["spec"]
     assert "é" in as_yaml("t", {"description": "é", "spec": {}})   # plain Unicode stays as it is
+
+
+def test_errors_and_reasons_keep_their_line_breaks_and_escape_the_rest():
+    """An error with its log tail reads as lines (it printed `\\x0a` before); ESC and bidi
+    overrides in it are still escapes."""
+    from rich.console import Console
+    now = datetime.now(UTC)
+    reason = f"The replica chief-0 exited 1. Last lines of its log:\nTraceback{HOSTILE}\nValueError: bad"
+    event = SimpleNamespace(at=now, from_state="RUNNING", to_state="FAILED", actor="slurm", reason=reason)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=300).print(render.events_table([event]))
+    text = out.getvalue()
+    assert "\\x0a" not in text and "\x1b]" not in text and "\u202e" not in text and "\x1b[1A" not in text
+    lines = [re.sub("\x1b\\[[0-9;]*m", "", line) for line in text.splitlines()]   # rich's own colours
+    at = next(i for i, line in enumerate(lines) if "Last lines of its log:" in line)
+    column = lines[at].index("The replica")
+    # The next lines sit under the reason's column: indented, on lines of their own.
+    assert lines[at + 1].index("Traceback") == column and "\\x1b]52" in lines[at + 1]
+    assert lines[at + 2].index("ValueError: bad") == column
