@@ -41,6 +41,7 @@ import time
 from datetime import UTC, datetime
 
 MAX_LINE = 64 * 1024  # longer lines are split into several records
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _now() -> str:
@@ -137,7 +138,12 @@ def main(argv: list[str]) -> int:
         if args.cgroup:
             with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")
+        if args.uid is not None:  # loaded from the host's files, before the job's mounts are joined
+            sys.path.insert(0, HERE)
+            import jobfilter
         own_pid_ns = join_namespaces(int(join)) if join is not None else None
+        if args.uid is not None:
+            jobfilter.install()  # no user namespace, no keyring: for the command and all it starts
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
         # With a uid to drop to, subprocess forks (never vfork): allowed across PID namespaces.
