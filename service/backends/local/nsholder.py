@@ -295,7 +295,10 @@ def reap_until_done(watch: Watch) -> None:
             break
         if watch.run_gone():
             break
-    os.kill(-1, signal.SIGKILL)  # as PID 1: every other process of this namespace
+    try:
+        os.kill(-1, signal.SIGKILL)  # as PID 1: every other process of this namespace
+    except ProcessLookupError:
+        pass  # none left
     deadline = time.monotonic() + 10
     while watch.others() and time.monotonic() < deadline:
         signal.sigtimedwait({signal.SIGCHLD}, 0.1)
