@@ -1,21 +1,25 @@
 """The init of one local job's sandbox: its PID, network, mount, IPC and UTS namespaces.
 
-    python -I -S nsholder.py [--cgroup DIR] --writable DIR [--writable DIR ...] [--visible DIR ...]
+    python -I -S nsholder.py [--cgroup DIR] [--uid UID] [--run DIR] [--idle SECONDS]
+                             --writable DIR ... [--visible DIR ...] [--hidden DIR ...]
 
 Started by the local backend (as root, with a fixed environment the service
 chose: nothing of the template's) once per job, before any replica. It unshares
 the namespaces and forks; the child is PID 1 of the job's PID namespace:
 
-- the machine read-only and nosuid (recursively), with fresh tmpfs on /tmp,
-  /var/tmp and /dev/shm, and a /proc of the job's own PID namespace: a replica
-  sees only its job's processes and can write only the --writable folders (its
-  run folder, and a retry's first attempt's output); --visible folders hidden
-  under a tmpfs (a checkout under /tmp) are bound back read-only;
+- a mount namespace from nothing (set_up): an empty tmpfs root, pivoted to, into
+  which only what a replica needs is bound at the same paths (/usr, /lib*, a
+  minimal /etc written afresh, a few /dev nodes, the --visible folders read-only,
+  the --hidden ones covered empty, the --writable ones read-write), fresh /tmp,
+  /var/tmp, /dev/shm, a /proc of the job's own PID namespace and a /sys with no
+  cgroup in it. No host socket, no other job's folder: they are not there;
 - a network namespace with only its loopback up: the replicas reach each other
   on 127.0.0.1 and nothing else of the host (database, Redis, API, other jobs);
-- it reaps orphans forever. When the backend SIGKILLs it, the kernel kills every
+- it reaps orphans until the backend SIGKILLs it: the kernel then kills every
   process of the namespace, however it detached (setsid, double fork, cleared
-  environment): nothing of a job outlives it.
+  environment): nothing of a job outlives it. With no service to do so (one
+  stopped for good) it ends by itself (Watch): once --run is deleted, once no
+  process of the job has run in it for --idle seconds, or on SIGTERM.
 
 It also keeps open whatever fds it inherits (the host-wide lock of the job's
 uid, see sandbox.py): the uid is free again only when this process is gone.
@@ -328,8 +332,8 @@ def main(argv: list[str]) -> int:
         print(f"pid {child}", file=out, flush=True)
         return 0  # the child reports "ready" itself; it is re-parented, the backend follows it by pid
     try:
-        watch = Watch((lists["--run"] or [None])[0], (cgroup or [None])[0],
-                      float((lists["--idle"] or ["60"])[0]))
+        watch = Watch(lists["--run"][0] if lists["--run"] else None, cgroup[0] if cgroup else None,
+                      float(lists["--idle"][0]) if lists["--idle"] else 60.0)
         set_up(writable, visible, lists["--hidden"], uid)
     except OSError as e:
         print(f"error {e}", file=out, flush=True)

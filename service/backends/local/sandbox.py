@@ -10,7 +10,7 @@ its uid, and how a replica is started inside it (wrapper.py).
   with it every process of the job. So two deployments on one host never share
   a uid at once, and a uid is never given while a process still has it (also
   checked in /proc, for a process that escaped by other means). Files: the job
-  can write only its run folder (the rest of the machine is read-only inside),
+  can write only its run folder (nothing else of the run folders is even there),
   which is given back to the service when the job ends (isolation.reclaim).
 
 docs/local.md has the threat model."""
