@@ -107,7 +107,17 @@ def _pump(pipe, stream: str, log: LogWriter) -> None:
             log.record(stream, line.rstrip(b"\r\n").replace(b"\n", b" "))
 
 
+def _job_filter():
+    """jobfilter.install, loaded from the host's files before the job's mounts are joined."""
+    sys.path.insert(0, HERE)
+    import jobfilter
+
+    return jobfilter.install
+
+
 def main(argv: list[str]) -> int:
+    # One sequence (spec, cgroup, namespaces, filter, uid drop, exec, records) kept in one
+    # function so the order of the privileged steps reads top to bottom.
     p = argparse.ArgumentParser()
     p.add_argument("--log", required=True)
     p.add_argument("--started", required=True)
@@ -138,12 +148,10 @@ def main(argv: list[str]) -> int:
         if args.cgroup:
             with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")
-        if args.uid is not None:  # loaded from the host's files, before the job's mounts are joined
-            sys.path.insert(0, HERE)
-            import jobfilter
+        confine = _job_filter() if args.uid is not None else None
         own_pid_ns = join_namespaces(int(join)) if join is not None else None
-        if args.uid is not None:
-            jobfilter.install()  # no user namespace, no keyring: for the command and all it starts
+        if confine is not None:
+            confine()  # no user namespace, no keyring: for the command and all it starts
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
         # With a uid to drop to, subprocess forks (never vfork): allowed across PID namespaces.
