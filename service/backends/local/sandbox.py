@@ -51,11 +51,12 @@ def helper_python() -> list[str]:
 
 
 def probe() -> str | None:
-    """None if this machine can make a job's namespaces, else why not (one line)."""
+    """None if this machine can make a job's namespaces and install its seccomp filter
+    (jobfilter.py), else why not (one line)."""
     try:
         out = subprocess.run([*helper_python(), "-c",
-                              "import sys; sys.path.insert(0, sys.argv[1]); import nsholder as n; "
-                              "n.unshare(n.NAMESPACES)", str(Path(HOLDER).parent)],
+                              "import sys; sys.path.insert(0, sys.argv[1]); import nsholder as n, jobfilter as f; "
+                              "n.unshare(n.NAMESPACES); f.install()", str(Path(HOLDER).parent)],
                              env=FIXED_ENV, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
