@@ -205,6 +205,7 @@ def set_up(writable: list[str], visible: list[str], hidden: list[str], uid: int 
         os.chmod(root.target(f"/etc/{name}"), 0o644)
     # A parent before its children; a hidden folder (the service's run folders, inside what was
     # bound: a checkout, a shared folder) covered by an empty tmpfs before the job's own is bound in.
+    visible = [p for p in visible if not any(p == d or p.startswith(d + "/") for d in SYSTEM)]  # bound already
     layers = [(p.count("/"), 0, p) for p in visible + writable] + [(p.count("/"), 1, p) for p in hidden]
     for _, hide, p in sorted(layers):
         if not hide:
