@@ -1,7 +1,7 @@
 """What the local sandbox costs (run as root): per job and per replica, in ms.
 
-  job       start_holder(): the job's namespaces set up (unshare, private mounts,
-            read-only machine, loopback) until its init says "ready"; and its
+  job       start_holder(): the job's namespaces set up (unshare, an empty root with
+            only what a replica needs bound in, pivot_root, loopback) until its init says "ready"; and its
             teardown (SIGKILL of the init until it is gone)
   replica   a wrapper started with its spec on stdin until its command (/bin/true,
             as the job's uid) has ended and the exit record is written: joined to
@@ -37,7 +37,10 @@ def ms(values: list[float]) -> str:
 
 def holder_once(run: Path) -> tuple[float, float, int, float]:
     t0 = time.perf_counter()
-    pid, created = sandbox.start_holder([run], [ROOT, Path(sys.executable).parent.parent], None)
+    python = Path(sys.executable)
+    plan = sandbox.HolderPlan(writable=[run], visible=[ROOT, python.parent.parent, python.resolve().parent.parent],
+                              hidden=[run.parent], uid=UID, run=run)
+    pid, created = sandbox.start_holder(plan, None)
     t1 = time.perf_counter()
     return t1 - t0, t1, pid, created
 

@@ -133,6 +133,12 @@ class Settings(BaseSettings):
     local_max_processes_per_job: int = Field(
         4096, ge=0, description="As root: processes (threads included) one local job may have at once, its "
                                 "cgroup's pids.max (a fork bomb stops there); 0: no limit")
+    local_sandbox_idle_seconds: float = Field(
+        60.0, ge=1.0, le=86_400.0,
+        description="As root: a job's sandbox (its namespaces' init, which holds its uid and cgroup) ends by "
+                    "itself once no process of the job has run in it for this long, or once its run folder is "
+                    "gone (checked every second), so a job whose service never comes back does not hold them "
+                    "forever")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
     local_cancel_grace_seconds: float = 10.0

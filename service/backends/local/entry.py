@@ -21,7 +21,7 @@ def local_settings_of(s: Any) -> LocalSettings:
         cancel_grace_seconds=s.local_cancel_grace_seconds, isolate_replicas=s.local_isolate_replicas,
         sandbox=s.local_sandbox, sandbox_shared_dirs=tuple(Path(p) for p in s.local_sandbox_shared_dirs),
         replica_uid_base=s.local_replica_uid_base, replica_uid_count=s.local_replica_uid_count,
-        max_processes_per_job=s.local_max_processes_per_job)
+        max_processes_per_job=s.local_max_processes_per_job, sandbox_idle_seconds=s.local_sandbox_idle_seconds)
 
 
 def _build(settings: LocalSettings) -> Backend:

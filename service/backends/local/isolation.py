@@ -11,8 +11,9 @@ with the service's secrets, the database or other jobs. So a replica:
   file (0600), the service's /proc entries, or another job's run folder (0700,
   owned by that job's uid). The wrapper that records its logs and exit status
   stays root, so a replica cannot forge them;
-- as root, runs inside the job's namespaces (sandbox.py, nsholder.py): the machine
-  read-only, its own /tmp, processes and loopback network;
+- as root, runs inside the job's namespaces (sandbox.py, nsholder.py): a root with
+  only what a replica needs, its own /tmp, processes and loopback network, and a
+  seccomp filter (jobfilter.py: no user namespace, no keyring);
 - root never chowns through a path a job can change (chown_tree: fd-relative,
   O_NOFOLLOW).
 

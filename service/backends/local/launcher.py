@@ -127,10 +127,21 @@ class Launcher:
                     "host only, set TRAINJOBS_LOCAL_SANDBOX=none")
 
     def _sandbox_readable(self) -> list[Path]:
-        """What replicas run from, seen read-only inside the sandbox even where its private
-        /tmp would hide it (an install or a checkout under /tmp): the interpreter's
-        environment and the code the wrapper and trainer load."""
-        return sorted({Path(self.python).parent.parent, Path(__file__).resolve().parents[3]})
+        """What replicas run from, bound read-only into the sandbox's otherwise empty root (beside
+        /usr, /lib...: nsholder.py): the interpreter's environment (a venv), the Python it points
+        to, and the project's code (the trainer, and what the wrapper loads)."""
+        python = Path(self.python)
+        return sorted({python.parent.parent, Path(os.path.realpath(python)).parent.parent,
+                       Path(__file__).resolve().parents[3]})
+
+    def _holder_plan(self, rd: RunDir, output: Path, uid: int | None, cg: Path | None) -> sandbox.HolderPlan:
+        """The job's view of the host: its own run folder (and a retry's first output) and the
+        operator's shared folders writable; the rest of the run folders covered."""
+        writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
+            [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
+        return sandbox.HolderPlan(writable=writable, visible=self._sandbox_readable(),
+                                  hidden=[self.work_dir.resolve()], uid=uid, run=rd.path,
+                                  idle_seconds=self.settings.sandbox_idle_seconds, cgroup=cg)
 
     # -- what a job would get ------------------------------------------------------------------
 
@@ -231,7 +242,8 @@ class Launcher:
             output, addresses, cg = self._prepare(job, rd, uid, runs, undo)
             run = self._record(job, rd, uid, lock, output, addresses, cg)
             undo.callback(rd.state_file.unlink, missing_ok=True)
-            holder = self._begin_sandbox(rd, output, lock, cg) if self.sandboxed else None
+            # The init inherits the uid's lock and holds it as long as anything of the job lives.
+            holder = sandbox.begin_holder(self._holder_plan(rd, output, uid, cg), lock) if self.sandboxed else None
             if holder is not None:
                 undo.callback(_kill, {"init": holder})   # it holds the uid's lock too
             wrappers, failed = self._spawn(compiled, rd, uid, cg)
@@ -284,12 +296,6 @@ class Launcher:
         run.uid_lock = lock
         run.save()
         return run
-
-    def _begin_sandbox(self, rd: RunDir, output: Path, lock: int | None, cg: Path | None) -> subprocess.Popen:
-        writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
-            [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
-        # The init inherits the uid's lock and holds it as long as anything of the job lives.
-        return sandbox.begin_holder(writable, self._sandbox_readable(), lock, cg)
 
     @staticmethod
     def _spawn(compiled: CompiledJob, rd: RunDir, uid: int | None,

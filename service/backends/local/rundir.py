@@ -96,7 +96,11 @@ class RunDir:
     def write_state(self, state: dict) -> None:
         state["version"] = STATE_VERSION
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+        # The service's alone (0600): it holds every replica's command line, secrets in arguments included.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, 0o600)  # an older tmp file left by a crash keeps its mode otherwise
+            f.write(json.dumps(state, indent=1, sort_keys=True))
         os.replace(tmp, self.state_file)  # a crash leaves the old or the new file, never half
 
     def read_started(self, task: str) -> dict | None:

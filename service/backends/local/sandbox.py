@@ -10,7 +10,7 @@ its uid, and how a replica is started inside it (wrapper.py).
   with it every process of the job. So two deployments on one host never share
   a uid at once, and a uid is never given while a process still has it (also
   checked in /proc, for a process that escaped by other means). Files: the job
-  can write only its run folder (the rest of the machine is read-only inside),
+  can write only its run folder (nothing else of the run folders is even there),
   which is given back to the service when the job ends (isolation.reclaim).
 
 docs/local.md has the threat model."""
@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.backends.local import processes
@@ -50,11 +51,12 @@ def helper_python() -> list[str]:
 
 
 def probe() -> str | None:
-    """None if this machine can make a job's namespaces, else why not (one line)."""
+    """None if this machine can make a job's namespaces and install its seccomp filter
+    (jobfilter.py), else why not (one line)."""
     try:
         out = subprocess.run([*helper_python(), "-c",
-                              "import sys; sys.path.insert(0, sys.argv[1]); import nsholder as n; "
-                              "n.unshare(n.NAMESPACES)", str(Path(HOLDER).parent)],
+                              "import sys; sys.path.insert(0, sys.argv[1]); import nsholder as n, jobfilter as f; "
+                              "n.unshare(n.NAMESPACES); f.install()", str(Path(HOLDER).parent)],
                              env=FIXED_ENV, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
@@ -138,21 +140,41 @@ def lock_of_holder(pid: int, created: float | None, fd: int) -> int | None:
 
 # -- the job's init ---------------------------------------------------------------------------
 
-def start_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
-                 cgroup: Path | None = None) -> tuple[int, float | None]:
+@dataclass(frozen=True)
+class HolderPlan:
+    """What a job's init is told (nsholder.py): folders the job may write (its run folder, a
+    retry's first output, the shared ones) and read (the interpreter's environments, the
+    project's code), the service's run folders to cover in what it reads, its uid (known by
+    name inside), the run folder and idle time that end it by itself, and its cgroup."""
+    writable: list[Path]
+    visible: list[Path]
+    hidden: list[Path] = field(default_factory=list)
+    uid: int | None = None
+    run: Path | None = None
+    idle_seconds: float = 60.0
+    cgroup: Path | None = None
+
+    def argv(self) -> list[str]:
+        out = ["--cgroup", str(self.cgroup)] if self.cgroup is not None else []
+        for flag, paths in (("--writable", self.writable), ("--visible", self.visible), ("--hidden", self.hidden)):
+            for p in paths:
+                out += [flag, str(p)]
+        if self.uid is not None:
+            out += ["--uid", str(self.uid)]
+        if self.run is not None:
+            out += ["--run", str(self.run)]
+        return out + ["--idle", repr(float(self.idle_seconds))]
+
+
+def start_holder(plan: HolderPlan, lock_fd: int | None) -> tuple[int, float | None]:
     """Start the job's namespaces; (host pid of its init, its start time) once set up."""
-    return holder_ready(begin_holder(writable, visible, lock_fd, cgroup))
+    return holder_ready(begin_holder(plan, lock_fd))
 
 
-def begin_holder(writable: list[Path], visible: list[Path], lock_fd: int | None,
-                 cgroup: Path | None = None) -> subprocess.Popen:
+def begin_holder(plan: HolderPlan, lock_fd: int | None) -> subprocess.Popen:
     """Start setting up the job's namespaces; holder_ready() waits for them. In between
     the replicas' wrappers start (an interpreter each): the two overlap."""
-    argv = [*helper_python(), HOLDER] + (["--cgroup", str(cgroup)] if cgroup is not None else [])
-    for p in writable:
-        argv += ["--writable", str(p)]
-    for p in visible:
-        argv += ["--visible", str(p)]
+    argv = [*helper_python(), HOLDER, *plan.argv()]
     keep = (lock_fd,) if lock_fd is not None else ()
     if lock_fd is not None:
         os.set_inheritable(lock_fd, True)

@@ -24,3 +24,4 @@ class LocalSettings:
     replica_uid_base: int                     # TRAINJOBS_LOCAL_REPLICA_UID_BASE
     replica_uid_count: int                    # TRAINJOBS_LOCAL_REPLICA_UID_COUNT
     max_processes_per_job: int                # TRAINJOBS_LOCAL_MAX_PROCESSES_PER_JOB (the job's cgroup)
+    sandbox_idle_seconds: float               # TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS: an orphaned init ends

@@ -41,6 +41,7 @@ import time
 from datetime import UTC, datetime
 
 MAX_LINE = 64 * 1024  # longer lines are split into several records
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _now() -> str:
@@ -106,10 +107,18 @@ def _pump(pipe, stream: str, log: LogWriter) -> None:
             log.record(stream, line.rstrip(b"\r\n").replace(b"\n", b" "))
 
 
+def _job_filter():
+    """jobfilter.install, loaded from the host's files before the job's mounts are joined."""
+    sys.path.insert(0, HERE)
+    import jobfilter
+
+    return jobfilter.install
+
+
 def main(argv: list[str]) -> int:
     # One function on purpose (over 60 lines): this file runs standalone in every replica's
-    # wrapper, and its steps (join the cgroup and namespaces, start, pump, wait, record) share
-    # the child and the log in order.
+    # wrapper, and its privileged steps (spec, cgroup, namespaces, filter, uid drop, exec,
+    # records) share the child and the log in order, read top to bottom.
     p = argparse.ArgumentParser()
     p.add_argument("--log", required=True)
     p.add_argument("--started", required=True)
@@ -140,7 +149,10 @@ def main(argv: list[str]) -> int:
         if args.cgroup:
             with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")
+        confine = _job_filter() if args.uid is not None else None
         own_pid_ns = join_namespaces(int(join)) if join is not None else None
+        if confine is not None:
+            confine()  # no user namespace, no keyring: for the command and all it starts
         drop = {} if args.uid is None else {"user": args.uid, "group": args.uid, "extra_groups": [],
                                             "umask": 0o077}
         # With a uid to drop to, subprocess forks (never vfork): allowed across PID namespaces.

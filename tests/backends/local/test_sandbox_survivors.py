@@ -6,7 +6,9 @@ of the job is gone within seconds: its PID namespace dies with its init. Its uid
 is not given to a job while any of it lives (uid locks, two deployments)."""
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 
 import httpx
@@ -182,3 +184,56 @@ def test_a_fork_bomb_stops_at_the_jobs_process_limit_and_is_cleaned_up(make_clie
     wait_for(lambda: escapees(state["uid"]) == [], "the bomb's children to be gone", timeout=5)
     assert state["cgroup"]
     wait_for(lambda: not os.path.exists(state["cgroup"]), "the job's cgroup to be removed", timeout=5)
+
+
+GATED = r'''
+import os, sys, time
+print("waiting", flush=True)
+for _ in range(6000):               # bounded: the test opens the gate long before
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.05)
+'''
+
+
+def _uid_free(uid: int) -> bool:
+    fd = os.open(UID_LOCK_DIR / str(uid), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_sandbox_ends_by_itself_when_its_service_is_gone_for_good(db_url, work_dir, token, tmp_path):
+    """A service killed for good mid-job (kill -9, never started again): the sandbox of a job
+    whose replicas then end goes within TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS, the sandbox of a
+    job whose run folder is deleted within a second or so; each lets its uid and cgroup go.
+    About 15 s (a service start)."""
+    settings = settings_for(db_url, work_dir, local_sandbox_idle_seconds=1.0)
+    service = ServiceProcess(settings, tmp_path / "service.log")
+    gate = tmp_path / "gate"
+    try:
+        service.wait_ready()
+        api = Api(httpx.Client(base_url=service.url, headers=bearer(token), timeout=30))
+        api.template("gated", {"container": {"image_uri": "local", "command": ["python", "-c", GATED, str(gate)]}})
+        jobs = [api.submit("gated") for _ in range(2)]
+        for job in jobs:
+            wait_for(lambda job=job: any(ln["message"] == "waiting" for ln in api.all_logs(job["id"])), "the job")
+        runs = [run_path(api.job(job["id"])) for job in jobs]
+        states = [read_json(run / "state.json") for run in runs]
+    finally:
+        service.kill9()
+    holders = [psutil.Process(s["holder"]["pid"]) for s in states]
+    gate.touch()  # the first job's replica ends, with no service to notice
+    shutil.rmtree(runs[1])  # the second job's run folder is deleted under it, its replica still running
+    for holder, state in zip(holders, states, strict=True):
+        wait_for(lambda h=holder: not h.is_running() or h.status() == psutil.STATUS_ZOMBIE,
+                 f"the sandbox of {state['job_id']} to end by itself", timeout=30)
+        wait_for(lambda s=state: _uid_free(s["uid"]) and not os.path.exists(s["cgroup"]),
+                 "its uid and cgroup to be let go", timeout=30)
+        assert escapees(state["uid"]) == []
+    assert read_json(runs[0] / "replicas" / "workerpool0-0.exit")["exit_code"] == 0
+    service.stop()

@@ -6,6 +6,9 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from service.backends.local import LocalBackend, LocalSettings
 from service.core.config import Settings
 from service.slices import make_backends
@@ -22,6 +25,7 @@ def test_every_field_of_the_local_slice_is_a_global_local_setting():
 def test_the_builder_gives_the_local_backend_its_slice_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TRAINJOBS_LOCAL_CANCEL_GRACE_SECONDS", "7.5")
     monkeypatch.setenv("TRAINJOBS_LOCAL_MAX_REPLICAS_PER_JOB", "3")
+    monkeypatch.setenv("TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS", "42")
     settings = Settings(database_url="sqlite://", backends=["local"], default_backend="local",
                         local_work_dir=tmp_path / "runs")
     backend = make_backends(settings)["local"]
@@ -29,6 +33,15 @@ def test_the_builder_gives_the_local_backend_its_slice_from_the_environment(monk
     assert backend.settings.cancel_grace_seconds == 7.5 and backend.settings.max_replicas_per_job == 3
     assert backend.settings.work_dir == (tmp_path / "runs").resolve()
     assert backend.settings.replica_uid_base == settings.local_replica_uid_base
+    assert backend.settings.sandbox_idle_seconds == 42.0
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "-1", "86401"])
+def test_a_sandbox_idle_time_out_of_bounds_is_refused(monkeypatch, value):
+    """An orphaned sandbox must end within a bounded time, and not before a launch can join it."""
+    monkeypatch.setenv("TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS", value)
+    with pytest.raises(ValidationError, match="local_sandbox_idle_seconds"):
+        Settings(database_url="sqlite://")
 
 
 def test_the_local_and_slurm_packages_do_not_import_the_global_config():
