@@ -5,7 +5,7 @@ Threads are what cProfile cannot follow, so anyio's to_thread.run_sync and the l
 routes' in_thread run the sync endpoint and dependencies inline on the event loop thread here (the only
 change from serving; the database round trips are real). Prints the functions
 with the most cumulative time per request and the Python time per request.
-Run: .venv/bin/python bench/profile_submit.py [--requests 2000] [--top 40 (0: time only)] [--sqlite]"""
+Run: .venv/bin/python bench/profile_submit.py [--requests 2000] [--top 40 (0: time only)] [--parts] [--sqlite]"""
 from __future__ import annotations
 
 import argparse
@@ -71,15 +71,21 @@ async def post(app, token: str) -> int:
     return status[0]
 
 
-async def run(app, token: str, n: int, top: int | None, out: str | None = None) -> None:
+async def run(app, token: str, n: int, top: int | None, out: str | None = None, parts: bool = False) -> None:
     async with app.router.lifespan_context(app):
         for _ in range(50):  # warm: caches, statement cache, pool
             assert await post(app, token) == 201
         # CPU time, not wall: one worker is bound by its Python time (the GIL); waits on
         # the database overlap with other requests' Python under load.
+        plain = 0.0
+        if parts:  # the CPU per request without the profiler, to scale its shares to
+            c0 = time.process_time()
+            for _ in range(n):
+                await post(app, token)
+            plain = time.process_time() - c0
         prof = cProfile.Profile(time.process_time)
         t0, c0 = time.perf_counter(), time.process_time()
-        if top:
+        if top or parts:
             prof.enable()
         for _ in range(n):
             await post(app, token)
@@ -87,13 +93,61 @@ async def run(app, token: str, n: int, top: int | None, out: str | None = None) 
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"{n} requests, {'profiled' if top else 'not profiled'}: {wall / n * 1e3:.2f} ms wall, "
           f"{cpu / n * 1e3:.2f} ms CPU per request")
-    if not top:
+    if not top and not parts:
         return
     if out:
         prof.dump_stats(out)
     stats = pstats.Stats(prof)
+    if parts:
+        print_parts(stats, n, plain)
+        return
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
+
+
+# Where a submit's time goes: each part is a function's cumulative time (or the difference
+# of two nested ones), matched by file suffix and function name.
+_MARKS = {
+    "request": ("bench/profile_submit.py", "post"),
+    "route": ("fastapi/routing.py", "app"),           # the route's handler (the innermost `app`)
+    "endpoint": ("service/jobs/router.py", "create_job"),
+    "unit": ("service/jobs/router.py", "_create_in_unit"),
+    "submit_view": ("service/jobs/router.py", "submit"),
+    "submit": ("service/jobs/submitter.py", "submit"),
+    "compile": ("service/jobs/submitter.py", "_compile"),
+    "precheck": ("service/jobs/precheck.py", "for_submit"),
+    "price": ("service/cost/estimate.py", "estimate"),
+    "store": ("service/jobs/submitter.py", "_store"),
+    "answer": ("service/jobs/router.py", "job_out"),
+}
+
+
+def print_parts(stats: pstats.Stats, n: int, cpu: float) -> None:
+    """Per request, scaled from the profile's shares to the unprofiled CPU time (cProfile
+    inflates many small calls more than a few big ones: read the shares, not the µs)."""
+    cum: dict[str, float] = {}
+    for (path, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        for key, (suffix, fn) in _MARKS.items():
+            if name == fn and path.endswith(suffix):
+                # Several nested functions are called `app` in FastAPI's routing: the innermost (the
+                # route's handler) is the one with the least time; the others wrap it.
+                cum[key] = min(cum.get(key, ct), ct) if key == "route" else max(cum.get(key, 0.0), ct)
+    rows = [
+        ("HTTP stack: middlewares, routing", cum["request"] - cum["route"]),
+        ("FastAPI: body, query, headers, dependencies (auth)", cum["route"] - cum["endpoint"]),
+        ("request thread trip, session open/close", cum["endpoint"] - cum["submit_view"]),
+        ("pre-check (template head, token, webhooks, limits: 1 query)", cum["precheck"]),
+        ("compile: parameters, CustomJob, checks", cum["compile"] - cum["precheck"]),
+        ("price", cum["price"]),
+        ("store: values, insert statement, outbox, commit", cum["store"]),
+        ("other submit work (idempotency, limits)", cum["submit"] - cum["compile"] - cum["price"] - cum["store"]),
+        ("answer: job view (replica env), JSON", cum["submit_view"] - cum["submit"]),
+    ]
+    total = cum["request"]
+    print(f"{'part':<62} {'share':>6} {'µs/request':>10}")
+    for label, t in rows:
+        print(f"{label:<62} {t / total:>6.1%} {t / total * cpu / n * 1e6:>10.0f}")
+    print(f"{'total (CPU, unprofiled)':<62} {'':>6} {cpu / n * 1e6:>10.0f}")
 
 
 def main() -> None:
@@ -102,6 +156,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40, help="0: no profile, only the time per request")
     ap.add_argument("--sqlite", action="store_true")
     ap.add_argument("--out", help="also write the raw profile here (pstats format)")
+    ap.add_argument("--parts", action="store_true",
+                    help="a table of where the time goes (CPU per request by part), then the CPU unprofiled")
     args = ap.parse_args()
     anyio.to_thread.run_sync = _inline
     jobs_router.in_thread = _inline_lean   # the job routes' request threads (service/web/request_threads.py)
@@ -123,7 +179,7 @@ def main() -> None:
         engine.dispose()
         settings = Settings(database_url=url, backends=["local"], local_work_dir=Path(tmp) / "runs",
                             local_max_running_jobs=0, run_reconciler=False, log_level="WARNING")
-        asyncio.run(run(create_app(settings), token, args.requests, args.top, args.out))
+        asyncio.run(run(create_app(settings), token, args.requests, args.top, args.out, args.parts))
     finally:
         if not args.sqlite:
             with psycopg.connect(ADMIN, autocommit=True) as conn:

@@ -107,10 +107,15 @@ class BodySizeLimitMiddleware:
         started = time.monotonic()
         while True:
             left = min(started + self.timeout + size / self.min_rate, started + self.max_seconds) - time.monotonic()
-            try:
-                message = await asyncio.wait_for(receive(), max(left, 0.0)) if left > 0 else None
-            except TimeoutError:
-                message = None
+            message = None
+            if left > 0:
+                # asyncio.timeout, not wait_for: wait_for runs receive() as a task of its own
+                # (a task, two futures and a loop turn on every request with a body).
+                try:
+                    async with asyncio.timeout(left):
+                        message = await receive()
+                except TimeoutError:
+                    message = None
             if message is None:
                 await self._answer(scope, send, 408, "body-timeout", "Request Timeout",
                                    f"the body did not arrive in time: {size} bytes in "

@@ -107,6 +107,17 @@ class RequestContextMiddleware:
         self.app = app
         self.metrics = metrics
         self.log = logging.getLogger("trainjobs.access")
+        # The labelled series of each (method, route, status), looked up once: labels() costs
+        # more than the count itself. Bounded as the labels are: methods, route templates
+        # (or "unmatched") and status codes.
+        self._children: dict[tuple[str, str, int], tuple] = {}
+
+    def _labelled(self, method: str, path: str, status: int) -> tuple:
+        m = self.metrics
+        children = (m.requests.labels(method, str(status)), m.latency.labels(method),
+                    m.route_requests.labels(method, path, str(status)), m.route_latency.labels(method, path))
+        self._children[(method, path, status)] = children
+        return children
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -135,10 +146,14 @@ class RequestContextMiddleware:
             if scope.get(CLIENT_GONE) and not started:
                 status = 499  # the client went away mid-body (nginx's code): this line is all it leaves
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"  # bounded label values
-            self.metrics.requests.labels(method, str(status)).inc()
-            self.metrics.latency.labels(method).observe(elapsed)
-            self.metrics.route_requests.labels(method, path, str(status)).inc()
-            self.metrics.route_latency.labels(method, path).observe(elapsed)
+            children = self._children.get((method, path, status))
+            if children is None:
+                children = self._labelled(method, path, status)
+            requests, latency, route_requests, route_latency = children
+            requests.inc()
+            latency.observe(elapsed)
+            route_requests.inc()
+            route_latency.observe(elapsed)
             self.log.info("request" if status != 499 else "request: the client disconnected mid-body",
                           extra={"method": method, "route": path, "status": status,
                                  "duration_ms": round(elapsed * 1000, 2)})
