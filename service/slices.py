@@ -88,3 +88,18 @@ def make_backends(settings: Settings) -> dict[str, Backend]:
         raise ValueError(f"TRAINJOBS_DEFAULT_BACKEND={settings.default_backend!r} is not enabled "
                          f"(TRAINJOBS_BACKENDS={settings.backends})")
     return backends
+
+
+def demo_runs(settings: Settings) -> str:
+    """What the demo template runs on each enabled backend, in words: the trainer image, or what
+    a backend that runs no image says it runs instead (its registry entry's runs_trainer)."""
+    image, other = [], []
+    for name in settings.backends:
+        runs = registry.entry(name).runs_trainer
+        if runs is None:
+            image.append(name)
+        else:
+            other.append(f"on {name}: {runs(settings)}")
+    if not image:
+        return "runs " + "; ".join(other)
+    return f"runs {settings.trainer_image}" + (f" ({', '.join(image)}); {'; '.join(other)}" if other else "")

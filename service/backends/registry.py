@@ -50,6 +50,9 @@ class BackendEntry(Generic[SliceT]):
     name: str
     settings: Callable[[Any], SliceT]
     factory: Callable[[SliceT], Backend]
+    # What it runs for a template whose image is the trainer's, in words, when that is not the
+    # image itself (a backend that runs no containers); None: it runs the image.
+    runs_trainer: Callable[[Any], str] | None = None
 
     def build(self, settings: Any) -> Backend:
         backend = self.factory(self.settings(settings))

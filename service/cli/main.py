@@ -56,14 +56,9 @@ def _prepare(args=None, url: str | None = None) -> int:
 
 
 def _demo_runs(settings) -> str:
-    """What the demo runs on each enabled backend: Slurm runs no image (its nodes run the
-    trainer with TRAINJOBS_SLURM_PYTHON)."""
-    image = [b for b in settings.backends if b != "slurm"]
-    on_slurm = (f"on slurm: python -m trainer.task with TRAINJOBS_SLURM_PYTHON={settings.slurm_python}, "
-                "4 CPUs a task unless TRAINJOBS_SLURM_CPUS_PER_TASK says") if "slurm" in settings.backends else ""
-    if not image:
-        return "runs " + on_slurm
-    return f"runs {settings.trainer_image}" + (f" ({', '.join(image)}); {on_slurm}" if on_slurm else "")
+    from service.slices import demo_runs  # the composition root's: it reads the backends' entries
+
+    return demo_runs(settings)
 
 
 def _check_price_file(settings) -> None:

@@ -34,4 +34,9 @@ def _build(cfg: SlurmConfig) -> Backend:
     return SlurmBackend(cfg)
 
 
-ENTRY = BackendEntry(name="slurm", settings=slurm_config_of, factory=_build)
+def _runs_trainer(s: Any) -> str:
+    return (f"python -m trainer.task with TRAINJOBS_SLURM_PYTHON={s.slurm_python}, "
+            "4 CPUs a task unless TRAINJOBS_SLURM_CPUS_PER_TASK says")
+
+
+ENTRY = BackendEntry(name="slurm", settings=slurm_config_of, factory=_build, runs_trainer=_runs_trainer)

@@ -12,10 +12,10 @@ import pytest
 
 from service import jobspec
 from service.backends.slurm import SlurmBackend, SlurmConfigError
+from service.backends.slurm.entry import slurm_config_of
 from service.lifecycle.protocol import JobHandle, PermanentBackendError
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
-from service.slices import slurm_config_of
 from tests.backends.localkit import ServiceProcess
 from tests.backends.slurm.conftest import slurm_settings, spec
 from tests.servekit import free_port
