@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from service.backends import registry
 from service.budgets.settings import BudgetSettings
+from service.capacity.settings import CapacitySettings
 from service.core.config import Settings
 from service.interop.safe_yaml import YamlLimits
 from service.interop.settings import InteropSettings
@@ -61,6 +62,15 @@ def upload_settings(s: Settings) -> UploadSettings:
 
 def budget_settings(s: Settings) -> BudgetSettings:
     return BudgetSettings(max_accelerator_types=s.team_limits_max_accelerator_types)
+
+
+def capacity_settings(s: Settings) -> CapacitySettings:
+    return CapacitySettings(
+        defaults={b: dict(r) for b, r in s.capacity.items()}, starve_after_seconds=s.scheduler_starve_after_seconds,
+        max_preemptions_per_pass=s.scheduler_max_preemptions_per_pass, max_waiting=s.scheduler_max_waiting,
+        grace_seconds=s.preemption_grace_seconds, max_preemptions_per_job=s.max_preemptions_per_job,
+        queue_cache_seconds=s.queue_cache_seconds, max_priority_classes=s.max_priority_classes,
+        max_resources=s.capacity_max_resources)
 
 
 def sweep_limits(s: Settings) -> SweepLimits:

@@ -268,6 +268,32 @@ class Settings(BaseSettings):
 
     def resolved_cost_region(self) -> str:
         return self.cost_region or self.vertex_location
+    # Shared capacity (service/capacity, service/scheduling, docs/queue.md)
+    capacity: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description='What each backend may run at once, per resource, where an operator '
+        'set nothing through the API (PUT /v1/capacity/{backend}), e.g. {"local": {"core": 8}, "vertex": '
+        '{"gpu:NVIDIA_TESLA_A100": 16, "vcpu": 512}}; a resource no capacity names is not arbitrated')
+    scheduler_starve_after_seconds: float = Field(
+        1800.0, ge=0, le=30 * 86_400, description="A job waiting this long has capacity kept for it as it "
+        "frees, so a large job is never starved by a stream of small ones")
+    scheduler_max_preemptions_per_pass: int = Field(
+        16, ge=0, le=10_000, description="Jobs one admission pass may preempt (0: no preemption)")
+    scheduler_max_waiting: int = Field(
+        20_000, ge=1, le=1_000_000, description="Waiting jobs of one backend one admission pass looks at "
+        "(the oldest); the rest wait for a later pass")
+    preemption_grace_seconds: float = Field(
+        30.0, ge=0, le=3600, description="A preempted local or Slurm job's replicas get SIGTERM, then SIGKILL "
+        "after this long (the trainer saves a checkpoint in between)")
+    max_preemptions_per_job: int = Field(
+        3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted; after that it runs "
+        "to its end")
+    queue_cache_seconds: float = Field(
+        2.0, ge=0, le=60, description="GET /v1/queue and a waiting job's view reuse one computed queue per "
+        "backend and process for this long")
+    max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
+    capacity_max_resources: int = Field(
+        64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")
+
     # Sweeps (/v1/sweeps): the controller launches each sweep's trials as jobs, as room frees.
     sweep_max_trials: int = Field(200, ge=1, le=10_000, description="Trials one sweep may have: a grid's "
                                   "combinations, or a random search's trial_count")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -75,3 +76,44 @@ def waiting_cancelled(backend: str):
 def cancelling(backend: str):
     return and_(Job.backend == backend, Job.state == JobState.CANCELLING.value,
                 or_(Job.backend_ref.is_not(None), Job.launch_attempted_at.is_not(None)))
+
+
+@dataclass(frozen=True)
+class PreemptOrder:
+    """A running job to stop gracefully so that `for_job` can start; `kind` is "reclaim" (a team
+    takes back its nominal quota from a borrower) or "priority"; `why` in words."""
+
+    job_id: uuid.UUID
+    for_job: uuid.UUID
+    kind: str
+    why: str
+
+
+@dataclass(frozen=True)
+class WaitingNote:
+    """Where a waiting job stands after a pass: its place (1 = next), why it waits in words, the
+    number of jobs ahead, and an estimated start where one can be made."""
+
+    position: int
+    why: str
+    ahead: int
+    estimated_start: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One admission pass's decision for one backend (service/capacity builds it with the pure
+    scheduler, service/scheduling): the waiting jobs to launch now, in order; the running jobs to
+    preempt for waiting ones; and every other waiting job's place and why."""
+
+    admit: list[uuid.UUID] = field(default_factory=list)
+    preempt: list[PreemptOrder] = field(default_factory=list)
+    waiting: dict[uuid.UUID, WaitingNote] = field(default_factory=dict)
+
+
+class CapacityPlanner(Protocol):
+    """Who launches next and who is preempted, decided from outside the lifecycle (the shared
+    capacity domain, service/capacity). plan() reads what it needs in `session` (read only: the
+    controller writes what it decides through the engine, fenced)."""
+
+    def plan(self, session: Session, backend: str, now: datetime) -> Plan: ...

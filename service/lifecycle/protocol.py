@@ -205,9 +205,8 @@ class Capabilities:
 # Protocols, so mypy checks a backend against each: a method without a default (submit, poll,
 # cancel, read_logs) is abstract, and a backend class lacking one cannot be instantiated. A
 # backend subclasses `Backend` (every role below) and may play the optional ones
-# (UploadsModels). The shared-capacity scheduler (issue 38) adds its hooks as a role of their
-# own here (a job's demand, the backend's capacity, a graceful stop with a grace period),
-# optional like UploadsModels, so a backend without them keeps working.
+# (UploadsModels) and SharesCapacity (the shared-capacity scheduler's hooks: a job's demand, what
+# the backend could offer, a graceful stop), so a backend without them keeps working.
 
 
 class Hosted(Protocol):
@@ -341,4 +340,34 @@ class UploadsModels(Protocol):
     name: str
 
     def upload_client(self) -> ModelClient:
+        ...
+
+
+@runtime_checkable
+class SharesCapacity(Protocol):
+    """The role of a backend whose capacity teams share (service/capacity, service/scheduling).
+
+    Resources are named counts in the backend's own terms: "core" (this machine's cores), "gpu",
+    "vcpu", "gpu:NVIDIA_TESLA_A100" (an accelerator type). The scheduler never interprets a name;
+    a resource the backend's capacity does not name is not arbitrated."""
+
+    name: str
+
+    def demand(self, compiled: CompiledJob) -> dict[str, int]:
+        """What the job holds while it runs, from its compiled pools (every replica of every
+        pool): e.g. {"vcpu": 4 x 8, "gpu:NVIDIA_TESLA_T4": 4 x 1}. Pure: no call to anything."""
+        ...
+
+    def offered_capacity(self) -> dict[str, int]:
+        """What this backend could run at once as far as it can tell by itself (this machine's
+        cores and GPUs; {} where it cannot know, e.g. a Vertex project's quota). Shown to the
+        operator beside the capacity they set; never applied unless they set it."""
+        return {}
+
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """Stop a launched job for another one, gracefully: its replicas get SIGTERM (the trainer
+        saves a checkpoint), and whatever still runs after `grace_seconds` is killed (a backend
+        that cannot signal cancels, as Vertex AI does: its SIGTERM and grace are Google's). Returns
+        at once; a later poll reports how the job ended. May raise TransientBackendError (asked
+        again on the next pass) or PermanentBackendError."""
         ...

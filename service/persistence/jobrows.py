@@ -30,6 +30,9 @@ _EVENT_COLUMNS = ("job_id", "from_state", "to_state", "reason", "actor", "at")
 _COST_COLUMNS = tuple(c.name for c in _COSTS.columns)
 JSON_COLUMNS = frozenset(c.name for c in _JOBS.columns if isinstance(c.type, JSON))
 COLUMNS = tuple(c.name for c in _JOBS.columns)
+# A NOT NULL column with a constant default (priority 0, preemptions 0) takes it when not given.
+DEFAULTS = {c.name: c.default.arg for c in _JOBS.columns
+            if not c.nullable and c.default is not None and c.default.is_scalar}
 
 
 class PgAlso(NamedTuple):
@@ -51,8 +54,8 @@ def job_row(values: Mapping[str, Any], *, encoded: Mapping[str, str] = {}) -> di
     unknown = set(values) - set(COLUMNS)
     if unknown:
         raise ValueError(f"not columns of jobs: {sorted(unknown)}")
-    return {c: encoded[c] if c in encoded else encode(values.get(c)) if c in JSON_COLUMNS else values.get(c)
-            for c in COLUMNS}
+    return {c: encoded[c] if c in encoded else encode(values.get(c)) if c in JSON_COLUMNS
+            else values.get(c, DEFAULTS.get(c)) for c in COLUMNS}
 
 
 def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, str], event: Mapping[str, Any],

@@ -180,6 +180,25 @@ class Job(Base):
     not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # POST /v1/jobs/{id}/relaunch: the job this one was launched again from.
     relaunch_of: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("jobs.id"))
+    # Shared capacity (service/capacity, service/scheduling): what the job holds while it runs, in
+    # its backend's resource names ({"core": 2}, {"vcpu": 8, "gpu:NVIDIA_TESLA_T4": 2}), computed
+    # once at submit so that an admission pass never parses a CustomJob; its priority class as
+    # submitted (name, value and whether it may preempt, copied: a later change of the class does
+    # not move jobs already queued).
+    demand: Mapped[dict | None] = mapped_column(JSON)
+    priority_class: Mapped[str | None] = mapped_column(String(63))
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    may_preempt: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # How often this job's attempts were preempted so far (carried to the next attempt): bounded
+    # by TRAINJOBS_MAX_PREEMPTIONS_PER_JOB, after which it is no longer preempted.
+    preemptions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A preemption under way (set by the controller, fenced): when it was asked, for which waiting
+    # job, and why in words. The job keeps its state until its backend reports it stopped.
+    preempt_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    preempted_for: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    preempt_reason: Mapped[str | None] = mapped_column(String(500))
+    # Set on a waiting job the controller preempted others for: it goes first until it starts.
+    nominated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     events: Mapped[list[JobEvent]] = relationship(order_by="JobEvent.id", viewonly=True)
 
@@ -411,3 +430,65 @@ class ModelUpload(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class BackendCapacity(Base):
+    """What a backend may run at once, per resource ("core", "vcpu", "gpu:NVIDIA_TESLA_A100"), as
+    a service operator set it through the API; a backend with no rows has its settings' default
+    (service/capacity/settings.py). Set through the API, audited, read by every admission pass."""
+
+    __tablename__ = "backend_capacity"
+
+    backend: Mapped[str] = mapped_column(String(32), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(96), primary_key=True)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+
+
+class TeamShare(Base):
+    """A team's share of one backend's capacity (scheduling.model.Share): nominal quota,
+    borrowing and lending limits per resource ({resource: count}; a resource left out of a
+    limit has none) and a fair-share weight. No row: nominal 0, borrow anything, weight 1."""
+
+    __tablename__ = "team_shares"
+
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    backend: Mapped[str] = mapped_column(String(32), primary_key=True)
+    nominal: Mapped[dict] = mapped_column(JSON, default=dict)
+    borrowing_limit: Mapped[dict] = mapped_column(JSON, default=dict)
+    lending_limit: Mapped[dict] = mapped_column(JSON, default=dict)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+
+
+class PriorityClass(Base):
+    """A priority class an operator defined: its value (higher goes first within a team),
+    whether its jobs may preempt lower-priority ones, and which teams may use it (null: all)."""
+
+    __tablename__ = "priority_classes"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)
+    preempts: Mapped[bool] = mapped_column(Boolean, default=False)
+    teams: Mapped[list | None] = mapped_column(JSON)
+    description: Mapped[str] = mapped_column(String(500), default="")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(200), default="anonymous")
+
+
+class AuditEvent(Base):
+    """Who changed the service's shared settings (capacity, team shares, priority classes), when,
+    and from what to what. Append-only: nothing updates or deletes a row."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_at", "at", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(64))      # e.g. capacity.set, share.set, priority_class.delete
+    subject: Mapped[str] = mapped_column(String(200))    # e.g. backend local, team vision on vertex
+    before: Mapped[dict | None] = mapped_column(JSON)
+    after: Mapped[dict | None] = mapped_column(JSON)

@@ -1,0 +1,43 @@
+"""The lifecycle's CapacityPlanner (service/lifecycle/admission.py): one backend's snapshot
+(snapshot.py) through the pure scheduler (service/scheduling), as the Plan the controller
+carries out. The same plan, computed read-only, is what GET /v1/queue and a waiting job's view
+show (so what a member reads is what the controller does)."""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
+
+from service.capacity import snapshot as snapshots
+from service.capacity.settings import CapacitySettings
+from service.lifecycle.admission import Plan, PreemptOrder, WaitingNote
+from service.scheduling.model import Decision, Policy
+from service.scheduling.scheduler import schedule
+
+
+class Planner:
+    def __init__(self, settings: CapacitySettings) -> None:
+        self.settings = settings
+        self.policy = Policy(starve_after_s=settings.starve_after_seconds,
+                             max_preemptions_per_pass=settings.max_preemptions_per_pass)
+
+    def snapshot(self, session: Session, backend: str) -> snapshots.Snapshot:
+        return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
+                             max_preemptions_per_job=self.settings.max_preemptions_per_job)
+
+    def decide(self, snap: snapshots.Snapshot, now: datetime) -> Decision:
+        return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy)
+
+    def plan(self, session: Session, backend: str, now: datetime) -> Plan:
+        return to_plan(self.decide(self.snapshot(session, backend), now))
+
+
+def to_plan(decision: Decision) -> Plan:
+    return Plan(
+        admit=[a.job_id for a in decision.admit],  # type: ignore[misc]  # job ids are the rows' UUIDs
+        preempt=[PreemptOrder(p.job_id, p.for_job, p.kind.value, p.why)  # type: ignore[arg-type]
+                 for p in decision.preempt],
+        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead,  # type: ignore[misc]
+                                       None if q.estimated_start is None
+                                       else datetime.fromtimestamp(q.estimated_start, UTC))
+                 for q in decision.queue})
