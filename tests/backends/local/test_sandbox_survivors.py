@@ -36,6 +36,11 @@ mode = sys.argv[1]
 if mode == "hang":
     time.sleep(600)
 elif mode == "silent":
+    # Alive until the test has seen the escapee (its gate, in the job's working directory): a
+    # stall judged before that would end the job before there is anything to check.
+    while not os.path.exists("go-silent"):
+        print("alive", flush=True)
+        time.sleep(0.2)
     time.sleep(600)
 '''
 
@@ -87,6 +92,7 @@ def test_nothing_of_a_job_outlives_it(make_client, work_dir, ending):
         assert api.wait_state(job["id"], "CANCELLED", "FAILED", "SUCCEEDED")["state"] == "CANCELLED"
     else:
         job, uid = _escaping_job(api, "silent", stall_timeout_seconds=2)
+        (run_path(api.job(job["id"])) / "work" / "go-silent").touch()
         assert api.wait_state(job["id"], "FAILED", "SUCCEEDED")["state"] == "FAILED"
     # Within seconds of its end (a cancel is reported only once nothing is left).
     if ending == "cancel":
