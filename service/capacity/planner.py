@@ -19,11 +19,13 @@ class Planner:
     def __init__(self, settings: CapacitySettings) -> None:
         self.settings = settings
         self.policy = Policy(starve_after_s=settings.starve_after_seconds,
-                             max_preemptions_per_pass=settings.max_preemptions_per_pass)
+                             max_preemptions_per_pass=settings.max_preemptions_per_pass,
+                             grace_s=settings.grace_seconds)
 
     def snapshot(self, session: Session, backend: str) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
-                             max_preemptions_per_job=self.settings.max_preemptions_per_job)
+                             max_preemptions_per_job=self.settings.max_preemptions_per_job,
+                               grace_seconds=self.settings.grace_seconds)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime) -> Decision:
         return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy)

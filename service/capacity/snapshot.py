@@ -69,7 +69,7 @@ def _seconds(at: datetime | None) -> float:
 
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
-         max_preemptions_per_job: int) -> Snapshot:
+         max_preemptions_per_job: int, grace_seconds: float) -> Snapshot:
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     running = []
@@ -79,11 +79,15 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                                .where(launched_active(backend))):
         started = row.started_at or row.launch_attempted_at or row.created_at
         timeout = _timeout_seconds(row.compiled)
+        end = _seconds(started) + timeout if timeout else None
+        if row.preempt_requested_at is not None:   # it stops within its grace period at the latest
+            stop = _seconds(row.preempt_requested_at) + grace_seconds
+            end = stop if end is None else min(end, stop)
         running.append(Running(
             job_id=row.id, team=row.team, priority=row.priority or 0, demand=arbitrated(row.demand, capacity),
             started_at=_seconds(started),
             stopping=row.preempt_requested_at is not None or row.state == JobState.CANCELLING.value,
-            stopping_for=row.preempted_for, expected_end=_seconds(started) + timeout if timeout else None,
+            stopping_for=row.preempted_for, expected_end=end,
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value))
     waiting = [Waiting(job_id=row.id, team=row.team, priority=row.priority or 0,
                        demand=arbitrated(row.demand, capacity), queued_at=_seconds(row.created_at),

@@ -31,8 +31,8 @@ _COST_COLUMNS = tuple(c.name for c in _COSTS.columns)
 JSON_COLUMNS = frozenset(c.name for c in _JOBS.columns if isinstance(c.type, JSON))
 COLUMNS = tuple(c.name for c in _JOBS.columns)
 # A NOT NULL column with a constant default (priority 0, preemptions 0) takes it when not given.
-DEFAULTS = {c.name: c.default.arg for c in _JOBS.columns
-            if not c.nullable and c.default is not None and c.default.is_scalar}
+DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in _JOBS.columns
+            if not c.nullable and c.default is not None and getattr(c.default, "is_scalar", False)}
 
 
 class PgAlso(NamedTuple):

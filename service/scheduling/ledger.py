@@ -24,6 +24,7 @@ class Ledger:
         self.committed: dict[str, int] = dict.fromkeys(self.capacity, 0)
         self.by_reservations: dict[str, dict[str, int]] = {}  # team -> what its reservations add to committed
         self.kept_total: dict[str, int] = {}
+        self.jobs: dict[str, int] = {}                        # jobs each team runs (or was admitted)
         for team in shares:
             self._team(team)
         for job in running:
@@ -98,6 +99,7 @@ class Ledger:
 
     def add(self, team: str, demand: Resources) -> None:
         self._hold(team, demand, 1)
+        self.jobs[team] = self.jobs.get(team, 0) + 1
         use = self.use[team]
         for r, d in demand.items():
             if d:
@@ -105,6 +107,7 @@ class Ledger:
 
     def remove(self, team: str, demand: Resources) -> None:
         self._hold(team, demand, -1)
+        self.jobs[team] = self.jobs.get(team, 0) - 1
         use = self.use[team]
         for r, d in demand.items():
             if d:
@@ -139,10 +142,12 @@ class Ledger:
         for r, g in self._hold(team, extra, 1).items():
             mine[r] = mine.get(r, 0) + g
 
-    def fair_key(self, team: str) -> tuple[float, float]:
-        """(borrowed share, whole share), each the largest over the resources and divided by the
-        team's weight: the team with the smallest goes first. A team inside its nominal quota
-        borrows nothing (0); between those, the smaller dominant share of use goes first."""
+    def fair_key(self, team: str) -> tuple[float, float, float]:
+        """(borrowed share, whole share, jobs), each the largest over the resources and divided by
+        the team's weight: the team with the smallest goes first. A team inside its nominal quota
+        borrows nothing (0); between those, the smaller dominant share of use goes first; between
+        those (no capacity arbitrated: a backend's max_running is the only limit), the team
+        running fewer jobs."""
         s, use = self.share(team), self._team(team)
         borrowed = whole = 0.0
         for r, u in use.items():
@@ -151,7 +156,7 @@ class Ledger:
                 borrowed = max(borrowed, max(0, u - s.nominal.get(r, 0)) / c)
                 whole = max(whole, u / c)
         w = s.weight if s.weight > 0 else 1e-9
-        return borrowed / w, whole / w
+        return borrowed / w, whole / w, self.jobs.get(team, 0) / w
 
     def could_ever_fit(self, team: str, demand: Resources) -> bool:
         """Fits once every job has ended: no more than the capacity others do not keep."""

@@ -67,10 +67,12 @@ class Waiting:
 class Policy:
     """starve_after_s: a job waiting this long has capacity kept for it as it frees, so a large
     job is never starved by a stream of small ones. max_preemptions_per_pass bounds the work a
-    pass may undo at once. estimate_limit: start estimates for this many waiting jobs."""
+    pass may undo at once. estimate_limit: start estimates for this many waiting jobs.
+    grace_s: a job preempted now has stopped this long from now at the latest (the estimates)."""
     starve_after_s: float = 1800.0
     max_preemptions_per_pass: int = 16
     estimate_limit: int = 100
+    grace_s: float = 30.0
 
 
 class PreemptionKind(str, Enum):

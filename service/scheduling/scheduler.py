@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from service.scheduling.estimate import estimate_starts
 from service.scheduling.explain import waiting_why
@@ -74,7 +75,7 @@ class _Pass:
         for job in self._fair_order([j for j in rest if j.job_id not in done]):
             self._consider(job, urgent=False)
         ahead = [job for job, _ in self.left]
-        starts = estimate_starts(self.ledger.capacity, self.running, self.decision.admit, ahead, self.waiting,
+        starts = estimate_starts(self.ledger.capacity, self._ending(), self.decision.admit, ahead, self.waiting,
                                  self.now, self.policy.estimate_limit)
         said: dict[tuple, str] = {}                        # why in words, as things stand after the pass
         for i, (job, note) in enumerate(self.left):
@@ -87,6 +88,17 @@ class _Pass:
             self.decision.queue.append(Queued(job.job_id, job.team, i + 1, f"{why}; {place}" if why else place, i,
                                               starts.get(job.job_id)))
         return self.decision
+
+    def _ending(self) -> list[Running]:
+        """The running jobs as the estimates see them: one preempted on this pass has stopped
+        within the grace period at the latest."""
+        soon = self.now + self.policy.grace_s
+        out = []
+        for job in self.running:
+            if job.job_id in self.taken and (job.expected_end is None or job.expected_end > soon):
+                job = replace(job, expected_end=soon)
+            out.append(job)
+        return out
 
     def _inside_nominal(self, job: Waiting) -> bool:
         return bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)

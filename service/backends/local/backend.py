@@ -161,6 +161,23 @@ class LocalBackend(Backend):
                 run.reported = True
             return None
 
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """SharesCapacity's graceful stop: every replica gets SIGTERM (the trainer saves a
+        checkpoint), SIGKILL after `grace_seconds`. The run ends CANCELLED and the next poll says
+        so; the lifecycle records the preemption and requeues the job."""
+        if job.backend_ref and self._elsewhere(job):
+            log.warning("job %s: its replicas run on host %s; a controller there preempts them", job.id,
+                        parse_ref(job.backend_ref)[0])
+            return
+        sup = self.supervisor
+        with sup.lock:
+            run = sup.runs.get(job.id) or sup.load(self._run_dir(job))
+            if run is None:
+                return
+            sup.tick(run)
+            if run.outcome is None and not run.state.cancel_requested_at:
+                sup.request_cancel(run, grace=grace_seconds)
+
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         tasks = [r.task_name for r in job.compiled.replicas if r.tf_role is not None]
         if replica is not None:

@@ -217,6 +217,12 @@ class VertexBackend(Backend):
         self.progress.ended(str(job.id))
         return None
 
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """SharesCapacity's graceful stop on Vertex AI is a cancel: Google sends every replica
+        SIGTERM and stops its VMs on its own schedule (`grace_seconds` is not ours to give). The
+        CustomJob ends CANCELLED; the lifecycle records the preemption and requeues the job."""
+        self.cancel(job)
+
     # logs -----------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         return self.log_reader.read(job, replica=replica, since=since, limit=limit)
