@@ -29,7 +29,9 @@ from service.auth.ui_sessions import stored_secret
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
-from service.capacity.planner import Planner
+from service.capacity.cache import TtlCache
+from service.capacity.placement import Placement
+from service.capacity.router import router as capacity_router
 from service.core.config import Settings, get_settings
 from service.cost import prices
 from service.cost.estimate import Pricer
@@ -193,8 +195,11 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     built = _start_backends(stack, settings, backends)
     # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
     waker = Waker()
+    capacity = slices.capacity_settings(settings)
+    capacity_cache = TtlCache(capacity.queue_cache_seconds)
     submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
-                             default_backend=parts.jobs.default_backend, waker=waker)
+                             default_backend=parts.jobs.default_backend, waker=waker,
+                             placement=Placement(capacity, capacity_cache))
     controller = _controller(parts, built, engine, session_factory, submitter)
     stack.callback(controller.stop)   # first of all at the end: nothing is launched or polled after
     waker.controller = controller
@@ -211,7 +216,8 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         backends=built, controller=controller, waker=waker, submitter=submitter,
         import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
-        ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)))
+        ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
+        capacity_settings=capacity, capacity_cache=capacity_cache)
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
@@ -243,7 +249,6 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
     """The controller this process stands for election with, and the loop services it runs
     when elected (webhook deliveries, sweeps, model uploads) beside its backend loops."""
     settings, lifecycle = parts.settings, parts.lifecycle
-    capacity = slices.capacity_settings(settings)
     # A job with a model upload queues it in the transaction that records SUCCEEDED, where its
     # backend uploads models (the UploadsModels role); the controller runs the uploads.
     model_clients = {name: b.upload_client() for name, b in built.items() if isinstance(b, UploadsModels)}
@@ -265,8 +270,7 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
     return Controller(leadership, built, session_factory, lifecycle, interval=settings.reconcile_interval_seconds,
                       batch_size=settings.reconcile_batch_size, election_interval=settings.election_interval_seconds,
                       wake_gap=settings.reconcile_wake_gap_seconds, on_tick=record_tick, services=services,
-                      gate=BudgetGate(parts.pricer.table.currency), planner=Planner(capacity),
-                      preempt_grace=capacity.grace_seconds)
+                      gate=BudgetGate(parts.pricer.table.currency))
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
@@ -295,6 +299,7 @@ def _add_routers(app: FastAPI) -> None:
     app.include_router(epochs_router)
     app.include_router(webhooks_router)
     app.include_router(teams_router)
+    app.include_router(capacity_router)
     app.include_router(sweeps_router)
     mount_ui(app)  # the web UI under /ui
 

@@ -19,8 +19,10 @@ from service.core.credentials import bearer_secret
 from service.core.errors import Forbidden, Unauthorized
 from service.persistence.models import ApiToken, Team
 
-Role = Literal["viewer", "member", "admin"]
-_WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates, tokens and webhooks"}
+Role = Literal["viewer", "member", "admin", "operator"]
+_WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates, tokens and webhooks",
+         "operator": "set the service's capacity, team shares and priority classes (an operator token, made on the "
+                     "service's host: trainjobs tokens create --role operator)"}
 
 
 def missing_token() -> Unauthorized:

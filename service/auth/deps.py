@@ -78,3 +78,5 @@ def _from_database(request: Request, token_hash: str, role: Role, cache: TokenCa
 
 member_auth = CachedAuth("member")
 CachedMember = Annotated[Authenticated, Depends(member_auth)]
+# The service's admin (capacity, team shares, priority classes): tokens made on the host only.
+Operator = Annotated[Actor, Depends(require("operator"))]

@@ -18,7 +18,10 @@ from sqlalchemy.orm import Session
 from service.core.errors import Invalid, NotFound, Problem, Unauthorized
 from service.persistence.models import ApiToken, Team, utcnow
 
-ROLES = ("viewer", "member", "admin")
+# An operator (the service's admin: capacity, team shares, priority classes) is also an admin of
+# its own team. Operator tokens are made only on the service's host (`trainjobs tokens create
+# --role operator`): the API's token route offers the team roles alone, so no team admin becomes one.
+ROLES = ("viewer", "member", "admin", "operator")
 TOKEN_PREFIX = "tj_"
 _TEAM_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 

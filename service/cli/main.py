@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = t.add_subparsers(dest="tokens_command", required=True)
     c = tsub.add_parser("create", help="create a token (and its team if new); prints the secret once")
     c.add_argument("--team", required=True)
-    c.add_argument("--role", required=True, choices=["viewer", "member", "admin"])
+    c.add_argument("--role", required=True, choices=["viewer", "member", "admin", "operator"],
+                   help="operator: the service's admin (capacity, team shares, priority classes); only here")
     c.add_argument("--name", required=True, help="who or what uses it")
     ls = tsub.add_parser("list", help="list tokens (never their secrets)")
     ls.add_argument("--team")

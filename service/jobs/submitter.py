@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from service import jobspec
 from service.auth.service import Actor
 from service.budgets import service as budgets
+from service.capacity.placement import Placed, Placement
 from service.core.errors import Conflict, Invalid, Problem
 from service.cost.estimate import CostEstimate, Pricer
 from service.jobs import overrides_policy, precheck, relaunch
@@ -93,6 +94,8 @@ class _Compiled:
     job_id: uuid.UUID
     display_name: str
     compiled: jobspec.CompiledJob
+    placed: Placed
+
 
 
 def request_hash(body: JobCreate, dry_run: bool) -> str:
@@ -112,13 +115,16 @@ class JobSubmitter:
     controller after commit (None: nobody is woken, e.g. a tool that only previews)."""
 
     def __init__(self, backends: Mapping[str, Backend], engine: Engine, *, template_cache: TemplateCache,
-                 pricer: Pricer, default_backend: str, waker: Waker | None = None) -> None:
+                 pricer: Pricer, default_backend: str, waker: Waker | None = None,
+                 placement: Placement | None = None) -> None:
         self.backends = backends
         self.engine = engine
         self.template_cache = template_cache
         self.pricer = pricer
         self.default_backend = default_backend
         self.waker = waker if waker is not None else Waker()
+        # Shared capacity: the job's priority class, demand, and whether it could ever fit.
+        self.placement = placement
 
     def submit(self, session: Session, body: JobCreate, actor: Actor, *, dry_run: bool = False,
                idempotency_key: str | None = None, verify_token: str = "", relaunch_of: uuid.UUID | None = None,
@@ -194,8 +200,10 @@ class JobSubmitter:
         if problems:
             raise Invalid.of(problems)
         assert backend is not None   # else a problem above
+        placed = self.placement.place(session, backend_name, backend, compiled, actor.team) \
+            if self.placement is not None else Placed()
         return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name, backend,
-                         job_id, display_name, compiled)
+                         job_id, display_name, compiled, placed)
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None) -> Submitted:
@@ -209,7 +217,7 @@ class JobSubmitter:
                       created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
                       backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
                       ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
-                      not_before=None, relaunch_of=relaunch_of)
+                      not_before=None, relaunch_of=relaunch_of, **c.placed.columns())
         # The compiled job from the JSON the compiler already wrote.
         row = jobrows.job_row(values, encoded={"compiled": c.compiled.to_json_text()})
         reason = c.submitted + (f"; relaunch of job {relaunch_of}" if relaunch_of is not None else "")

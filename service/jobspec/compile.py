@@ -72,6 +72,8 @@ class CompiledJob:
     # experiment and run-name pattern (CustomJobSpec.experiment / experimentRun) and the model
     # upload after success (spec.ModelUpload). None: none of them.
     vertex: Mapping[str, Any] | None = None
+    # trainjobs' priority class (service/capacity), resolved to a priority at submit.
+    priority_class: str | None = None
 
     def custom_job(self) -> CustomJob:
         from google.cloud.aiplatform_v1 import CustomJob
@@ -118,6 +120,8 @@ class CompiledJob:
             out["output_of"] = self.output_of
         if self.vertex:
             out["vertex"] = dict(self.vertex)
+        if self.priority_class is not None:
+            out["priority_class"] = self.priority_class
         return out
 
     def to_json_text(self) -> str:
@@ -138,7 +142,7 @@ class CompiledJob:
                    tuple(Replica.from_dict(r) for r in data["replicas"]),
                    json.dumps(spec, separators=(",", ":")) if spec is not None else None,
                    data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"),
-                   data.get("vertex"))
+                   data.get("vertex"), data.get("priority_class"))
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
@@ -178,7 +182,7 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
     compiled = CompiledJob(_dumps(custom_job), tuple(r for _, rs in pools for r in rs), _dumps(job_spec),
                            spec.scheduling.stall_timeout_seconds,
                            spec.retry.model_dump(mode="json") if spec.retry is not None else None,
-                           vertex=_vertex_extras(spec))
+                           vertex=_vertex_extras(spec), priority_class=spec.priority_class)
     # Already in hand: spare the first readers a json.loads (cached_property's own slot).
     compiled.__dict__["custom_job_dict"] = custom_job
     compiled.__dict__["job_spec_dict"] = job_spec

@@ -99,3 +99,37 @@ def check_machine(where: str, machine_type: str, accelerator: str | None, count:
     return [Problem(f"{where}.machine_type", f"unknown machine type {machine_type!r}",
                     "use a Vertex AI training machine type such as n1-standard-8, "
                     "e2-standard-4, a2-highgpu-1g or g2-standard-8")]
+
+
+_TRAILING_CPUS = re.compile(r"-(\d+)$")
+# Machine families sized in accelerators (a2-highgpu-4g): vCPUs per accelerator.
+_VCPUS_PER_GPU = {"a2-highgpu": 12, "a2-megagpu": 6, "a2-ultragpu": 12, "a3-highgpu": 26, "a3-megagpu": 26,
+                  "a3-ultragpu": 28}
+
+
+def vcpus(machine_type: str) -> int:
+    """A machine type's vCPUs as Vertex AI sizes it (n1-standard-8: 8; a2-highgpu-4g: 48); 0 unknown."""
+    fixed = FIXED.get(machine_type)
+    family = machine_type.rsplit("-", 1)[0]
+    if fixed is not None and family in _VCPUS_PER_GPU:
+        return _VCPUS_PER_GPU[family] * fixed[1]
+    m = _TRAILING_CPUS.search(machine_type)
+    return int(m.group(1)) if m else 0
+
+
+def pool_demand(custom_job: dict) -> dict[str, int]:
+    """What a CustomJob holds while it runs, over every replica of every pool (the Reduction
+    Server's too: billed machines): {"vcpu": n, "gpu:<TYPE>": n}. The shared-capacity scheduler's
+    demand on Vertex AI (service/capacity, docs/queue.md)."""
+    out: dict[str, int] = {}
+    for pool in (custom_job.get("jobSpec") or {}).get("workerPoolSpecs") or []:
+        if not pool:
+            continue
+        replicas = int(pool.get("replicaCount") or 0)
+        spec = pool.get("machineSpec") or {}
+        out["vcpu"] = out.get("vcpu", 0) + vcpus(spec.get("machineType", "")) * replicas
+        accelerator, count = spec.get("acceleratorType"), int(spec.get("acceleratorCount") or 0)
+        if accelerator and count:
+            key = f"gpu:{accelerator}"
+            out[key] = out.get(key, 0) + count * replicas
+    return {r: n for r, n in out.items() if n}

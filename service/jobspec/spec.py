@@ -174,6 +174,11 @@ class JobSpec(Strict):
         None, description="Upload the saved model to the Model Registry once the job SUCCEEDED. Vertex AI only.")
     retry: RetryPolicy | None = Field(None, description="Launch a failed job again (a new attempt); "
                                                         "none: a failure is final")
+    priority_class: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,62}$")] | None = Field(
+        None, description="trainjobs, not Vertex: the priority class (GET /v1/priority-classes) the job waits and "
+                          "runs at when teams share a backend's capacity (docs/queue.md). A template's is its jobs' "
+                          "default; a member picks another only if `overridable` lists priority_class and their "
+                          "team may use it. None: priority 0, never preempts.")
     overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
         default_factory=list, max_length=100,
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "

@@ -73,13 +73,6 @@ def waiting_cancelled(backend: str):
                 Job.backend_ref.is_(None), Job.launch_attempted_at.is_(None))
 
 
-def preempting(backend: str):
-    """Launched, unfinished jobs whose preemption the controller recorded (a member's cancel
-    since wins: those are cancelling)."""
-    return and_(launched_active(backend), Job.preempt_requested_at.is_not(None),
-                Job.state != JobState.CANCELLING.value)
-
-
 def cancelling(backend: str):
     return and_(Job.backend == backend, Job.state == JobState.CANCELLING.value,
                 or_(Job.backend_ref.is_not(None), Job.launch_attempted_at.is_not(None)))

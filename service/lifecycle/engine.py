@@ -75,36 +75,6 @@ def decide(current: JobState, proposed: JobState | None) -> JobState | None:
     return proposed
 
 
-# A launched job that may be preempted: not one being cancelled, not one already ended.
-PREEMPTIBLE = frozenset({S.QUEUED, S.PENDING, S.RUNNING, S.PAUSED, S.UPDATING})
-
-
-def is_preempted(current: JobState, dst: JobState | None, row, error: dict | None) -> bool:
-    """Whether the end the backend reports is a preemption's: the controller asked for one (a
-    member's cancel since wins: CANCELLING), or Slurm preempted the job itself."""
-    if dst is None or dst not in TERMINAL or dst == S.SUCCEEDED or current == S.CANCELLING:
-        return False
-    if row.preempt_requested_at is not None:
-        return True
-    return isinstance(error, dict) and error.get("cause") == "preemption" and error.get("preempted_by") == "slurm"
-
-
-def preemption_error(row, reported: dict | None, cleaned: dict | None) -> dict:
-    if row.preempt_requested_at is None:          # Slurm's own preemption: its words
-        return {**(cleaned or {}), "cause": "preemption"}
-    out = {"cause": "preemption", "for_job": str(row.preempted_for), "kind": (row.preempt_reason or "").split(":")[0],
-           "message": preemption_reason(row)}
-    if reported:
-        out["backend_error"] = cleaned
-    return out
-
-
-def preemption_reason(row) -> str:
-    if row.preempt_requested_at is None:
-        return "preempted by Slurm (a higher-priority job took its nodes)"
-    return f"preempted for job {row.preempted_for} ({row.preempt_reason})"
-
-
 class Engine:
     def __init__(self, *, progress_max_bytes: int = 16_384, error_max_bytes: int = 65_536,
                  retry_limits: retries.RetryLimits = retries.RetryLimits()) -> None:
@@ -138,18 +108,13 @@ class Engine:
                 "reason": sanitize.clean_text(reason, 2000), "actor": sanitize.clean_text(actor, 200), "at": at}
 
     def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
-               actor: str, at: datetime, progress: dict | None = None, *, preempted: bool = False) -> None:
+               actor: str, at: datetime, progress: dict | None = None) -> None:
         # A failure and its retry (the next attempt's row) are one transaction: both or neither.
-        if preempted:
-            plan = retries.plan_preemption(session, job_id, at, reason)
-        elif dst == S.FAILED:
-            plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits)
-        else:
-            plan = retries.Plan()
+        plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits) \
+            if dst == S.FAILED else retries.Plan()
         reason += plan.note
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
-        self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress,
-                                     context={"preempted": True} if preempted else None))
+        self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
         if plan.row is not None:
             first = self.creation_event(plan.row["id"], "lifecycle", at, reason=plan.first_reason)
             retries.insert_attempt(session, plan, job_id, first)   # the job-row writer, as a submit
@@ -214,8 +179,7 @@ class Engine:
                                                                     "exit_code", "signal", "lost", "cause", "source"))
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
-                                         Job.waiting_reason, Job.preempt_requested_at, Job.preempted_for,
-                                         Job.preempt_reason)
+                                         Job.waiting_reason)
                                   .where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
@@ -225,19 +189,13 @@ class Engine:
             dst = decide(current, obs.state)
             now = utcnow()
             values: dict = {}
-            preempted = is_preempted(current, dst, row, obs.error)
-            if preempted:
-                # However the backend ended it (SIGTERM's 143, a cancel), it was preempted: recorded
-                # FAILED with cause "preemption" and requeued (retries.plan_preemption).
-                dst = S.FAILED
-                error = preemption_error(row, obs.error, error)
             if obs.backend_ref and obs.backend_ref != row.backend_ref:
                 values["backend_ref"] = sanitize.clean_text(obs.backend_ref, 512)
             if obs.console_url and obs.console_url != row.console_url:
                 values["console_url"] = sanitize.clean_text(obs.console_url, 1024)
             if progress is not None:
                 values["progress"] = progress
-            if (obs.error is not None or preempted) and (dst is not None or current not in TERMINAL):
+            if obs.error is not None and (dst is not None or current not in TERMINAL):
                 values["error"] = error
             if dst is not None:
                 values["state"] = dst.value
@@ -260,45 +218,17 @@ class Engine:
                 # the replica's (or Google's) own end time, which may precede the last recorded
                 # event (e.g. RUNNING seen after the process had already ended), and a
                 # timeline ordered by time must read as the states followed each other.
-                reason = preemption_reason(row) if preempted else obs.reason
-                self._event(session, obs.job_id, row.state, dst, reason, actor, now, reported, preempted=preempted)
+                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, now, reported)
             elif progress is not None:
                 self._notify(session, Change(obs.job_id, current, None, "", actor, now, reported))
             return dst is not None
         log.warning("job %s: kept changing under %d attempts to apply %s", obs.job_id, CAS_ATTEMPTS, obs)
         return False
 
-    def request_preemption(self, session: Session, job_id: uuid.UUID, for_job: uuid.UUID, kind: str, why: str, *,
-                           fence: int | None) -> bool:
-        """The controller decided to preempt a running job for a waiting one (its scheduler's
-        plan): recorded before the backend is asked to stop it, with an event (no state change),
-        and the waiting job is nominated (it goes first until it starts). False: the job moved
-        since it was read, or a preemption is already under way."""
-        now = utcnow()
-        text = sanitize.clean_text(f"{kind}: {why}", 500)
-        stmt = update(Job).where(Job.id == job_id, Job.preempt_requested_at.is_(None),
-                                 Job.state.in_([s.value for s in PREEMPTIBLE]))
-        if fence is not None:
-            stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
-        if rows_changed(session.execute(stmt.values(preempt_requested_at=now, preempted_for=for_job,
-                                                    preempt_reason=text, updated_at=now))) != 1:
-            if fence is not None and not self.fence_holds(session, fence):
-                raise Deposed(f"controller epoch {fence} is no longer current")
-            return False
-        state = session.scalar(select(Job.state).where(Job.id == job_id))
-        session.execute(insert(JobEvent), [{**self._event_row(job_id, state, S(state), f"preemption requested for "
-                                                              f"job {for_job} ({text}); stopping it gracefully",
-                                                              "controller", now), "to_state": state}])
-        session.execute(update(Job).where(Job.id == for_job, Job.state == S.QUEUED.value, Job.nominated_at.is_(None))
-                        .values(nominated_at=now))
-        return True
-
     def mark_launch_attempt(self, session: Session, job_id: uuid.UUID, *, fence: int | None) -> bool:
         """Record, before a submit, that one is being made (committed by the caller first):
-        a backend whose create is not idempotent reads it to never create twice. A job the
-        scheduler nominated (jobs were preempted for it) is no longer: it is launching."""
-        return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": utcnow(), "nominated_at": None},
-                           fence=fence)
+        a backend whose create is not idempotent reads it to never create twice."""
+        return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": utcnow()}, fence=fence)
 
     def note_waiting(self, session: Session, job_id: uuid.UUID, reason: str, *, fence: int | None) -> None:
         """Why a QUEUED job still waits, in its backend's words (no state change, no event).

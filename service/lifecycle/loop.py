@@ -56,8 +56,7 @@ class BackendLoop(LoopThread):
     def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
                  fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
-                 on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None,
-                 planner: admission.CapacityPlanner | None = None, preempt_grace: float = 30.0) -> None:
+                 on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.name = backend.name
@@ -70,11 +69,7 @@ class BackendLoop(LoopThread):
         self.on_tick = on_tick
         self.on_deposed = on_deposed
         self.gate = gate
-        # Shared capacity (service/capacity): who launches next and who is preempted for whom.
-        self.planner = planner
-        self.preempt_grace = preempt_grace
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
-        self._preempt_sent: set = set()  # jobs whose graceful stop this term has passed on
         self._full_asked = False   # a wake that needs more than admission (a cancel, a tool)
         self._full = True          # the pass under way is a full one
         self._full_ended = -math.inf   # when the last full pass ended (none yet): the next starts `interval` after
@@ -104,7 +99,6 @@ class BackendLoop(LoopThread):
                             actor="controller")
             rows = read_handles(session, [admission.cancelling(self.name)], limit=self.batch_size)
             session.rollback()
-        self._stop_preempted()
         for row in rows:
             if row.id in self._cancel_sent:
                 continue
@@ -197,8 +191,6 @@ class BackendLoop(LoopThread):
         return stats
 
     def _admit(self, stats: TickStats) -> None:
-        if self.planner is not None:
-            return self._admit_planned(stats)
         with self.session_factory() as session:
             caps = self.backend.capabilities
             check = self.gate.start_pass() if self.gate is not None else None
@@ -206,96 +198,30 @@ class BackendLoop(LoopThread):
             free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
             rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
             session.rollback()
-            self._launch_rows(session, rows, check, free, stats)
-
-    def _admit_planned(self, stats: TickStats) -> None:
-        """The shared-capacity plan (service/capacity over service/scheduling): preempt what it
-        says for whom, then launch its admitted jobs in its order (fair share between teams,
-        priority then age within one), within the backend's cap and the team budgets."""
-        assert self.planner is not None
-        with self.session_factory() as session:
-            plan = self.planner.plan(session, self.name, utcnow())
-            rows = []
-            if plan.admit:
-                order = {job_id: i for i, job_id in enumerate(plan.admit[:self.batch_size])}
-                found = read_handles(session, [Job.id.in_(list(order)), admission.UNLAUNCHED])
-                rows = sorted(found, key=lambda r: order[r.id])
-            check = self.gate.start_pass() if self.gate is not None else None
-            free = admission.room(session, self.name, self.backend.capabilities, self.batch_size)
-            session.rollback()
-        for order_ in plan.preempt:
-            self._request_preemption(order_)
-        if plan.preempt:
-            self._stop_preempted()
-        with self.session_factory() as session:
-            self._launch_rows(session, rows, check, free, stats, counted=True)
-
-    def _request_preemption(self, order: admission.PreemptOrder) -> None:
-        with self.session_factory() as session:
-            try:
-                if self.engine.request_preemption(session, order.job_id, order.for_job, order.kind, order.why,
-                                                  fence=self.fence):
-                    log.info("job %s: preempted for job %s (%s)", order.job_id, order.for_job, order.why)
-                session.commit()
-            except Deposed:
-                raise
-            except OperationalError:
-                session.rollback()
-                log.warning("job %s: could not record its preemption; next pass", order.job_id)
-
-    def _stop_preempted(self) -> None:
-        """Ask the backend to stop every job whose preemption is recorded and not yet passed on
-        (this term: a new controller asks again, harmlessly)."""
-        with self.session_factory() as session:
-            rows = read_handles(session, [admission.preempting(self.name)], limit=self.batch_size)
-            session.rollback()
-        stop = getattr(self.backend, "preempt", None)    # the optional SharesCapacity role
-        for row in rows:
-            if row.id in self._preempt_sent:
-                continue
-            handle = handle_of_row(self.session_factory, row)
-            try:
-                if callable(stop):
-                    stop(handle, self.preempt_grace)
-                else:
-                    self.backend.cancel(handle)
-            except TransientBackendError as e:
-                log.warning("job %s: preemption deferred: %s", row.id, e)
-                continue
-            except PermanentBackendError as e:
-                log.error("job %s: %s refused to stop it for a preemption: %s", row.id, self.name, e.message)
-            except Exception:
-                log.exception("job %s: stopping it for a preemption failed", row.id)
-                continue
-            self._preempt_sent.add(row.id)
-
-    def _launch_rows(self, session: Session, rows, check, free: int, stats: TickStats, *,
-                     counted: bool = False) -> None:
-        """Launch `rows` in order. counted: `free` bounds the launches whether or not a gate checks."""
-        window = self.backend.capabilities.resubmit_after_seconds
-        for row in rows:
-            if self._stop.is_set():
-                return
-            prev = row.launch_attempted_at
-            settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
-            if check is not None or counted:
-                if free <= 0:
+            window = caps.resubmit_after_seconds
+            for row in rows:
+                if self._stop.is_set():
                     return
-                # Held back by the gate: it waits, with why; younger jobs may go (the gate
-                # keeps a team's own jobs in order).
-                reason = None if prev is not None or check is None else check(session, row.id)
-                if reason:
-                    self._note_waiting(session, row.id, reason)
-                    continue
-                free -= 1
-            if not settling:
-                marked = self._mark_attempt(session, row.id)
-                if marked is None:
-                    return
-                if not marked:
-                    continue  # cancelled (or otherwise moved) since it was read
-            if not self._launch(session, row, prev, settling, stats):
-                return  # the pass stops here: nobody behind it in the order goes first
+                prev = row.launch_attempted_at
+                settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
+                if check is not None:
+                    if free <= 0:
+                        return
+                    # Held back by the gate: it waits, with why; younger jobs may go (the gate
+                    # keeps a team's own jobs in order).
+                    reason = None if prev is not None else check(session, row.id)
+                    if reason:
+                        self._note_waiting(session, row.id, reason)
+                        continue
+                    free -= 1
+                if not settling:
+                    marked = self._mark_attempt(session, row.id)
+                    if marked is None:
+                        return
+                    if not marked:
+                        continue  # cancelled (or otherwise moved) since it was read
+                if not self._launch(session, row, prev, settling, stats):
+                    return  # FIFO: nobody younger goes first
 
     def _mark_attempt(self, session: Session, job_id) -> bool | None:
         """Record a launch attempt, committed before the backend is called: whoever controls

@@ -131,9 +131,7 @@ class Plan:
 
 
 _COPIED = (Job.team_id, Job.display_name, Job.template_id, Job.template_name, Job.template_version, Job.backend,
-           Job.parameters, Job.overrides, Job.labels, Job.compiled, Job.created_by,
-           # shared capacity: an attempt asks what its job asked, at its job's priority
-           Job.demand, Job.priority_class, Job.priority, Job.may_preempt, Job.preemptions)
+           Job.parameters, Job.overrides, Job.labels, Job.compiled, Job.created_by)
 
 
 def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: datetime,
@@ -148,30 +146,17 @@ def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: d
     if not policy or policy.get("max_attempts", 1) <= 1:
         return Plan()
     most = min(int(policy["max_attempts"]), limits.max_attempts)
-    # Attempts made for preemptions are not the job's failures: the policy counts the others.
-    tried = row.attempt - (row.preemptions or 0)
     if from_state == JobState.CANCELLING:
-        return Plan(f"; not retried: its cancel was requested (attempt {tried} of {most})")
+        return Plan(f"; not retried: its cancel was requested (attempt {row.attempt} of {most})")
     retried, why = classify(policy, row.error)
     if not retried:
-        return Plan(f"; not retried: {why} (attempt {tried} of {most})")
-    if tried >= most:
-        return Plan(f"; not retried: attempt {tried} of {most} was the last ({why})")
-    wait = backoff_seconds(policy, tried, limits)
-    not_before = at + timedelta(seconds=wait)
-    new_id, new = _next_attempt(row, job_id, at)
-    new.update(not_before=not_before, waiting_reason=f"attempt {tried + 1} of {most} waits for its retry backoff "
-                                                     f"until {not_before.isoformat(timespec='seconds')}")
-    return Plan(note=f"; {why}: retried as job {new_id} (attempt {tried + 1} of {most}) after {duration(wait)}",
-                row=new, labels=dict(row.labels or {}),
-                first_reason=f"attempt {tried + 1} of {most}, retry of {job_id} ({why}); "
-                             f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
-
-
-def _next_attempt(row, job_id: uuid.UUID, at: datetime) -> tuple[uuid.UUID, dict[str, Any]]:
-    """The row of the attempt after `row`'s (job `job_id`): the same job, its own id and CustomJob
-    labels, writing into the first attempt's output folder (the trainer resumes from there)."""
+        return Plan(f"; not retried: {why} (attempt {row.attempt} of {most})")
+    if row.attempt >= most:
+        return Plan(f"; not retried: attempt {row.attempt} of {most} was the last ({why})")
     first = row.retry_of or job_id
+    attempt = row.attempt + 1
+    wait = backoff_seconds(policy, row.attempt, limits)
+    not_before = at + timedelta(seconds=wait)
     new_id = uuid.uuid4()
     compiled = dict(row.compiled, output_of=str(first))
     custom_job = dict(compiled["custom_job"])
@@ -179,25 +164,13 @@ def _next_attempt(row, job_id: uuid.UUID, at: datetime) -> tuple[uuid.UUID, dict
     compiled["custom_job"] = custom_job
     new = {c.key: getattr(row, c.key) for c in _COPIED}
     new.update(id=new_id, compiled=compiled, state=JobState.QUEUED.value, created_at=at, updated_at=at,
-               attempt=row.attempt + 1, retry_of=first)
-    return new_id, new
-
-
-def plan_preemption(session: Session, job_id: uuid.UUID, at: datetime, why: str) -> Plan:
-    """The attempt that follows a preempted one, whatever the retry policy says (a preemption is
-    not the job's failure): at once, counted in `preemptions` (bounded: a job preempted
-    TRAINJOBS_MAX_PREEMPTIONS_PER_JOB times is no longer preempted), resuming from the
-    checkpoints its attempts share."""
-    row = session.execute(select(*_COPIED, Job.attempt, Job.retry_of).where(Job.id == job_id)).one_or_none()
-    if row is None or not isinstance(row.compiled, dict):
-        return Plan()
-    new_id, new = _next_attempt(row, job_id, at)
-    count = (row.preemptions or 0) + 1
-    new["preemptions"] = count
-    return Plan(note=f"; requeued as job {new_id} (preemption {count} of this job)", row=new,
-                labels=dict(row.labels or {}),
-                first_reason=f"attempt {row.attempt + 1}, requeued after the preemption of {job_id} ({why}); "
-                             "it resumes from the job's last checkpoint")
+               attempt=attempt, retry_of=first, not_before=not_before,
+               waiting_reason=f"attempt {attempt} of {most} waits for its retry backoff until "
+                              f"{not_before.isoformat(timespec='seconds')}")
+    return Plan(note=f"; {why}: retried as job {new_id} (attempt {attempt} of {most}) after {duration(wait)}",
+                row=new, labels=dict(row.labels or {}),
+                first_reason=f"attempt {attempt} of {most}, retry of {job_id} ({why}); "
+                             f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
 
 
 def insert_attempt(session: Session, p: Plan, failed_id: uuid.UUID, event: Mapping[str, Any]) -> None:

@@ -30,6 +30,8 @@ from service.web.observability import Metrics
 if TYPE_CHECKING:
     from service.auth.cache import TokenCache
     from service.budgets.settings import BudgetSettings
+    from service.capacity.cache import TtlCache
+    from service.capacity.settings import CapacitySettings
     from service.cost.estimate import Pricer
     from service.interop.import_workers import ImportWorkers
     from service.interop.settings import InteropSettings
@@ -79,6 +81,8 @@ class Services:
     stopping: asyncio.Event            # set when the server begins to stop (service/web/protocol.py)
     ui_feed: JobFeed                   # the UI's live job feed
     ui_key: SigningKey                 # the UI's cookie-signing key
+    capacity_settings: CapacitySettings  # shared capacity (service/capacity)
+    capacity_cache: TtlCache           # the operator's capacity, shares and classes, briefly (service/capacity/cache.py)
 
     def install(self, app: Starlette) -> None:
         """Store these on `app` (once, by service/app.py)."""

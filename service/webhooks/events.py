@@ -21,12 +21,10 @@ EVENT_TYPES: dict[str, str] = {
     "job.failed": "a job ended FAILED",
     "job.cancelled": "a job ended CANCELLED",
     "job.expired": "a job ended EXPIRED",
-    "job.preempted": "a job was preempted for another (it ends FAILED with error.cause \"preemption\" and a new "
-                     "attempt is queued at once)",
 }
 # The names of EVENT_TYPES as a type: request bodies validate against it (webhooks.schemas).
 EventType = Literal["job.state_changed", "job.created", "job.running", "job.succeeded", "job.failed",
-                    "job.cancelled", "job.expired", "job.preempted"]
+                    "job.cancelled", "job.expired"]
 assert set(get_args(EventType)) == set(EVENT_TYPES)  # one list
 DEFAULT_EVENT_TYPES: list[EventType] = ["job.succeeded", "job.failed", "job.cancelled", "job.expired"]
 TEST_EVENT = "webhook.test"   # POST /v1/webhooks/{id}/test; sent whatever the subscription's types
@@ -37,7 +35,7 @@ _EMOJI = {S.SUCCEEDED: ":white_check_mark:", S.FAILED: ":x:", S.CANCELLED: ":no_
 SLACK_TEXT_CHARS = 3000       # Slack shows about this much of a message before "show more"
 
 
-def types_for(from_state: JobState | None, to_state: JobState | None, preempted: bool = False) -> list[str]:
+def types_for(from_state: JobState | None, to_state: JobState | None) -> list[str]:
     if to_state is None:
         return []   # progress only
     out = ["job.state_changed"]
@@ -45,8 +43,6 @@ def types_for(from_state: JobState | None, to_state: JobState | None, preempted:
         out.append("job.created")
     if to_state in _BY_STATE:
         out.append(_BY_STATE[to_state])
-    if preempted:
-        out.append("job.preempted")
     return out
 
 

@@ -16,7 +16,8 @@ UNUSED = ("PATCH", "DELETE", "PUT", "POST", "GET")
 
 def _concrete(path: str) -> str:
     return path.format(job_id=uuid.uuid4(), token_id=uuid.uuid4(), webhook_id=uuid.uuid4(),
-                       delivery_id=uuid.uuid4(), sweep_id=uuid.uuid4(), name="mwms-demo", team="alpha")
+                       delivery_id=uuid.uuid4(), sweep_id=uuid.uuid4(), name="mwms-demo", team="alpha",
+                       backend="local")
 
 
 def _allow(response) -> set[str]:

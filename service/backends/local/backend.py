@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import uuid
 from collections.abc import Sequence
 
@@ -161,22 +162,15 @@ class LocalBackend(Backend):
                 run.reported = True
             return None
 
-    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
-        """SharesCapacity's graceful stop: every replica gets SIGTERM (the trainer saves a
-        checkpoint), SIGKILL after `grace_seconds`. The run ends CANCELLED and the next poll says
-        so; the lifecycle records the preemption and requeues the job."""
-        if job.backend_ref and self._elsewhere(job):
-            log.warning("job %s: its replicas run on host %s; a controller there preempts them", job.id,
-                        parse_ref(job.backend_ref)[0])
-            return
-        sup = self.supervisor
-        with sup.lock:
-            run = sup.runs.get(job.id) or sup.load(self._run_dir(job))
-            if run is None:
-                return
-            sup.tick(run)
-            if run.outcome is None and not run.state.cancel_requested_at:
-                sup.request_cancel(run, grace=grace_seconds)
+    def demand(self, compiled: CompiledJob) -> dict[str, int]:
+        """SharesCapacity: one of this machine's cores per replica process, and the GPUs its pools
+        ask for (accelerator count x replicas)."""
+        gpus = sum(int((p.get("machineSpec") or {}).get("acceleratorCount") or 0) * int(p.get("replicaCount") or 0)
+                   for p in (compiled.custom_job_dict.get("jobSpec") or {}).get("workerPoolSpecs") or [] if p)
+        return {"core": len(compiled.replicas), **({"gpu": gpus} if gpus else {})}
+
+    def offered_capacity(self) -> dict[str, int]:
+        return {"core": os.cpu_count() or 1}
 
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         tasks = [r.task_name for r in job.compiled.replicas if r.tf_role is not None]

@@ -218,16 +218,14 @@ class Supervisor:
 
     # -- stopping ------------------------------------------------------------------------------
 
-    def request_cancel(self, run: Run, grace: float | None = None) -> None:
-        """Stop every replica: SIGTERM, then SIGKILL after `grace` seconds (default: the cancel
-        grace, TRAINJOBS_LOCAL_CANCEL_GRACE_SECONDS; a preemption gives its own)."""
+    def request_cancel(self, run: Run) -> None:
         run.state.cancel_requested_at = _iso(_now())
         run.save()
-        self.begin_stop(run, grace)
+        self.begin_stop(run)
 
-    def begin_stop(self, run: Run, grace: float | None = None) -> None:
+    def begin_stop(self, run: Run) -> None:
         if run.stop_deadline is None:
-            run.stop_deadline = time.monotonic() + (self.grace if grace is None else grace)
+            run.stop_deadline = time.monotonic() + self.grace
         self._signal(run, signal.SIGTERM)
 
     def _signal(self, run: Run, sig: signal.Signals) -> None:

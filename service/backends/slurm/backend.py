@@ -416,6 +416,20 @@ class SlurmBackend(Backend):
         return dataclasses.replace(obs, reason=f"{obs.reason} (Slurm no longer lists it; from the cluster's "
                                                "job-completion record)")
 
+    # -- shared capacity (SharesCapacity) ----------------------------------------------------------
+    def demand(self, compiled: CompiledJob) -> dict[str, int]:
+        """What its sbatch asks: CPUs (--cpus-per-task x tasks) and GPUs by type, over every pool."""
+        out: dict[str, int] = {}
+        for pool in (compiled.custom_job_dict.get("jobSpec") or {}).get("workerPoolSpecs") or []:
+            if not pool:
+                continue
+            n = int(pool.get("replicaCount") or 0)
+            out["vcpu"] = out.get("vcpu", 0) + script.cpus(pool, self.cfg) * n
+            accelerator = (pool.get("machineSpec") or {}).get("acceleratorType")
+            if accelerator and script.gpus(pool):
+                out[f"gpu:{accelerator}"] = out.get(f"gpu:{accelerator}", 0) + script.gpus(pool) * n
+        return out
+
     # -- cancel -----------------------------------------------------------------------------------
     def cancel(self, job: JobHandle) -> JobState | None:
         ref = job.backend_ref

@@ -43,6 +43,7 @@ from service.backends.vertex.settings import VertexSettings
 from service.backends.vertex.submit import Submitter
 from service.core.errors import Problem
 from service.jobspec import CompiledJob
+from service.jobspec.machines import pool_demand
 from service.lifecycle.protocol import (
     Backend,
     Capabilities,
@@ -217,11 +218,9 @@ class VertexBackend(Backend):
         self.progress.ended(str(job.id))
         return None
 
-    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
-        """SharesCapacity's graceful stop on Vertex AI is a cancel: Google sends every replica
-        SIGTERM and stops its VMs on its own schedule (`grace_seconds` is not ours to give). The
-        CustomJob ends CANCELLED; the lifecycle records the preemption and requeues the job."""
-        self.cancel(job)
+    def demand(self, compiled: CompiledJob) -> dict[str, int]:
+        """SharesCapacity: vCPUs and accelerators by type, over every replica (the quota's terms)."""
+        return pool_demand(compiled.custom_job_dict)
 
     # logs -----------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
