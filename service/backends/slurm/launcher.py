@@ -140,7 +140,9 @@ def main(argv: list[str]) -> int:
             for t, a in addresses.items():
                 value = value.replace(f"{placeholder}{t}@", a)
             env[key] = value
-    env.update({"TRAINJOBS_SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", ""), "TRAINJOBS_SLURM_NODE": node})
+    # How often Slurm requeued the job under this id (0: its first run): a restart resumes from its checkpoints.
+    env.update({"TRAINJOBS_SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", ""), "TRAINJOBS_SLURM_NODE": node,
+                "TRAINJOBS_SLURM_RESTART_COUNT": restart})
 
     terminated: list[int] = []
     child: subprocess.Popen | None = None
