@@ -188,3 +188,14 @@ def test_a_job_slurm_ends_preempted_is_a_preemption_by_slurm():
                          nodes=("n1",), start=None, end=None, time_limit=None, worst="PREEMPTED")
     _, error = poller.ended_error(sj)
     assert error["cause"] == "preemption" and error["preempted_by"] == "slurm" and error["slurm_state"] == "PREEMPTED"
+
+
+def test_the_mappings_come_from_the_environment(monkeypatch, tmp_path):
+    from service.core.config import Settings
+
+    monkeypatch.setenv("TRAINJOBS_SLURM_TEAM_ACCOUNTS", '{"vision": "acct-vision"}')
+    monkeypatch.setenv("TRAINJOBS_SLURM_PRIORITY_QOS", '{"urgent": "high"}')
+    monkeypatch.setenv("TRAINJOBS_SLURM_REQUEUE", "true")
+    cfg = slurm_config_of(Settings(database_url=f"sqlite:///{tmp_path}/x.db"))
+    assert cfg.team_accounts == ACCOUNTS and cfg.priority_qos == QOS and cfg.requeue is True
+    assert slurm_config_of(Settings(database_url=f"sqlite:///{tmp_path}/x.db", slurm_requeue=False)).requeue is False
