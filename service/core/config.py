@@ -439,6 +439,20 @@ class Settings(BaseSettings):
     slurm_allowed_accounts: list[str] = Field(default_factory=list, description="Accounts a job's labels may name; "
                                               "empty: any the job user may use")
     slurm_allowed_qos: list[str] = Field(default_factory=list, description="QoS a job's labels may name; empty: any")
+    slurm_team_accounts: dict[str, str] = Field(
+        default_factory=dict, max_length=1000,
+        description="Team name -> the Slurm account its jobs are charged to (sbatch --account), so Slurm's fair "
+                    "share arbitrates the cluster between teams. A team not named: the label slurm-account, "
+                    "else slurm_account, else the user's DefaultAccount. Checked at start (Slurm names)")
+    slurm_priority_qos: dict[str, str] = Field(
+        default_factory=dict, max_length=1000,
+        description="Priority class name -> the Slurm QoS its jobs get (sbatch --qos), so Slurm's QoS priority "
+                    "and preemption decide on the cluster. A class not named: the label slurm-qos, else "
+                    "slurm_qos. Checked at start (Slurm names)")
+    slurm_requeue: bool = Field(False, description="Submit jobs requeueable (sbatch --requeue): a job Slurm preempts "
+                                "with PreemptMode=REQUEUE (or a node failure) goes back to PENDING under the same "
+                                "job id and restarts from its checkpoints, followed by trainjobs. Off: --no-requeue "
+                                "(Slurm ends such a job PREEMPTED or NODE_FAIL; trainjobs starts a new attempt)")
     slurm_cpus_per_task: int | None = Field(None, ge=1, le=1024, description="CPUs for every task. Default: the "
                                             "vCPUs of the role's machine_type (n1-standard-4: 4)")
     slurm_mem_per_cpu_mb: int | None = Field(None, ge=1, le=10_000_000,

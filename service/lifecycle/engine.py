@@ -206,6 +206,9 @@ class Engine:
                     values["ended_at"] = obs.ended_at or now
             elif obs.started_at and row.started_at is None and current not in (S.QUEUED,):
                 values["started_at"] = obs.started_at
+            note = obs.note if dst is None and current not in TERMINAL else None
+            if note:
+                values["updated_at"] = now   # the write that checks the fence and the state for the event
             if not values:
                 return False
             if row.waiting_reason is not None and (dst is not None or "backend_ref" in values):
@@ -219,6 +222,10 @@ class Engine:
                 # event (e.g. RUNNING seen after the process had already ended), and a
                 # timeline ordered by time must read as the states followed each other.
                 self._event(session, obs.job_id, row.state, dst, obs.reason, actor, now, reported)
+            elif note:
+                session.execute(insert(JobEvent), [self._event_row(obs.job_id, current.value, current, note, actor,
+                                                                   now)])
+                self._notify(session, Change(obs.job_id, current, None, note, actor, now, reported))
             elif progress is not None:
                 self._notify(session, Change(obs.job_id, current, None, "", actor, now, reported))
             return dst is not None

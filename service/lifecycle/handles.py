@@ -12,7 +12,7 @@ from service.persistence.models import Job, Team
 # The team's name by a correlated subquery (one primary-key lookup a row): read_handles' callers need no join.
 _TEAM_NAME = select(Team.name).where(Team.id == Job.team_id).correlate(Job).scalar_subquery().label("team")
 HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at,
-                  _TEAM_NAME)
+                  _TEAM_NAME, Job.priority_class)
 
 
 def handle_of_row(session_factory, row) -> JobHandle:
@@ -23,13 +23,15 @@ def handle_of_row(session_factory, row) -> JobHandle:
             return jobspec.CompiledJob.from_json(session.scalar(select(Job.compiled).where(Job.id == row.id)))
     return JobHandle(id=row.id, state=JobState(row.state), backend_ref=row.backend_ref, compiled=load,
                      created_at=row.created_at, display_name=row.display_name,
-                     launch_attempted_at=row.launch_attempted_at, team=row.team)
+                     launch_attempted_at=row.launch_attempted_at, team=row.team,
+                     priority_class=row.priority_class)
 
 
 def handle_of_job(job: Job) -> JobHandle:
     return JobHandle(id=job.id, state=JobState(job.state), backend_ref=job.backend_ref,
                      compiled=lambda: jobspec.CompiledJob.from_json(job.compiled), created_at=job.created_at,
-                     display_name=job.display_name, launch_attempted_at=job.launch_attempted_at)
+                     display_name=job.display_name, launch_attempted_at=job.launch_attempted_at,
+                     priority_class=job.priority_class)
 
 
 def read_handles(session: Session, where, *, order=(Job.created_at, Job.id), limit: int | None = None):

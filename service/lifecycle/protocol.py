@@ -56,12 +56,12 @@ class JobHandle:
     their CustomJob parsed, so it is loaded on first use only."""
 
     __slots__ = ("id", "state", "backend_ref", "created_at", "display_name", "launch_attempted_at",
-                 "team", "_compiled")
+                 "team", "priority_class", "_compiled")
 
     def __init__(self, id: uuid.UUID, state: JobState, backend_ref: str | None,
                  compiled: CompiledJob | Callable[[], CompiledJob], created_at: datetime,
                  display_name: str = "", launch_attempted_at: datetime | None = None,
-                 team: str | None = None) -> None:
+                 team: str | None = None, priority_class: str | None = None) -> None:
         self.id = id
         self.state = state
         self.backend_ref = backend_ref   # the backend's own id: a CustomJob name, a local run folder
@@ -72,6 +72,9 @@ class JobHandle:
         self.launch_attempted_at = launch_attempted_at
         # The owning team's name: a backend may run each team's jobs under an identity of its own.
         self.team = team
+        # Its priority class's name (jobs.priority_class; None: none): a backend may map it to
+        # its own scheduler's class (Slurm: a QoS, TRAINJOBS_SLURM_PRIORITY_QOS).
+        self.priority_class = priority_class
         self._compiled = compiled
 
     @property
@@ -102,6 +105,10 @@ class Observation:
     # read (e.g. successful Cloud Logging reads). The controller judges it against the
     # job's stall_timeout_seconds (lifecycle/stalls.py); the backend decides nothing.
     silence: dict | None = None
+    # Something the job's history should say that moves no state (e.g. "requeued by Slurm
+    # (preempted)": the backend's scheduler put a RUNNING job back in its queue under the same
+    # id): recorded as an event from the job's state to itself, once per report.
+    note: str | None = None
 
 
 @dataclass(frozen=True)

@@ -202,3 +202,27 @@ def test_an_unstorable_report_still_moves_the_job(session_factory):
     with session_factory() as s:
         loop._apply(s, Observation(jid, state=S.SUCCEEDED, progress={"epoch": 1}, reason="done"), TickStats())
         assert row(s, jid).state == "SUCCEEDED"
+
+
+def test_a_note_is_one_event_without_a_state_change_and_fenced(session_factory):
+    """A backend's note (Slurm requeued a RUNNING job under the same id) is recorded in the
+    job's history from its state to itself, moves nothing, and is fenced like every write."""
+    engine = Engine()
+    with session_factory() as s:
+        jid = make_job(s, S.RUNNING)
+        s.execute(update(ControllerLease).where(ControllerLease.name == "controller").values(epoch=3))
+        s.commit()
+        assert engine.apply(s, Observation(jid, note="requeued by Slurm (preempted)"), fence=3) is False
+        s.commit()
+        assert row(s, jid).state == "RUNNING"
+        assert events(s, jid) == [("RUNNING", "RUNNING", "backend")]
+        assert s.scalars(select(JobEvent.reason).where(JobEvent.job_id == jid)).one() == \
+            "requeued by Slurm (preempted)"
+        with pytest.raises(Deposed):
+            engine.apply(s, Observation(jid, note="late"), fence=2)
+        s.rollback()
+        engine.apply(s, Observation(jid, state=S.SUCCEEDED))
+        s.commit()
+        engine.apply(s, Observation(jid, note="after the end"))   # a finished job's history is closed
+        s.commit()
+        assert [e[1] for e in events(s, jid)] == ["RUNNING", "SUCCEEDED"]

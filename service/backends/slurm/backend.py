@@ -38,6 +38,7 @@ from service.lifecycle.protocol import (
     LaunchView,
     LogPage,
     Observation,
+    PermanentBackendError,
     SubmitResult,
     TransientBackendError,
 )
@@ -72,6 +73,9 @@ class SlurmBackend(Backend):
         self._listed_at: float | None = None
         self._in_pass = False
         self._uids: dict[uuid.UUID, int] = {}   # job -> the uid it was submitted as (state.json), once read
+        # job -> (Slurm job id, monotonic deadline): preempted jobs whose tasks had SIGTERM and are
+        # killed once the grace runs out, by the first poll after it (the loop never waits).
+        self._kill_at: dict[uuid.UUID, tuple[str, float]] = {}
         self._now = _utcnow
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -98,6 +102,7 @@ class SlurmBackend(Backend):
     def stop_controller(self) -> None:
         self.progress.clear()
         self._uids.clear()
+        self._kill_at.clear()
 
     # -- what the service asks --------------------------------------------------------------------
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
@@ -151,6 +156,11 @@ class SlurmBackend(Backend):
         if self._attempt_may_land(job):
             return SubmitResult(reason=f"an earlier sbatch of this job may still land; looking it up by its name "
                                        f"before submitting again (for {self.capabilities.resubmit_after_seconds:g} s)")
+        try:   # the team's account and the class's QoS, before anything is written
+            script.arbitrated(job.compiled, self.cfg, job.team, job.priority_class)
+        except script.PlacementConflict as e:
+            raise PermanentBackendError(str(e), details={"slurm_state": None, "slurm_reason": None,
+                                                          "slurm_job_id": None}) from e
         run = self.run_of(job.id)
         try:
             self._prepare(job, run)
@@ -158,7 +168,8 @@ class SlurmBackend(Backend):
             raise TransientBackendError(f"could not prepare the run folder {run.path}: {e}",
                                         nothing_launched=True) from e
         identity = self._identity(job)
-        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), identity)
+        argv = script.sbatch_argv(job.id, job.compiled, self.cfg, str(run.path), identity, team=job.team,
+                                   priority_class=job.priority_class)
         slurm_id = self.cli.sbatch(argv)
         uid = identity[0] if identity is not None else os.geteuid()
         run.write_state({"job_id": str(job.id), "slurm_job_id": slurm_id, "submitted_at": self._now().isoformat(),
@@ -264,6 +275,7 @@ class SlurmBackend(Backend):
         except TransientBackendError as e:
             log.warning("slurm: not following jobs this pass: %s", e)
             listing = None
+        self._kill_overdue(jobs)
         out: list[Observation] = []
         if listing is None:
             return []   # not due: logs and progress wait for the next listing too (shared storage is slow)
@@ -283,6 +295,7 @@ class SlurmBackend(Backend):
         if ended:
             self.progress.forget(str(job.id))
             self._uids.pop(job.id, None)
+            self._kill_at.pop(job.id, None)
         if prog is None:
             return [obs] if obs is not None else []
         return [dataclasses.replace(obs, progress=prog) if obs is not None else
@@ -296,6 +309,9 @@ class SlurmBackend(Backend):
         ref = sj.slurm_id
         if sj.ended:
             return self._ended(job, sj, run)
+        requeued = self._requeued(job, run, sj)
+        if requeued is not None:
+            return requeued
         if sj.waiting or sj.state == "SUSPENDED":
             if job.state == S.QUEUED or job.backend_ref != ref:
                 return Observation(job.id, state=S.PENDING, backend_ref=ref,
@@ -319,6 +335,29 @@ class SlurmBackend(Backend):
                                           f"{len(tasks) - len(started)} of {len(tasks)} tasks")
         return None
 
+    def _requeued(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
+        """Slurm put a launched job back in its queue under the same id (a preemption with
+        PreemptMode=REQUEUE, a node failure, `scontrol requeue`): not the job's end. It stays in
+        its state (RUNNING never goes back to PENDING, lifecycle/states.py) and its history says so
+        once per restart (the count seen is kept in state.json); the restarted tasks resume from
+        the checkpoints in the same output folder."""
+        if not sj.restarts or job.state == S.QUEUED or job.backend_ref != sj.slurm_id:
+            return None
+        state = run.read_state()
+        if state is None or state.get("job_id") != str(job.id):
+            return None
+        seen = poller.count(state.get("slurm_restarts"))
+        if sj.restarts <= seen:
+            return None
+        state["slurm_restarts"] = sj.restarts
+        run.write_state(state)
+        now = "waits in Slurm's queue" if sj.waiting else f"is {sj.state.lower()} again"
+        note = (f"requeued by Slurm (preempted): Slurm job {sj.slurm_id} went back to its queue under the same id "
+                f"and {now} (restart {sj.restarts}; Slurm requeues the same way after a node failure or "
+                "`scontrol requeue`); its tasks restart from the checkpoints in its output folder")
+        log.warning("job %s: %s", job.id, note)
+        return Observation(job.id, note=note)
+
     def _silence(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
         """How long its chiefs and workers have written nothing (Observation.silence), for a
         RUNNING job with a stall timeout. The lifecycle judges it (lifecycle/stalls.py) and
@@ -340,6 +379,13 @@ class SlurmBackend(Backend):
         if final == "COMPLETED":
             return Observation(job.id, state=S.SUCCEEDED, reason=f"Slurm job {ref} completed: every chief and "
                                                                  "worker task exited 0", **kw)
+        preempted = (run.read_state() or {}).get("preempt_sent")
+        if preempted and job.state != S.CANCELLING:
+            message = (f"PREEMPTED: Slurm job {ref} was stopped by trainjobs for another job (SIGTERM at "
+                       f"{preempted}, then killed if still running after the grace); Slurm says {final}")
+            return Observation(job.id, state=S.FAILED, reason=message, **kw, error={
+                "code": 14, "message": message, "cause": "preemption", "preempted_by": "trainjobs",
+                "source": "slurm", "slurm_state": final, "slurm_reason": sj.reason or None, "slurm_job_id": ref})
         if final == "CANCELLED":
             how = "by request (scancel)" if job.state == S.CANCELLING else "in Slurm, outside trainjobs (scancel)"
             return Observation(job.id, state=S.CANCELLED, reason=f"Slurm job {ref} was cancelled {how}",
@@ -449,6 +495,42 @@ class SlurmBackend(Backend):
         if state is not None:
             state["cancel_sent"] = self._now().isoformat()
             run.write_state(state)
+
+    # -- preempt (SharesCapacity) ------------------------------------------------------------------
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """SIGTERM to every task of the job's steps (`scancel --signal=TERM`: the steps only, not
+        the batch script, which would end the job and with it the grace), so the trainer saves a
+        checkpoint; whatever still runs `grace_seconds` later is killed (`scancel --signal=KILL
+        --full`) by the first poll after the deadline. Returns at once. Its end is then reported as
+        a preemption (error.cause "preemption", preempted_by "trainjobs")."""
+        ref = job.backend_ref
+        if not ref:
+            ids = self.cli.find_by_name(script.job_name(job.id), self._uid(job))
+            if not ids:
+                return   # nothing launched to stop: the caller's requeue needs no signal
+            ref = ids[0]
+        self.cli.signal(ref, "TERM")
+        self._kill_at[job.id] = (ref, time.monotonic() + max(0.0, grace_seconds))
+        run = self.run_of(job.id)
+        state = run.read_state()
+        if state is not None:
+            state["preempt_sent"] = self._now().isoformat()
+            state["preempt_grace_seconds"] = grace_seconds
+            run.write_state(state)
+        log.info("job %s: preempting Slurm job %s (SIGTERM; killed after %g s)", job.id, ref, grace_seconds)
+
+    def _kill_overdue(self, jobs: Sequence[JobHandle]) -> None:
+        now = time.monotonic()
+        for job in jobs:
+            due = self._kill_at.get(job.id)
+            if due is None or due[1] > now:
+                continue
+            try:
+                self.cli.signal(due[0], "KILL", full=True)
+            except TransientBackendError as e:
+                log.warning("job %s: could not kill preempted Slurm job %s yet: %s", job.id, due[0], e)
+                continue   # the next pass tries again
+            self._kill_at.pop(job.id, None)
 
     # -- logs -------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:

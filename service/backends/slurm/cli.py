@@ -120,6 +120,16 @@ class SlurmCli:
         ids = {line.strip().split("+", 1)[0] for line in out.splitlines()}
         return sorted((i for i in ids if i.isdigit()), key=int)
 
+    def signal(self, slurm_job_id: str, signal: str, *, full: bool = False) -> None:
+        """`scancel --signal=SIG`: to the job's steps (every task), or with `full` to the batch
+        script too. A job already ended is no error (the poll reports how it ended)."""
+        assert signal in ("TERM", "KILL"), signal   # fixed words only: nothing of a job's reaches argv
+        args = [f"--signal={signal}", *(["--full"] if full else []), slurm_job_id]
+        try:
+            self.run("scancel", args, what=f"sending SIG{signal} to Slurm job {slurm_job_id}")
+        except PermanentBackendError as e:
+            log.info("scancel --signal=%s %s refused: %s", signal, slurm_job_id, e)
+
     def scancel(self, slurm_job_id: str) -> None:
         try:
             self.run("scancel", [slurm_job_id], what=f"cancelling Slurm job {slurm_job_id}")

@@ -11,7 +11,7 @@ import os
 import pwd
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -46,6 +46,11 @@ class SlurmConfig:
     command_timeout: float
     poll_interval: float
     rendezvous_timeout: float
+    # Slurm arbitrates its own cluster (docs/slurm.md "Sharing the cluster"): a team's account,
+    # a priority class's QoS; defaults keep callers that build the slice by hand working.
+    team_accounts: dict[str, str] = field(default_factory=dict)
+    priority_qos: dict[str, str] = field(default_factory=dict)
+    requeue: bool = False
 
     def allowed(self, key: str) -> tuple[str, ...]:
         """The names a job's labels may give `key` (partition, account, qos); empty: any."""
@@ -116,6 +121,11 @@ def check(cfg: SlurmConfig) -> None:
                         *(("ALLOWED_QOS", p) for p in cfg.allowed_qos)):
         if value is not None and not NAME.match(value):
             problems.append(f"TRAINJOBS_SLURM_{what}={value!r} is not a Slurm name (letters, digits, _ . -)")
+    for what, mapping in (("TEAM_ACCOUNTS", cfg.team_accounts), ("PRIORITY_QOS", cfg.priority_qos)):
+        for key, value in sorted(mapping.items()):
+            if not isinstance(value, str) or not NAME.match(value):
+                problems.append(f"TRAINJOBS_SLURM_{what}[{key!r}]={value!r} is not a Slurm name (letters, digits, "
+                                "_ . -, at most 64, starting with a letter or digit)")
     problems += _defaults_allowed(cfg)
     if problems:
         raise SlurmConfigError(problems)

@@ -23,6 +23,7 @@ def slurm_config_of(s: Any) -> SlurmConfig:
         python=s.slurm_python, job_user=s.slurm_job_user, team_users=dict(s.slurm_team_users), partition=s.slurm_partition,
         account=s.slurm_account, qos=s.slurm_qos, allowed_partitions=tuple(s.slurm_allowed_partitions),
         allowed_accounts=tuple(s.slurm_allowed_accounts), allowed_qos=tuple(s.slurm_allowed_qos),
+        team_accounts=dict(s.slurm_team_accounts), priority_qos=dict(s.slurm_priority_qos), requeue=s.slurm_requeue,
         cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
         max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
         poll_interval=s.slurm_poll_interval_seconds, rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)

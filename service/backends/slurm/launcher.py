@@ -85,14 +85,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rendezvous(run: str, job: dict, deadline: float) -> dict | None:
-    """Every task's published address, or None once the deadline passes."""
+def _rendezvous(run: str, job: dict, deadline: float, restart: str) -> dict | None:
+    """Every task's published address, or None once the deadline passes. Only addresses of this
+    run of the Slurm job count: after Slurm requeued it (restart count `restart`), the
+    previous run's records name nodes and ports that are gone."""
     tasks = list(job["tasks"])
     while True:
         found = {}
         for t in tasks:
             rec = _read_json(os.path.join(run, "tasks", f"{t}.addr"))
-            if isinstance(rec, dict) and isinstance(rec.get("address"), str):
+            if isinstance(rec, dict) and isinstance(rec.get("address"), str) and \
+                    str(rec.get("restart", "0")) == restart:
                 found[t] = rec["address"]
         if len(found) == len(tasks):
             return found
@@ -119,9 +122,10 @@ def main(argv: list[str]) -> int:
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     port = _free_port()
     address = f"{node}:{port}"
+    restart = os.environ.get("SLURM_RESTART_COUNT") or "0"
     _write(os.path.join(run, "tasks", f"{task}.addr"),
-           json.dumps({"address": address, "node": node, "port": port, "at": _now()}))
-    addresses = _rendezvous(run, job, time.monotonic() + float(job["rendezvous_timeout"]))
+           json.dumps({"address": address, "node": node, "port": port, "at": _now(), "restart": restart}))
+    addresses = _rendezvous(run, job, time.monotonic() + float(job["rendezvous_timeout"]), restart)
     if addresses is None:
         message = (f"trainjobs: not every task of the job published its address within "
                    f"{job['rendezvous_timeout']:g} s (TRAINJOBS_SLURM_RENDEZVOUS_TIMEOUT_SECONDS)")
@@ -136,7 +140,9 @@ def main(argv: list[str]) -> int:
             for t, a in addresses.items():
                 value = value.replace(f"{placeholder}{t}@", a)
             env[key] = value
-    env.update({"TRAINJOBS_SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", ""), "TRAINJOBS_SLURM_NODE": node})
+    # How often Slurm requeued the job under this id (0: its first run): a restart resumes from its checkpoints.
+    env.update({"TRAINJOBS_SLURM_JOB_ID": os.environ.get("SLURM_JOB_ID", ""), "TRAINJOBS_SLURM_NODE": node,
+                "TRAINJOBS_SLURM_RESTART_COUNT": restart})
 
     terminated: list[int] = []
     child: subprocess.Popen | None = None

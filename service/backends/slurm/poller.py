@@ -46,6 +46,7 @@ class SlurmJob:
     end: datetime | None
     time_limit: int | None   # minutes
     worst: str               # the worst component state (== state unless one ended worse)
+    restarts: int = 0        # how often Slurm requeued it under this id (restart_cnt: a preemption, a node failure)
 
     @property
     def waiting(self) -> bool:
@@ -62,6 +63,10 @@ class SlurmJob:
 
 def _time(value) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
+
+
+def count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def key(job_id: object, uid: int | None) -> str:
@@ -93,7 +98,8 @@ def parse(data: dict, uids: Collection[int] | None = None) -> dict[str, SlurmJob
                        nodes=tuple(p.get("nodes") or "" for p in parts), start=_time(lead.get("start_time")),
                        end=_time(lead.get("end_time")),
                        time_limit=lead.get("time_limit") if isinstance(lead.get("time_limit"), int) else None,
-                       worst=worst or "")
+                       worst=worst or "",
+                       restarts=count(lead.get("restart_cnt")))
         jid = job_id_of(job.name)
         if jid is None:
             continue  # never: names without our prefix were left out above
@@ -121,5 +127,9 @@ def ended_error(job: SlurmJob) -> tuple[str, dict]:
     if state in ("NODE_FAIL", "BOOT_FAIL"):
         error["lost"] = True            # the retry policy treats it as a replica gone without a status
     if state == "PREEMPTED":
-        error["cause"] = "preemption"   # the retry policy's on_signal, as for a Spot VM reclaimed
+        # Slurm's own preemption (PreemptMode=CANCEL, or REQUEUE of a job not requeueable): a
+        # preemption like trainjobs' own, not the job's failure; its next attempt resumes from the
+        # checkpoints in the same output folder.
+        error["cause"] = "preemption"
+        error["preempted_by"] = "slurm"
     return message, error

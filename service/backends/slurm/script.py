@@ -60,6 +60,32 @@ def placement(compiled: CompiledJob, cfg: SlurmConfig) -> dict[str, str | None]:
     return {key: labels.get(label) or getattr(cfg, key) for key, label in LABELS.items()}
 
 
+def arbitrated(compiled: CompiledJob, cfg: SlurmConfig, team: str | None,
+               priority_class: str | None) -> dict[str, str | None]:
+    """placement(), with the account of the job's team (TRAINJOBS_SLURM_TEAM_ACCOUNTS) and the
+    QoS of its priority class (TRAINJOBS_SLURM_PRIORITY_QOS) where the operator mapped them: those
+    are what Slurm's fair share and QoS preemption judge by, so a member's label cannot move a job
+    to another team's account or a stronger QoS. A label naming something else is refused
+    (PlacementConflict), never silently replaced."""
+    where = placement(compiled, cfg)
+    labels = compiled.custom_job_dict.get("labels") or {}
+    for key, mapped, setting in (("account", cfg.team_accounts.get(team or ""), "TRAINJOBS_SLURM_TEAM_ACCOUNTS"),
+                                 ("qos", cfg.priority_qos.get(priority_class or ""), "TRAINJOBS_SLURM_PRIORITY_QOS")):
+        if mapped is None:
+            continue
+        asked = labels.get(LABELS[key])
+        if asked and asked != mapped:
+            owner = f"team {team!r}" if key == "account" else f"priority class {priority_class!r}"
+            raise PlacementConflict(f"labels.{LABELS[key]}={asked!r}, but {setting} gives {owner} the {key} "
+                                    f"{mapped!r}: remove the label (or name {mapped!r})")
+        where[key] = mapped
+    return where
+
+
+class PlacementConflict(ValueError):
+    """A label that names another account or QoS than the operator mapped for the job."""
+
+
 def check(compiled: CompiledJob, cfg: SlurmConfig) -> list[Problem]:
     problems = []
     if any(r.tf_role is None for r in compiled.replicas):
@@ -149,12 +175,15 @@ def batch_script(compiled: CompiledJob, cfg: SlurmConfig, run_path: str) -> str:
 
 
 def sbatch_argv(job_id: uuid.UUID, compiled: CompiledJob, cfg: SlurmConfig, run_path: str,
-                identity: tuple[int, int] | None) -> list[str]:
+                identity: tuple[int, int] | None, *, team: str | None = None,
+                priority_class: str | None = None) -> list[str]:
     """sbatch's arguments: options for the whole job, then one `:`-separated set per component."""
-    where = placement(compiled, cfg)
+    where = arbitrated(compiled, cfg, team, priority_class)
+    # --requeue (TRAINJOBS_SLURM_REQUEUE): a Slurm preemption puts the job back in the queue under
+    # the same id; the backend follows it (docs/slurm.md "Sharing the cluster").
     common = [f"--job-name={job_name(job_id)}", f"--comment=trainjobs job {job_id}", "--parsable",
               f"--chdir={run_path}/work", f"--output={run_path}/slurm.out", "--open-mode=append",
-              "--kill-on-invalid-dep=yes", "--no-requeue"]
+              "--kill-on-invalid-dep=yes", "--requeue" if cfg.requeue else "--no-requeue"]
     if identity is not None:
         common += [f"--uid={identity[0]}", f"--gid={identity[1]}"]
     minutes = time_limit_minutes(compiled)

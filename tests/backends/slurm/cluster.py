@@ -121,7 +121,10 @@ OverTimeLimit=0
 ReturnToService=2
 MpiDefault=none
 SlurmdParameters=config_overrides
-{node_lines}PartitionName=debug Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+{node_lines}PartitionName=debug Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP PriorityTier=2
 """)
 
     # -- daemons ------------------------------------------------------------------------

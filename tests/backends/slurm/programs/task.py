@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -58,7 +59,15 @@ def main() -> int:
     p.add_argument("--exit", type=int, default=0)
     p.add_argument("--attack", help="the job's run folder: try to forge this task's records there")
     p.add_argument("--cross-attack", help="another team's run folder: try to forge its records there")
+    p.add_argument("--on-term", help="on SIGTERM, append a line to this file and go on (a task that needs the KILL)")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="resume from AIP_CHECKPOINT_DIR/ckpt if an earlier run left it, else write it")
     a = p.parse_args()
+    if a.on_term:
+        def _term(_signum, _frame):
+            with open(a.on_term, "a") as f:
+                f.write(f"TERM {os.getpid()}\n")
+        signal.signal(signal.SIGTERM, _term)
     task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
     me = f"{task.get('type', 'chief')}-{task.get('index', 0)}"
     if a.dump_env:
@@ -69,6 +78,16 @@ def main() -> int:
     print(f"hello from {me} on {os.environ.get('TRAINJOBS_SLURM_NODE')} as uid {os.getuid()}", flush=True)
     for i in range(a.lines - 1):
         print(f"{me} line {i}", flush=True)
+    if a.checkpoint:
+        ckpt = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "ckpt")
+        if os.path.exists(ckpt):
+            print(f"{me} resumed from checkpoint {open(ckpt).read()} (Slurm restart "
+                  f"{os.environ.get('TRAINJOBS_SLURM_RESTART_COUNT')})", flush=True)
+        else:
+            os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+            with open(ckpt, "w") as f:
+                f.write("step-7")
+            print(f"{me} saved checkpoint step-7", flush=True)
     if a.attack:
         attack(a.attack, me)
     if a.cross_attack:
