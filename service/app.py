@@ -29,6 +29,9 @@ from service.auth.ui_sessions import stored_secret
 from service.budgets.gate import BudgetGate
 from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
+from service.capacity.planner import Planner
+from service.capacity.queue_cache import QueueCache
+from service.capacity.queue_router import router as queue_router
 from service.core.config import Settings, get_settings
 from service.cost import prices
 from service.cost.estimate import Pricer
@@ -200,6 +203,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     parts.metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
     parts.team_limits.source = lambda: limits_by_team(session_factory, parts.pricer.table.currency)
     log_cfg, ui_cfg = slices.log_settings(settings), parts.ui
+    capacity_cfg = slices.capacity_settings(settings)
     return Services(
         lifecycle=parts.lifecycle, pricer=parts.pricer, template_cache=parts.template_cache,
         token_cache=TokenCache(settings.auth_cache_size, settings.auth_cache_seconds), metrics=parts.metrics,
@@ -210,7 +214,8 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         backends=built, controller=controller, waker=waker, submitter=submitter,
         import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
-        ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)))
+        ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
+        queue=QueueCache(Planner(capacity_cfg), capacity_cfg.queue_cache_seconds))
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
@@ -293,6 +298,7 @@ def _add_routers(app: FastAPI) -> None:
     app.include_router(webhooks_router)
     app.include_router(teams_router)
     app.include_router(sweeps_router)
+    app.include_router(queue_router)
     mount_ui(app)  # the web UI under /ui
 
 

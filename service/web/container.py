@@ -30,6 +30,7 @@ from service.web.observability import Metrics
 if TYPE_CHECKING:
     from service.auth.cache import TokenCache
     from service.budgets.settings import BudgetSettings
+    from service.capacity.queue_cache import QueueCache
     from service.cost.estimate import Pricer
     from service.interop.import_workers import ImportWorkers
     from service.interop.settings import InteropSettings
@@ -79,6 +80,7 @@ class Services:
     stopping: asyncio.Event            # set when the server begins to stop (service/web/protocol.py)
     ui_feed: JobFeed                   # the UI's live job feed
     ui_key: SigningKey                 # the UI's cookie-signing key
+    queue: QueueCache                  # each backend's queue as members read it (service/capacity/queue_cache.py)
 
     def install(self, app: Starlette) -> None:
         """Store these on `app` (once, by service/app.py)."""

@@ -33,6 +33,7 @@ OPERATIONS = {
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
     ("GET", "/v1/teams/{team}/limits"): "teams_limits_get", ("PUT", "/v1/teams/{team}/limits"): "teams_limits_set",
     ("GET", "/v1/teams/{team}/usage"): "teams_usage",
+    ("GET", "/v1/queue"): "queue_get",
     ("POST", "/v1/sweeps"): "sweeps_create", ("GET", "/v1/sweeps"): "sweeps_list",
     ("GET", "/v1/sweeps/{sweep_id}"): "sweeps_get", ("POST", "/v1/sweeps/{sweep_id}/cancel"): "sweeps_cancel",
     ("POST", "/v1/sweeps/{sweep_id}/resume"): "sweeps_resume",
