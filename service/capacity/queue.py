@@ -12,11 +12,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.capacity.schemas import BackendQueue, QueueEntry, TeamUse
+from service.capacity.schemas import BackendQueue, CapacitySource, QueueEntry, TeamUse
 from service.capacity.snapshot import Snapshot
 from service.lifecycle.admission import WaitingNote
 from service.persistence.models import Job
@@ -95,7 +96,7 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
         entries.append(entry)
     return BackendQueue(
         backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),
-        capacity_source=snap.capacity_source, in_use=in_use,
+        capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
         free={r: max(0, n - in_use.get(r, 0)) for r, n in snap.capacity.items()},
         teams=team_uses(snap), running_jobs=len(snap.running), waiting_jobs=len(computed.order),
         starting_jobs=len(computed.decision.admit),

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+CapacitySource = Literal["api", "settings", "none"]
+
 
 class TeamUse(BaseModel):
     team: str
@@ -40,7 +42,7 @@ class BackendQueue(BaseModel):
                                               "TRAINJOBS_QUEUE_CACHE_SECONDS)")
     capacity: dict[str, int] = Field(description="What the backend runs at once, per resource; empty: nothing "
                                                  "arbitrated (every job fits; the backend's own cap still holds)")
-    capacity_source: Literal["api", "settings", "none"] = Field(
+    capacity_source: CapacitySource = Field(
         description="api: set by an operator (PUT /v1/capacity/{backend}); settings: TRAINJOBS_CAPACITY; none")
     in_use: dict[str, int]
     free: dict[str, int]
