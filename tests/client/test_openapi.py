@@ -143,4 +143,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, tok
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 40   # with POST /v1/sweeps/{id}/resume
+    assert checked == 41   # with POST /v1/sweeps/{id}/resume and GET /v1/queue
