@@ -15,6 +15,7 @@ from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
+from service.jobs.queue_place import queue_place
 from service.jobs.schemas import (
     AttemptRef,
     JobCreate,
@@ -24,7 +25,6 @@ from service.jobs.schemas import (
     JobPreview,
     JobRelaunch,
     JobSummary,
-    QueuePlace,
     TemplateRef,
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
@@ -151,19 +151,8 @@ def list_jobs(session: SessionDep, actor: Viewer,
 def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
     job = service.get_job(session, actor.team_id, job_id)
     out = job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job))
-    out.queue = queue_place(state, session, job)
+    out.queue = queue_place(state.queue, state.backends, session, job)
     return _json(out)
-
-
-def queue_place(state: Services, session: Session, job: Job) -> QueuePlace | None:
-    """A waiting job's place in its backend's queue (the shared cached computation); no
-    computation at all for a job that is not waiting, so their view stays as fast as it was."""
-    if job.state != JobState.QUEUED.value or job.backend_ref is not None or job.backend not in state.backends:
-        return None
-    note = state.queue.note(session, job.backend, job.id)
-    if note is None:
-        return None
-    return QueuePlace(position=note.position, why=note.why, ahead=note.ahead, estimated_start=note.estimated_start)
 
 
 @router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",

@@ -69,3 +69,11 @@ def test_a_backend_not_enabled_and_signed_out(app, scene, tokens):
     assert r.status_code == 404 and "not enabled" in html.unescape(r.text)
     r = new_client(app).get("/ui/queue", headers={"Accept": "text/html"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=%2Fui%2Fqueue"
+
+
+def test_a_waiting_jobs_page_says_its_place(app, scene, tokens):
+    c = new_client(app, tokens["viewer"])
+    text = _text(c.get(f"/ui/jobs/{scene['a1']}").text)
+    assert "In the queue position 1" in text and "needs 1 cores, 0 free" in text
+    # Beta's running job, on beta's page: no place in the queue.
+    assert "In the queue" not in _text(new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text)
