@@ -5,42 +5,20 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
-from service.app import create_app
-from tests.apikit import DEMO
-from tests.backends.localkit import settings_for, thread_server
-from tests.capacity.queuekit import set_capacity, set_share, shape
-from tests.conftest import bearer, make_token
+from tests.capacity.queuekit import http_scene, queue_server
 
 
 @pytest.fixture
 def server(db_url, work_dir):  # noqa: F811
-    settings = settings_for(db_url, work_dir, local_max_running_jobs=0, run_reconciler=False, queue_cache_seconds=0)
-    with thread_server(create_app(settings)) as url:
+    with queue_server(db_url, work_dir) as url:
         yield url
 
 
 @pytest.fixture
 def scene(server, token, db_url) -> dict:
-    beta = bearer(make_token(db_url, "beta", "admin"))
-    alpha = bearer(token)
-    ids = {}
-    with httpx.Client(base_url=server, timeout=60) as http:
-        for headers in (alpha, beta):
-            assert http.post("/v1/templates", json=DEMO, headers=headers).status_code == 201
-        for key, name, headers in (("b1", "beta-running", beta), ("b2", "beta-hidden", beta),
-                                   ("a1", "alpha-waits", alpha)):
-            r = http.post("/v1/jobs", json={"template": DEMO["name"], "display_name": name}, headers=headers)
-            assert r.status_code == 201, r.text
-            ids[key] = r.json()["id"]
-    set_capacity(db_url, "local", {"core": 2})
-    set_share(db_url, "alpha", "local", {"core": 1})
-    shape(db_url, ids["b1"], demand={"core": 2}, running=True)
-    shape(db_url, ids["b2"], demand={"core": 1})
-    shape(db_url, ids["a1"], demand={"core": 1}, priority=3)
-    return ids
+    return http_scene(server, token, db_url)
 
 
 def test_queue_shows_capacity_teams_and_the_waiting_jobs_in_order(cli, scene):
