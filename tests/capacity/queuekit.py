@@ -12,7 +12,6 @@ import httpx
 from sqlalchemy import select, update
 
 from service.app import create_app
-
 from service.core.clock import utcnow
 from service.persistence.models import BackendCapacity, Job, Team, TeamShare
 from service.persistence.session import make_engine, make_session_factory
