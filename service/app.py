@@ -31,6 +31,9 @@ from service.budgets.metrics import TeamLimitsCollector, limits_by_team
 from service.budgets.router import router as teams_router
 from service.capacity.cache import TtlCache
 from service.capacity.placement import Placement
+from service.capacity.planner import Planner
+from service.capacity.queue_cache import QueueCache
+from service.capacity.queue_router import router as queue_router
 from service.capacity.router import router as capacity_router
 from service.core.config import Settings, get_settings
 from service.cost import prices
@@ -217,7 +220,8 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         import_workers=import_workers, log_hub=Hub(session_factory, log_cfg.fanout),
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
         ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
-        capacity_settings=capacity, capacity_cache=capacity_cache)
+        capacity_settings=capacity, capacity_cache=capacity_cache,
+        queue=QueueCache(Planner(capacity), capacity.queue_cache_seconds))
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
@@ -301,6 +305,7 @@ def _add_routers(app: FastAPI) -> None:
     app.include_router(teams_router)
     app.include_router(capacity_router)
     app.include_router(sweeps_router)
+    app.include_router(queue_router)
     mount_ui(app)  # the web UI under /ui
 
 

@@ -15,6 +15,7 @@ from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
+from service.jobs.queue_place import queue_place
 from service.jobs.schemas import (
     AttemptRef,
     JobCreate,
@@ -149,7 +150,9 @@ def list_jobs(session: SessionDep, actor: Viewer,
 
 def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
     job = service.get_job(session, actor.team_id, job_id)
-    return _json(job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job)))
+    out = job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job))
+    out.queue = queue_place(state.queue, state.backends, session, job)
+    return _json(out)
 
 
 @router.get("/{job_id}", response_model=JobOut, operation_id="jobs_get",

@@ -159,6 +159,15 @@ class JobSummary(BaseModel):
                                                            "reports any")
 
 
+class QueuePlace(BaseModel):
+    """Where a waiting job stands in its backend's queue (GET /v1/queue; docs/queue.md)."""
+
+    position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
+    why: str = Field(description="What it waits for, in words")
+    ahead: int = Field(description="Waiting jobs ahead of it (all teams)")
+    estimated_start: datetime | None = Field(None, description="When it may start, where an estimate can be made")
+
+
 class JobOut(JobSummary):
     parameters: dict[str, Any]
     overrides: Any
@@ -186,6 +195,10 @@ class JobOut(JobSummary):
                                                   "(local: 127.0.0.1 ports and run folders once launched).")
     cost: CostEstimate | None = Field(None, description="An estimate (not a bill) of what the job costs on Vertex "
                                                         "AI: per hour, to its timeout, and accrued since it started")
+    queue: QueuePlace | None = Field(
+        None, description="A QUEUED job not yet launched: its place in its backend's queue, why it waits and when "
+                          "it may start (computed as the controller plans, cached for TRAINJOBS_QUEUE_CACHE_SECONDS); "
+                          "null otherwise")
     resources: dict[str, Any] = Field(
         default_factory=dict, description="What else the job names (persistent_resource, tensorboard, experiment, "
                                           "experiment_run, model_upload), each with a console link or, on a backend "

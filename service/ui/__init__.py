@@ -12,10 +12,11 @@ def mount(app: FastAPI) -> None:
         routes_fallback,
         routes_jobs,
         routes_live,
+        routes_queue,
         routes_templates,
     )
     from service.ui.render import STATIC
 
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
-    for module in (routes_auth, routes_jobs, routes_live, routes_templates, routes_fallback):  # fallback last
+    for module in (routes_auth, routes_jobs, routes_live, routes_templates, routes_queue, routes_fallback):  # fallback last
         app.include_router(module.router)

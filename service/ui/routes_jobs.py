@@ -12,6 +12,7 @@ from service.core.errors import DomainError
 from service.jobs import epochs as epoch_history
 from service.jobs import queries
 from service.jobs import service as jobs
+from service.jobs.queue_place import queue_place
 from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job
 from service.lifecycle.states import TERMINAL, JobState
@@ -92,7 +93,8 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 output_dir=view.host_output_dir,
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
                 events=jobs.list_events(session, user.actor.team_id, job.id),
-                live=change_of(queries.change_of_job(job)))
+                live=change_of(queries.change_of_job(job)),
+                queue_place=queue_place(services(request).queue, services(request).backends, session, job))
 
 
 def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from service.auth.cache import TokenCache
     from service.budgets.settings import BudgetSettings
     from service.capacity.cache import TtlCache
+    from service.capacity.queue_cache import QueueCache
     from service.capacity.settings import CapacitySettings
     from service.cost.estimate import Pricer
     from service.interop.import_workers import ImportWorkers
@@ -83,6 +84,7 @@ class Services:
     ui_key: SigningKey                 # the UI's cookie-signing key
     capacity_settings: CapacitySettings  # shared capacity (service/capacity)
     capacity_cache: TtlCache           # the operator's capacity, shares and classes, briefly (service/capacity/cache.py)
+    queue: QueueCache                  # each backend's queue as members read it (service/capacity/queue_cache.py)
 
     def install(self, app: Starlette) -> None:
         """Store these on `app` (once, by service/app.py)."""

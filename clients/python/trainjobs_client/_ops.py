@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 
 from trainjobs_client.errors import Ambiguous, NoMatch
 from trainjobs_client.models import (
+    BackendQueue,
     ImportedTemplate,
     Job,
     JobEvent,
@@ -215,6 +216,14 @@ def follow_call(job: JobRef, replica: str | None, cursor: str | None) -> Call:
 def whoami() -> Op[TokenInfo]:
     r = yield Call("GET", "/v1/tokens/me")
     return TokenInfo.model_validate_json(r.content)
+
+
+# --- the queue -------------------------------------------------------------------------------
+
+def queue(backend: str | None, limit: int, offset: int) -> Op[list[BackendQueue]]:
+    params = [("limit", str(limit)), ("offset", str(offset))] + ([("backend", backend)] if backend is not None else [])
+    r = yield Call("GET", "/v1/queue", params=params)
+    return [BackendQueue.model_validate(item) for item in r.json()["items"]]
 
 
 # --- team limits ------------------------------------------------------------------------------

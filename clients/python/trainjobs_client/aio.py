@@ -15,6 +15,7 @@ from trainjobs_client._ops import Applied, Call, JobRef, Op, SweepRef, T
 from trainjobs_client.config import Config
 from trainjobs_client.errors import ConnectionFailed, ServiceUnavailable, WaitTimeout
 from trainjobs_client.models import (
+    BackendQueue,
     ImportedTemplate,
     Job,
     JobEvent,
@@ -174,6 +175,10 @@ class AsyncClient:
 
     async def team_usage(self, team: str) -> TeamUsage:
         return await self._run(_ops.team_usage(team))
+
+    async def queue(self, backend: str | None = None, *, limit: int = 100, offset: int = 0) -> list[BackendQueue]:
+        """Each enabled backend's queue (or one): capacity, use per team, waiting jobs in order."""
+        return await self._run(_ops.queue(backend, limit, offset))
 
 
 class AsyncLogStream:

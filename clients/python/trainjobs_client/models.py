@@ -116,6 +116,15 @@ class JobSummary(Model):
         return self.state.final
 
 
+class QueuePlace(Model):
+    """Where a waiting job stands in its backend's queue (Job.queue)."""
+
+    position: int          # 0: starts on the planner's next pass; 1: next in line
+    why: str
+    ahead: int
+    estimated_start: datetime | None = None
+
+
 class Job(JobSummary):
     cost: dict[str, Any] | None = Field(None, description="Cost estimate (not a bill): per_hour, for_timeout, "
                                                           "accrued, pools, currency, prices_date")
@@ -125,6 +134,7 @@ class Job(JobSummary):
     console_url: str | None = None
     error: dict[str, Any] | None = None
     waiting_reason: str | None = None
+    queue: QueuePlace | None = None
     state_observed_at: datetime | None = Field(None, description="When the backend last confirmed the state "
                                                "(Vertex jobs: state as of this instant)")
     not_before: datetime | None = None
@@ -321,3 +331,48 @@ class ImportedTemplate(Model):
     parameters: list[dict[str, Any]]
     warnings: list[ImportWarning]
     template: Template | None = None
+
+
+class TeamUse(Model):
+    """A team's share of one backend and its use of it (BackendQueue.teams)."""
+
+    team: str
+    nominal: dict[str, int] = Field(default_factory=dict)
+    use: dict[str, int] = Field(default_factory=dict)
+    borrowed: dict[str, int] = Field(default_factory=dict)
+    weight: float = 1.0
+    has_share: bool = False
+    running_jobs: int = 0
+    waiting_jobs: int = 0
+
+
+class QueueEntry(Model):
+    """A waiting job; another team's carry only team, position, priority and demand."""
+
+    position: int
+    team: str
+    priority: int = 0
+    demand: dict[str, int] = Field(default_factory=dict)
+    id: uuid.UUID | None = None
+    display_name: str | None = None
+    why: str | None = None
+    ahead: int | None = None
+    estimated_start: datetime | None = None
+
+
+class BackendQueue(Model):
+    """One backend's queue (GET /v1/queue): capacity, use per team, the waiting jobs in order."""
+
+    backend: str
+    computed_at: datetime
+    capacity: dict[str, int] = Field(default_factory=dict)
+    capacity_source: str = "none"
+    in_use: dict[str, int] = Field(default_factory=dict)
+    free: dict[str, int] = Field(default_factory=dict)
+    teams: list[TeamUse] = Field(default_factory=list)
+    running_jobs: int = 0
+    waiting_jobs: int = 0
+    starting_jobs: int = 0
+    waiting_truncated: bool = False
+    waiting: list[QueueEntry] = Field(default_factory=list)
+    next_offset: int | None = None

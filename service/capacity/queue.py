@@ -1,0 +1,111 @@
+"""One backend's queue as members read it (GET /v1/queue, a waiting job's view, `trainjobs
+queue`, /ui/queue): the planner's snapshot and decision, computed read-only, turned into what a
+caller of one team may see.
+
+Privacy: the service is shared by teams that do not trust each other with their jobs. The
+caller's own team's waiting jobs come with their id, name, why and estimate; another team's
+only with its team name, position, priority and demand (no id, no name, no labels, no why: a
+why may name what the job waits for)."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import cast
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.capacity.queue_schemas import BackendQueue, CapacitySource, QueueEntry, TeamUse
+from service.capacity.snapshot import Snapshot
+from service.lifecycle.admission import WaitingNote
+from service.persistence.models import Job
+from service.scheduling.model import Decision
+
+STARTING = "about to start"
+
+
+@dataclass(frozen=True)
+class Computed:
+    """One computation of one backend's queue: shared by every caller until it is stale."""
+    backend: str
+    at: datetime
+    snapshot: Snapshot
+    decision: Decision
+    # Every waiting job's place: the jobs the planner would start now first (position 0),
+    # then the jobs that still wait (1 = next).
+    notes: dict[uuid.UUID, WaitingNote]
+    order: list[tuple[uuid.UUID, WaitingNote]]
+
+    @classmethod
+    def of(cls, snap: Snapshot, decision: Decision, at: datetime) -> Computed:
+        order: list[tuple[uuid.UUID, WaitingNote]] = []
+        for a in decision.admit:
+            order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))  # type: ignore[arg-type]
+        for q in decision.queue:
+            start = None if q.estimated_start is None else datetime.fromtimestamp(q.estimated_start, UTC)
+            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, start)))  # type: ignore[arg-type]
+        return cls(snap.backend, at, snap, decision, dict(order), order)
+
+
+def _sum(demands) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for demand in demands:
+        for r, n in demand.items():
+            out[r] = out.get(r, 0) + n
+    return out
+
+
+def team_uses(snap: Snapshot) -> list[TeamUse]:
+    """Per team: its share (nominal, weight), what its running jobs use, what of that is
+    borrowed (beyond its nominal), and how many of its jobs run and wait."""
+    names = set(snap.shares) | {j.team for j in snap.running} | {j.team for j in snap.waiting}
+    out = []
+    for team in sorted(names):
+        share = snap.shares.get(team)
+        nominal = dict(share.nominal) if share else {}
+        use = _sum(j.demand for j in snap.running if j.team == team)
+        borrowed = {r: u - nominal.get(r, 0) for r, u in use.items() if u > nominal.get(r, 0)}
+        out.append(TeamUse(team=team, nominal=nominal, use=use, borrowed=borrowed,
+                           weight=share.weight if share else 1.0,
+                           running_jobs=sum(1 for j in snap.running if j.team == team),
+                           waiting_jobs=sum(1 for j in snap.waiting if j.team == team),
+                           has_share=share is not None))
+    return out
+
+
+def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *, limit: int,
+         offset: int = 0, max_waiting: int | None = None) -> BackendQueue:
+    """What a caller of `team` sees of the computed queue: counts complete, the waiting
+    entries in order from the `offset`-th on, at most `limit`."""
+    snap = computed.snapshot
+    in_use = _sum(j.demand for j in snap.running)
+    waiting = {j.job_id: j for j in snap.waiting}
+    page = computed.order[offset:offset + limit]
+    mine = [job_id for job_id, _ in page if waiting[job_id].team == team]
+    names = _names(session, mine, team_id)
+    entries = []
+    for job_id, note in page:
+        job = waiting[job_id]
+        entry = QueueEntry(position=note.position, team=job.team, priority=job.priority, demand=dict(job.demand))
+        # The team name and the job's team row must agree: a job is shown as ours only if both say so.
+        if job.team == team and job_id in names:
+            entry = entry.model_copy(update=dict(id=job_id, display_name=names[job_id], why=note.why, ahead=note.ahead,
+                                                 estimated_start=note.estimated_start))
+        entries.append(entry)
+    return BackendQueue(
+        backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),
+        capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
+        free={r: max(0, n - in_use.get(r, 0)) for r, n in snap.capacity.items()},
+        teams=team_uses(snap), running_jobs=len(snap.running), waiting_jobs=len(computed.order),
+        starting_jobs=len(computed.decision.admit),
+        waiting_truncated=max_waiting is not None and len(snap.waiting) >= max_waiting,
+        waiting=entries, next_offset=offset + limit if offset + limit < len(computed.order) else None)
+
+
+def _names(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, str]:
+    if not ids:
+        return {}
+    rows = session.execute(select(Job.id, Job.display_name).where(Job.id.in_(ids), Job.team_id == team_id))
+    return {job_id: name for job_id, name in rows}

@@ -1,0 +1,62 @@
+"""The queue's computations, kept per backend for TRAINJOBS_QUEUE_CACHE_SECONDS in this process
+(held by the services container): many readers of GET /v1/queue, of waiting jobs' views and of
+/ui/queue cost one planner pass per backend per period, not one each.
+
+One computation at a time per backend: a reader that finds the entry stale takes the backend's
+lock and computes; readers arriving meanwhile wait for that result instead of computing again.
+Read-only: the planner's snapshot and decision, never a write (the controller alone acts)."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from service.capacity.planner import Planner
+from service.capacity.queue import Computed
+from service.core.clock import utcnow
+from service.lifecycle.admission import WaitingNote
+
+
+class QueueCache:
+    def __init__(self, planner: Planner, seconds: float, *, clock: Callable[[], float] = time.monotonic,
+                 now: Callable[[], datetime] = utcnow) -> None:
+        self.planner, self.seconds, self.clock, self.now = planner, seconds, clock, now
+        self._entries: dict[str, tuple[float, Computed]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.computations = 0     # how many passes this cache ran (tests and metrics read it)
+
+    def _lock(self, backend: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(backend, threading.Lock())
+
+    def _fresh(self, backend: str) -> Computed | None:
+        entry = self._entries.get(backend)
+        if entry is not None and self.clock() - entry[0] < self.seconds:
+            return entry[1]
+        return None
+
+    def get(self, session: Session, backend: str) -> Computed:
+        """The backend's queue, computed with `session` if what is kept is older than the TTL."""
+        found = self._fresh(backend)
+        if found is not None:
+            return found
+        with self._lock(backend):
+            found = self._fresh(backend)        # computed by the reader we waited for
+            if found is not None:
+                return found
+            started = self.clock()
+            snap = self.planner.snapshot(session, backend)
+            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now())
+            self.computations += 1
+            # Aged from when the computation began: what it read is that old.
+            self._entries[backend] = (started, computed)
+            return computed
+
+    def note(self, session: Session, backend: str, job_id: uuid.UUID) -> WaitingNote | None:
+        """A waiting job's place (None: not in the planner's queue, e.g. held by a retry backoff)."""
+        return self.get(session, backend).notes.get(job_id)

@@ -1,0 +1,60 @@
+"""What GET /v1/queue answers (service/capacity/queue.py builds it)."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+CapacitySource = Literal["api", "settings", "none"]
+
+
+class TeamUse(BaseModel):
+    team: str
+    nominal: dict[str, int] = Field(description="The team's guaranteed quota per resource (its share)")
+    use: dict[str, int] = Field(description="What the team's running jobs hold, per arbitrated resource")
+    borrowed: dict[str, int] = Field(description="The part of `use` beyond `nominal`: idle capacity of others, "
+                                                 "which may be reclaimed by preemption")
+    weight: float = Field(description="The team's fair-share weight (2 = twice the share of weight 1)")
+    has_share: bool = Field(description="False: the team has no share on this backend (nominal 0, weight 1)")
+    running_jobs: int
+    waiting_jobs: int
+
+
+class QueueEntry(BaseModel):
+    """A waiting job. Another team's entries carry only team, position, priority and demand."""
+    position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
+    team: str
+    priority: int
+    demand: dict[str, int] = Field(description="What it asks of the resources this backend's capacity arbitrates")
+    id: uuid.UUID | None = Field(None, description="Your own team's jobs only")
+    display_name: str | None = Field(None, description="Your own team's jobs only")
+    why: str | None = Field(None, description="What it waits for, in words (your own team's jobs only)")
+    ahead: int | None = Field(None, description="Waiting jobs ahead of it (your own team's jobs only)")
+    estimated_start: datetime | None = Field(None, description="When it may start, where an estimate can be "
+                                                               "made (your own team's jobs only)")
+
+
+class BackendQueue(BaseModel):
+    backend: str
+    computed_at: datetime = Field(description="When this was computed (it is cached for "
+                                              "TRAINJOBS_QUEUE_CACHE_SECONDS)")
+    capacity: dict[str, int] = Field(description="What the backend runs at once, per resource; empty: nothing "
+                                                 "arbitrated (every job fits; the backend's own cap still holds)")
+    capacity_source: CapacitySource = Field(
+        description="api: set by an operator (PUT /v1/capacity/{backend}); settings: TRAINJOBS_CAPACITY; none")
+    in_use: dict[str, int]
+    free: dict[str, int]
+    teams: list[TeamUse]
+    running_jobs: int
+    waiting_jobs: int = Field(description="Every waiting job (all teams), whatever `limit` shows")
+    starting_jobs: int = Field(description="Waiting jobs that fit now: the planner starts them on its next pass")
+    waiting_truncated: bool = Field(description="More jobs wait than the scheduler reads in one pass "
+                                                "(TRAINJOBS_SCHEDULER_MAX_WAITING): the counts stop there")
+    waiting: list[QueueEntry] = Field(description="The waiting jobs in order, from `offset`, at most `limit`")
+    next_offset: int | None = Field(None, description="Pass as `offset` for the next entries; null: no more")
+
+
+class QueueList(BaseModel):
+    items: list[BackendQueue] = Field(description="One per backend asked for (every enabled backend by default)")

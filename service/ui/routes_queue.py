@@ -1,0 +1,36 @@
+"""/ui/queue: each backend's capacity, each team's use of it and the waiting jobs in order with
+why, as GET /v1/queue shows them (the same cached computation, the same privacy: another
+team's waiting jobs carry only their team, place, priority and demand)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from service.capacity import queue
+from service.core.errors import NotFound
+from service.ui.deps import User
+from service.ui.render import render
+from service.ui.routing import HtmlRoute
+from service.web.container import SessionDep, services
+
+router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
+
+SOURCE = {"api": "set by an operator", "settings": "from TRAINJOBS_CAPACITY", "none": "none set: nothing arbitrated"}
+
+
+@router.get("/queue")
+def queue_page(request: Request, session: SessionDep, user: User,
+               backend: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+               offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0):
+    svc = services(request)
+    enabled = sorted(svc.backends)
+    if backend is not None and backend not in svc.backends:
+        raise NotFound(f"backend {backend!r} is not enabled here; enabled: {', '.join(enabled) or 'none'}")
+    cache = svc.queue
+    limit = svc.ui_settings.page_size
+    queues = [queue.view(session, cache.get(session, name), user.actor.team, user.actor.team_id, limit=limit,
+                         offset=offset if backend is not None else 0, max_waiting=cache.planner.settings.max_waiting)
+              for name in ([backend] if backend is not None else enabled)]
+    return render(request, "queue.html", user=user, queues=queues, enabled=enabled, selected=backend,
+                  sources=SOURCE)

@@ -1,0 +1,154 @@
+"""GET /v1/queue and a waiting job's `queue` in GET /v1/jobs/{id}: the planner's order and
+why, each team's use, and another team's jobs shown without id or name (SQLite and PostgreSQL)."""
+from __future__ import annotations
+
+import pytest
+
+from service.core.config import Settings
+from tests.apikit import assert_problem
+from tests.capacity.queuekit import add_template, set_capacity, set_share, shape, submit
+from tests.conftest import bearer, make_token
+
+
+@pytest.fixture
+def settings(db_url, tmp_path) -> Settings:
+    # No running slot (the controller does not run either): jobs stay QUEUED; the queue is
+    # computed afresh on every read unless a test says otherwise.
+    return Settings(database_url=db_url, backends=["local"], local_work_dir=tmp_path / "runs",
+                    local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False,
+                    queue_cache_seconds=0)
+
+
+@pytest.fixture
+def beta(db_url) -> dict:
+    return bearer(make_token(db_url, "beta", "admin"))
+
+
+@pytest.fixture
+def scene(client, demo, db_url, beta) -> dict:
+    """local has 2 cores, all held by beta's running job; beta's B2 waits (oldest), then
+    alpha's A1 and A2 (A2 of a higher priority). Alpha uses nothing, so alpha goes first,
+    A2 before A1; beta's B2 last."""
+    add_template(client, beta)
+    set_capacity(db_url, "local", {"core": 2})
+    set_share(db_url, "alpha", "local", {"core": 1}, weight=2.0)
+    b1 = submit(client, "beta-running", beta)
+    shape(db_url, b1, demand={"core": 2}, running=True)
+    b2 = submit(client, "beta-secret-plan", beta)
+    shape(db_url, b2, demand={"core": 1})
+    a1 = submit(client, "alpha-low")
+    shape(db_url, a1, demand={"core": 1})
+    a2 = submit(client, "alpha-urgent")
+    shape(db_url, a2, demand={"core": 1}, priority=5)
+    return {"b1": b1, "b2": b2, "a1": a1, "a2": a2}
+
+
+def _local(body: dict) -> dict:
+    [only] = body["items"]
+    assert only["backend"] == "local"
+    return only
+
+
+def test_queue_in_order_with_why_and_use_per_team(client, scene):
+    r = client.get("/v1/queue", params={"backend": "local"})
+    assert r.status_code == 200, r.text
+    q = _local(r.json())
+    assert (q["capacity"], q["capacity_source"], q["in_use"], q["free"]) == ({"core": 2}, "api", {"core": 2}, {"core": 0})
+    assert (q["running_jobs"], q["waiting_jobs"], q["starting_jobs"], q["waiting_truncated"]) == (1, 3, 0, False)
+    teams = {t["team"]: t for t in q["teams"]}
+    assert teams["beta"]["use"] == {"core": 2} and teams["beta"]["borrowed"] == {"core": 2}
+    assert (teams["beta"]["running_jobs"], teams["beta"]["waiting_jobs"], teams["beta"]["has_share"]) == (1, 1, False)
+    assert teams["alpha"]["nominal"] == {"core": 1} and teams["alpha"]["weight"] == 2.0
+    assert (teams["alpha"]["use"], teams["alpha"]["borrowed"], teams["alpha"]["waiting_jobs"]) == ({}, {}, 2)
+    w = q["waiting"]
+    assert [(e["position"], e["team"], e.get("id")) for e in w] == [
+        (1, "alpha", scene["a2"]), (2, "alpha", scene["a1"]), (3, "beta", None)]
+    first = w[0]
+    assert first["display_name"] == "alpha-urgent" and first["priority"] == 5 and first["demand"] == {"core": 1}
+    assert first["ahead"] == 0 and "needs 1 cores, 0 free" in first["why"] and "next in line" in first["why"]
+    assert "1 job ahead" in w[1]["why"] and w[1]["ahead"] == 1
+    assert q["next_offset"] is None
+
+
+def test_another_teams_jobs_show_no_id_no_name_no_why(client, scene, beta, db_url):
+    """Attack as a hostile member of alpha: nothing of beta's jobs but team, place, priority,
+    demand; and beta, reading the same queue, sees none of alpha's ids or names."""
+    member = bearer(make_token(db_url, "alpha", "viewer", "nosy"))
+    for headers, theirs, secrets in ((member, "beta", (scene["b1"], scene["b2"], "beta-secret-plan", "beta-running")),
+                                     (beta, "alpha", (scene["a1"], scene["a2"], "alpha-urgent", "alpha-low"))):
+        r = client.get("/v1/queue", headers=headers)
+        assert r.status_code == 200, r.text
+        for secret in secrets:
+            assert secret not in r.text
+        shown = [e for e in _local(r.json())["waiting"] if e["team"] == theirs]
+        assert shown
+        for e in shown:
+            assert {k for k, v in e.items() if v is not None} == {"position", "team", "priority", "demand"}
+    # Nor can beta read alpha's waiting job (or its place) through the job view.
+    assert_problem(client.get(f"/v1/jobs/{scene['a1']}", headers=beta), 404)
+
+
+def test_a_waiting_jobs_view_says_its_place(client, scene, beta):
+    job = client.get(f"/v1/jobs/{scene['a1']}").json()
+    assert job["state"] == "QUEUED"
+    assert job["queue"]["position"] == 2 and job["queue"]["ahead"] == 1
+    assert "needs 1 cores, 0 free" in job["queue"]["why"]
+    mine = client.get(f"/v1/jobs/{scene['b2']}", headers=beta).json()["queue"]
+    assert mine["position"] == 3 and "2 jobs ahead" in mine["why"]
+    # A running job has no place in the queue.
+    assert client.get(f"/v1/jobs/{scene['b1']}", headers=beta).json()["queue"] is None
+
+
+def test_a_job_that_fits_is_about_to_start(client, demo, db_url):
+    set_capacity(db_url, "local", {"core": 4})
+    a = submit(client, "fits")
+    shape(db_url, a, demand={"core": 2})
+    q = _local(client.get("/v1/queue").json())
+    assert q["starting_jobs"] == 1 and q["waiting"][0]["position"] == 0
+    assert q["waiting"][0]["why"].startswith("about to start: fits")
+    assert client.get(f"/v1/jobs/{a}").json()["queue"]["position"] == 0
+
+
+def test_no_capacity_nothing_arbitrated(client, demo):
+    a = submit(client, "anything")
+    q = _local(client.get("/v1/queue").json())
+    assert (q["capacity"], q["capacity_source"], q["free"]) == ({}, "none", {})
+    assert [e["id"] for e in q["waiting"]] == [a]
+
+
+def test_limit_and_offset_page_the_waiting_jobs_counts_complete(client, scene):
+    first = _local(client.get("/v1/queue", params={"limit": 2}).json())
+    assert first["waiting_jobs"] == 3 and len(first["waiting"]) == 2 and first["next_offset"] == 2
+    rest = _local(client.get("/v1/queue", params={"limit": 2, "offset": 2}).json())
+    assert [e["position"] for e in rest["waiting"]] == [3] and rest["next_offset"] is None
+    for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}):
+        assert_problem(client.get("/v1/queue", params=bad), 422)
+
+
+def test_a_backend_not_enabled_is_a_404_naming_the_enabled(client):
+    body = assert_problem(client.get("/v1/queue", params={"backend": "vertex"}), 404, "backend")
+    assert "'vertex' is not enabled" in body["detail"] and "local" in body["detail"]
+    assert body["enabled"] == ["local"]
+    assert_problem(client.get("/v1/queue", params={"backend": "x" * 65}), 422)
+
+
+def test_needs_a_token(client):
+    r = client.get("/v1/queue", headers={"Authorization": "Bearer nope"})
+    assert_problem(r, 401)
+
+
+def test_reads_share_one_cached_computation_and_other_views_compute_nothing(api_client, settings, tokens, db_url):
+    cached = settings.model_copy(update={"queue_cache_seconds": 60})
+    with api_client(cached, tokens["admin"]) as c:
+        add_template(c, {})
+        a = submit(c, "waits")
+        r = submit(c, "runs")
+        shape(db_url, r, demand={"core": 1}, running=True)
+        cache = c.app.state.services.queue
+        assert c.get(f"/v1/jobs/{r}").json()["queue"] is None
+        assert cache.computations == 0           # a job that does not wait costs no computation
+        assert c.get(f"/v1/jobs/{a}").json()["queue"]["position"] == 0
+        assert _local(c.get("/v1/queue").json())["waiting_jobs"] == 1
+        submit(c, "later")
+        assert _local(c.get("/v1/queue").json())["waiting_jobs"] == 1   # the kept computation
+        assert cache.computations == 1

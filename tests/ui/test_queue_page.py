@@ -1,0 +1,79 @@
+"""/ui/queue: the same queue as GET /v1/queue, server-rendered in the pages' layout, on SQLite
+and PostgreSQL; another team's waiting jobs without id or name; a backend not enabled."""
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.backends.localkit import Api, settings_for
+from tests.capacity.queuekit import set_capacity, set_share, shape
+from tests.conftest import bearer
+from tests.ui.conftest import new_client, template_body
+
+
+@pytest.fixture
+def ui_settings(db_url, work_dir):  # noqa: F811
+    # Jobs stay QUEUED (no running slot, no controller); the queue is computed on every read.
+    return settings_for(db_url, work_dir, local_max_running_jobs=0, run_reconciler=False, queue_cache_seconds=0)
+
+
+@pytest.fixture
+def scene(app, client, api, tokens, db_url) -> dict:
+    beta = Api(TestClient(app, headers=bearer(tokens["other"])))
+    ids = {}
+    for who in (api, beta):
+        body = template_body("tiny")
+        who.template("tiny", body["spec"], parameters=body["parameters"])
+    ids["b1"] = beta.submit("tiny", display_name="bob-running")["id"]
+    ids["b2"] = beta.submit("tiny", display_name="bob-secret")["id"]
+    ids["a1"] = api.submit("tiny", display_name="<b>alice</b>-waits")["id"]
+    set_capacity(db_url, "local", {"core": 2})
+    set_share(db_url, "alpha", "local", {"core": 1})
+    shape(db_url, ids["b1"], demand={"core": 2}, running=True)
+    shape(db_url, ids["b2"], demand={"core": 1})
+    shape(db_url, ids["a1"], demand={"core": 1}, priority=3)
+    return ids
+
+
+def _text(page: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_queue_page_shows_capacity_teams_and_waiting_jobs(app, scene, tokens):
+    c = new_client(app, tokens["viewer"])
+    r = c.get("/ui/queue")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    page, text = r.text, _text(r.text)
+    assert '<a href="/ui/queue" aria-current="page">Queue</a>' in page          # the nav, current page marked
+    assert "Capacity 2 core (set by an operator); in use 2 core; free 0 core." in text
+    assert "1 running, 2 waiting (0 about to start)" in text
+    assert "beta — 2 core 2 core 1 1 1" in text                                 # borrows all it uses
+    assert f'<a href="/ui/jobs/{scene["a1"]}">&lt;b&gt;alice&lt;/b&gt;-waits</a>' in page   # escaped, linked
+    assert "needs 1 cores, 0 free" in text and "next in line" in text
+    assert "another team's job" in text
+    for secret in (scene["b1"], scene["b2"], "bob-secret", "bob-running"):
+        assert secret not in page
+
+
+def test_the_other_team_sees_alphas_jobs_only_as_entries(app, scene, tokens):
+    page = new_client(app, tokens["other"]).get("/ui/queue?backend=local").text
+    assert f'/ui/jobs/{scene["b2"]}' in page and "bob-secret" in page
+    assert scene["a1"] not in page and "alice" not in page
+
+
+def test_a_backend_not_enabled_and_signed_out(app, scene, tokens):
+    r = new_client(app, tokens["viewer"]).get("/ui/queue?backend=vertex")
+    assert r.status_code == 404 and "not enabled" in html.unescape(r.text)
+    r = new_client(app).get("/ui/queue", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=%2Fui%2Fqueue"
+
+
+def test_a_waiting_jobs_page_says_its_place(app, scene, tokens):
+    c = new_client(app, tokens["viewer"])
+    text = _text(c.get(f"/ui/jobs/{scene['a1']}").text)
+    assert "In the queue position 1" in text and "needs 1 cores, 0 free" in text
+    # Beta's running job, on beta's page: no place in the queue.
+    assert "In the queue" not in _text(new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text)
