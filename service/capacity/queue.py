@@ -21,14 +21,16 @@ from service.capacity.queue_schemas import BackendQueue, CapacitySource, QueueEn
 from service.capacity.snapshot import Snapshot
 from service.lifecycle.admission import WaitingNote
 from service.persistence.models import Job
-from service.scheduling.model import Decision
+from service.scheduling.model import Decision, Waiting
 
 STARTING = "about to start"
 
 
 @dataclass(frozen=True)
 class Computed:
-    """One computation of one backend's queue: shared by every caller until it is stale."""
+    """One computation of one backend's queue: shared by every caller until it is stale. What
+    does not depend on the caller (use per team, in use, the order) is worked out here once,
+    so a cached read costs only its page."""
     backend: str
     at: datetime
     snapshot: Snapshot
@@ -37,6 +39,9 @@ class Computed:
     # then the jobs that still wait (1 = next).
     notes: dict[uuid.UUID, WaitingNote]
     order: list[tuple[uuid.UUID, WaitingNote]]
+    waiting: dict[uuid.UUID, Waiting]
+    in_use: dict[str, int]
+    teams: list[TeamUse]
 
     @classmethod
     def of(cls, snap: Snapshot, decision: Decision, at: datetime) -> Computed:
@@ -46,7 +51,9 @@ class Computed:
         for q in decision.queue:
             start = None if q.estimated_start is None else datetime.fromtimestamp(q.estimated_start, UTC)
             order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, start)))  # type: ignore[arg-type]
-        return cls(snap.backend, at, snap, decision, dict(order), order)
+        return cls(snap.backend, at, snap, decision, dict(order), order,
+                   {j.job_id: j for j in snap.waiting}, _sum(j.demand for j in snap.running),  # type: ignore[misc]
+                   team_uses(snap))
 
 
 def _sum(demands) -> dict[str, int]:
@@ -59,19 +66,26 @@ def _sum(demands) -> dict[str, int]:
 
 def team_uses(snap: Snapshot) -> list[TeamUse]:
     """Per team: its share (nominal, weight), what its running jobs use, what of that is
-    borrowed (beyond its nominal), and how many of its jobs run and wait."""
-    names = set(snap.shares) | {j.team for j in snap.running} | {j.team for j in snap.waiting}
+    borrowed (beyond its nominal), and how many of its jobs run and wait. One pass over the jobs."""
+    use: dict[str, dict[str, int]] = {team: {} for team in snap.shares}
+    running: dict[str, int] = dict.fromkeys(snap.shares, 0)
+    waiting: dict[str, int] = dict.fromkeys(snap.shares, 0)
+    for job in snap.running:
+        mine = use.setdefault(job.team, {})
+        for r, n in job.demand.items():
+            mine[r] = mine.get(r, 0) + n
+        running[job.team] = running.get(job.team, 0) + 1
+    for w in snap.waiting:
+        waiting[w.team] = waiting.get(w.team, 0) + 1
     out = []
-    for team in sorted(names):
+    for team in sorted(set(use) | set(waiting)):
         share = snap.shares.get(team)
         nominal = dict(share.nominal) if share else {}
-        use = _sum(j.demand for j in snap.running if j.team == team)
-        borrowed = {r: u - nominal.get(r, 0) for r, u in use.items() if u > nominal.get(r, 0)}
-        out.append(TeamUse(team=team, nominal=nominal, use=use, borrowed=borrowed,
-                           weight=share.weight if share else 1.0,
-                           running_jobs=sum(1 for j in snap.running if j.team == team),
-                           waiting_jobs=sum(1 for j in snap.waiting if j.team == team),
-                           has_share=share is not None))
+        used = use.get(team, {})
+        borrowed = {r: u - nominal.get(r, 0) for r, u in used.items() if u > nominal.get(r, 0)}
+        out.append(TeamUse(team=team, nominal=nominal, use=used, borrowed=borrowed,
+                           weight=share.weight if share else 1.0, running_jobs=running.get(team, 0),
+                           waiting_jobs=waiting.get(team, 0), has_share=share is not None))
     return out
 
 
@@ -79,9 +93,7 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
          offset: int = 0, max_waiting: int | None = None) -> BackendQueue:
     """What a caller of `team` sees of the computed queue: counts complete, the waiting
     entries in order from the `offset`-th on, at most `limit`."""
-    snap = computed.snapshot
-    in_use = _sum(j.demand for j in snap.running)
-    waiting = {j.job_id: j for j in snap.waiting}
+    snap, in_use, waiting = computed.snapshot, computed.in_use, computed.waiting
     page = computed.order[offset:offset + limit]
     mine = [job_id for job_id, _ in page if waiting[job_id].team == team]
     names = _names(session, mine, team_id)
@@ -98,7 +110,7 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
         backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),
         capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
         free={r: max(0, n - in_use.get(r, 0)) for r, n in snap.capacity.items()},
-        teams=team_uses(snap), running_jobs=len(snap.running), waiting_jobs=len(computed.order),
+        teams=computed.teams, running_jobs=len(snap.running), waiting_jobs=len(computed.order),
         starting_jobs=len(computed.decision.admit),
         waiting_truncated=max_waiting is not None and len(snap.waiting) >= max_waiting,
         waiting=entries, next_offset=offset + limit if offset + limit < len(computed.order) else None)
