@@ -19,8 +19,6 @@ from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, Team, TeamShare
 from service.scheduling.model import Resources, Running, Share, Waiting
 
-_TEAM = select(Team.name).where(Team.id == Job.team_id).correlate(Job).scalar_subquery().label("team")
-
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -72,8 +70,11 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
          max_preemptions_per_job: int, grace_seconds: float) -> Snapshot:
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
+    # Team names once (teams are few), not a subquery per job row: 10,000 waiting jobs are read
+    # on every admission pass.
+    names = dict(session.execute(select(Team.id, Team.name)).all())
     running = []
-    for row in session.execute(select(Job.id, _TEAM, Job.priority, Job.demand, Job.started_at,
+    for row in session.execute(select(Job.id, Job.team_id, Job.priority, Job.demand, Job.started_at,
                                       Job.launch_attempted_at, Job.created_at, Job.state, Job.preempt_requested_at,
                                       Job.preempted_for, Job.preemptions, Job.compiled)
                                .where(launched_active(backend))):
@@ -84,16 +85,17 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             stop = _seconds(row.preempt_requested_at) + grace_seconds
             end = stop if end is None else min(end, stop)
         running.append(Running(
-            job_id=row.id, team=row.team, priority=row.priority or 0, demand=arbitrated(row.demand, capacity),
+            job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0, demand=arbitrated(row.demand, capacity),
             started_at=_seconds(started),
             stopping=row.preempt_requested_at is not None or row.state == JobState.CANCELLING.value,
             stopping_for=row.preempted_for, expected_end=end,
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value))
-    waiting = [Waiting(job_id=row.id, team=row.team, priority=row.priority or 0,
+    waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand=arbitrated(row.demand, capacity), queued_at=_seconds(row.created_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None)
                for row in session.execute(
-                   select(Job.id, _TEAM, Job.priority, Job.demand, Job.created_at, Job.may_preempt, Job.nominated_at)
+                   select(Job.id, Job.team_id, Job.priority, Job.demand, Job.created_at, Job.may_preempt,
+                          Job.nominated_at)
                    .where(Job.backend == backend, UNLAUNCHED, due(utcnow()))
                    .order_by(Job.created_at, Job.id).limit(max_waiting))]
     return Snapshot(backend, capacity, shares, running, waiting, source)
