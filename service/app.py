@@ -271,10 +271,12 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
         metrics.reconcile_seconds.observe(stats.seconds)
 
     leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
+    capacity = slices.capacity_settings(settings)
     return Controller(leadership, built, session_factory, lifecycle, interval=settings.reconcile_interval_seconds,
                       batch_size=settings.reconcile_batch_size, election_interval=settings.election_interval_seconds,
                       wake_gap=settings.reconcile_wake_gap_seconds, on_tick=record_tick, services=services,
-                      gate=BudgetGate(parts.pricer.table.currency))
+                      gate=BudgetGate(parts.pricer.table.currency), planner=Planner(capacity),
+                      preempt_grace=capacity.grace_seconds)
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:

@@ -1,9 +1,11 @@
-"""Which QUEUED jobs a backend may start now: oldest first, within its cap.
+"""Which QUEUED jobs a backend may start now: oldest first, within its cap; or, where the
+controller has a CapacityPlanner (service/capacity), the plan's jobs in the plan's order.
 
 The same rule for every backend. A job is *launched* once it has a backend
 reference or has left QUEUED; launched, unfinished jobs count against the cap.
-The order is strict: when the oldest cannot be submitted (the backend said
-"later"), nobody younger jumps ahead of it on that pass. A retry attempt still in its
+Without a plan the order is strict: when the oldest cannot be submitted (the backend said
+"later"), nobody younger jumps ahead of it on that pass. With a plan, its order is the order,
+and a job the backend holds back holds back nobody else. A retry attempt still in its
 backoff (`not_before` in the future) is not in the queue yet: it waits, and blocks nobody."""
 from __future__ import annotations
 
@@ -51,6 +53,15 @@ def admissible(session: Session, backend: str, caps: Capabilities, batch: int, *
         return []
     return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(UTC))],
                         limit=batch if gated else free)
+
+
+def in_plan_order(session: Session, ids: list[uuid.UUID]) -> list:
+    """The rows of the jobs a CapacityPlanner admits, in its order (those still waiting)."""
+    if not ids:
+        return []
+    place = {job_id: i for i, job_id in enumerate(ids)}
+    rows = read_handles(session, [Job.id.in_(ids), UNLAUNCHED])
+    return sorted(rows, key=lambda r: place[r.id])
 
 
 def due(now: datetime):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.lifecycle.admission import AdmissionGate
+from service.lifecycle.admission import AdmissionGate, CapacityPlanner
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import Leadership
 from service.lifecycle.loop import BackendLoop, TickStats
@@ -31,7 +31,8 @@ class Controller:
                  session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
                  batch_size: int, election_interval: float = 2.0, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
-                 services: Sequence[ServiceFactory] = (), gate: AdmissionGate | None = None) -> None:
+                 services: Sequence[ServiceFactory] = (), gate: AdmissionGate | None = None,
+                 planner: CapacityPlanner | None = None, preempt_grace: float = 30.0) -> None:
         self.leadership = leadership
         self.backends = backends
         self.session_factory = session_factory
@@ -46,6 +47,9 @@ class Controller:
         self.loops: dict[str, BackendLoop] = {}
         self.service_factories = list(services)   # extra loop services (service.lifecycle.services)
         self.gate = gate   # e.g. team budgets: may hold a job back at launch (lifecycle.admission)
+        # Shared capacity (service/capacity): who launches next and who is preempted, every backend.
+        self.planner = planner
+        self.preempt_grace = preempt_grace   # TRAINJOBS_PREEMPTION_GRACE_SECONDS
         self.services: dict[str, LoopService] = {}
         self.epoch: int | None = None
         self._term: int | None = None   # the epoch being promoted or held (on_deposed's guard)
@@ -130,7 +134,8 @@ class Controller:
             self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
                                             interval=self.interval, batch_size=self.batch_size,
                                             wake_gap=self.wake_gap, on_tick=self._tick,
-                                            on_deposed=self._deposed_in(epoch), gate=self.gate)
+                                            on_deposed=self._deposed_in(epoch), gate=self.gate,
+                                            planner=self.planner, preempt_grace=self.preempt_grace)
                           for name, b in self.backends.items()}
             self.services = {}
             for factory in self.service_factories:

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from service.core.clock import utcnow
 from service.core.errors import Conflict, NotFound
-from service.lifecycle import retries, sanitize
+from service.lifecycle import preemption, retries, sanitize
+from service.lifecycle.admission import PreemptOrder
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
 from service.persistence.models import ControllerLease, Job, JobEvent
@@ -108,13 +109,18 @@ class Engine:
                 "reason": sanitize.clean_text(reason, 2000), "actor": sanitize.clean_text(actor, 200), "at": at}
 
     def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
-               actor: str, at: datetime, progress: dict | None = None) -> None:
+               actor: str, at: datetime, progress: dict | None = None, preempted: bool = False) -> None:
         # A failure and its retry (the next attempt's row) are one transaction: both or neither.
-        plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits) \
-            if dst == S.FAILED else retries.Plan()
+        # A preemption is not the job's failure: its new attempt is made whatever the policy says.
+        if preempted:
+            plan = retries.plan_preemption(session, job_id, at)
+        else:
+            plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits) \
+                if dst == S.FAILED else retries.Plan()
         reason += plan.note
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
-        self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress))
+        self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress,
+                                     context={"preempted": True} if preempted else None))
         if plan.row is not None:
             first = self.creation_event(plan.row["id"], "lifecycle", at, reason=plan.first_reason)
             retries.insert_attempt(session, plan, job_id, first)   # the job-row writer, as a submit
@@ -179,7 +185,8 @@ class Engine:
                                                                     "exit_code", "signal", "lost", "cause", "source"))
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
-                                         Job.waiting_reason)
+                                         Job.waiting_reason, Job.preempt_requested_at, Job.preempted_for,
+                                         Job.preempt_reason)
                                   .where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
@@ -189,14 +196,22 @@ class Engine:
             dst = decide(current, obs.state)
             now = utcnow()
             values: dict = {}
+            ending = preemption.ended(row, current, dst, error)
+            err: dict | None
+            if ending is not None:
+                dst, reason, err = S.FAILED, ending.reason, ending.error
+            elif row.preempt_requested_at is not None and dst == S.CANCELLING:
+                dst, reason, err = None, obs.reason, error   # the backend's own cancel of a preemption
+            else:
+                reason, err = obs.reason, error
             if obs.backend_ref and obs.backend_ref != row.backend_ref:
                 values["backend_ref"] = sanitize.clean_text(obs.backend_ref, 512)
             if obs.console_url and obs.console_url != row.console_url:
                 values["console_url"] = sanitize.clean_text(obs.console_url, 1024)
             if progress is not None:
                 values["progress"] = progress
-            if obs.error is not None and (dst is not None or current not in TERMINAL):
-                values["error"] = error
+            if err is not None and (dst is not None or current not in TERMINAL):
+                values["error"] = err
             if dst is not None:
                 values["state"] = dst.value
                 if dst == S.RUNNING or obs.started_at:
@@ -213,6 +228,8 @@ class Engine:
                 return False
             if row.waiting_reason is not None and (dst is not None or "backend_ref" in values):
                 values["waiting_reason"] = None  # launched: it waits no more
+            if current == S.QUEUED and (dst is not None or "backend_ref" in values):
+                values["nominated_at"] = None    # launched: what was preempted for it has done its work
             values["updated_at"] = now
             if not self._write(session, obs.job_id, row.state, values, fence=fence):
                 continue  # someone moved it since we read it: decide again from what it is now
@@ -221,7 +238,8 @@ class Engine:
                 # the replica's (or Google's) own end time, which may precede the last recorded
                 # event (e.g. RUNNING seen after the process had already ended), and a
                 # timeline ordered by time must read as the states followed each other.
-                self._event(session, obs.job_id, row.state, dst, obs.reason, actor, now, reported)
+                self._event(session, obs.job_id, row.state, dst, reason, actor, now, reported,
+                            preempted=ending is not None)
             elif note:
                 session.execute(insert(JobEvent), [self._event_row(obs.job_id, current.value, current, note, actor,
                                                                    now)])
@@ -252,3 +270,27 @@ class Engine:
         """The attempt just recorded launched nothing (the backend knows): forget it, so the
         next pass tries again at once instead of waiting for it to settle."""
         self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": previous}, fence=fence)
+
+    def request_preemption(self, session: Session, order: PreemptOrder, *, fence: int | None,
+                           actor: str = "controller") -> bool:
+        """Record that the controller preempts `order.job_id` for `order.for_job` (the caller
+        commits, then stops the job through its backend): the victim's preempt_requested_at,
+        preempted_for and reason, an event on it (no state change) and the waiting job's
+        nominated_at, fenced. False: the victim is no longer running, or already being stopped."""
+        now = utcnow()
+        stmt = update(Job).where(Job.id == order.job_id, Job.state.in_(preemption.STOPPABLE),
+                                 Job.preempt_requested_at.is_(None))
+        if fence is not None:
+            stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
+        values = {"preempt_requested_at": now, "preempted_for": order.for_job,
+                  "preempt_reason": preemption.stored_reason(order.kind, order.why), "updated_at": now}
+        if rows_changed(session.execute(stmt.values(**values))) != 1:
+            if fence is not None and not self.fence_holds(session, fence):
+                raise Deposed(f"controller epoch {fence} is no longer current")
+            return False
+        state = session.scalar(select(Job.state).where(Job.id == order.job_id))
+        text = f"preemption requested for job {order.for_job}: {order.why}"
+        session.execute(insert(JobEvent), [self._event_row(order.job_id, state, S(state), text, actor, now)])
+        session.execute(update(Job).where(Job.id == order.for_job, Job.state == S.QUEUED.value)
+                        .values(nominated_at=now))
+        return True

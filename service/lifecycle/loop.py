@@ -2,8 +2,9 @@
 jobs. A loop service in the Prefect style: `run_once()` is one pass and is what tests
 call; `start()` runs it every interval on its own thread.
 
-A pass: settle cancels, poll the launched jobs in batches, then admit QUEUED jobs
-(oldest first, within the backend's cap) and submit them. Only this thread calls
+A pass: settle cancels, poll the launched jobs in batches, then admit QUEUED jobs and
+submit them: oldest first within the backend's cap, or, with a CapacityPlanner, in the
+plan's order (fair share, priorities) after carrying out its preemptions (preempting.py). Only this thread calls
 the backend's submit/poll/cancel, so none of them race each other. Every write goes
 through lifecycle.engine with this controller's fencing epoch."""
 from __future__ import annotations
@@ -23,6 +24,7 @@ from service.core.clock import utcnow
 from service.lifecycle import admission, observed, stalls
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.handles import handle_of_row, read_handles
+from service.lifecycle.preempting import Preempter
 from service.lifecycle.protocol import (
     Backend,
     Observation,
@@ -56,7 +58,8 @@ class BackendLoop(LoopThread):
     def __init__(self, backend: Backend, session_factory: sessionmaker[Session], engine: Engine, *,
                  fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
-                 on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None) -> None:
+                 on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None,
+                 planner: admission.CapacityPlanner | None = None, preempt_grace: float = 30.0) -> None:
         super().__init__()
         self.backend = backend
         self.name = backend.name
@@ -69,6 +72,9 @@ class BackendLoop(LoopThread):
         self.on_tick = on_tick
         self.on_deposed = on_deposed
         self.gate = gate
+        self.planner = planner
+        self.preempter = Preempter(backend, session_factory, engine, fence=fence, grace_seconds=preempt_grace,
+                                   batch_size=batch_size)
         self._cancel_sent: set = set()   # jobs whose cancel this term has passed on
         self._full_asked = False   # a wake that needs more than admission (a cancel, a tool)
         self._full = True          # the pass under way is a full one
@@ -191,12 +197,23 @@ class BackendLoop(LoopThread):
         return stats
 
     def _admit(self, stats: TickStats) -> None:
+        planned = self.planner is not None
         with self.session_factory() as session:
             caps = self.backend.capabilities
             check = self.gate.start_pass() if self.gate is not None else None
-            # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
-            free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
-            rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
+            if self.planner is not None:
+                # Read only; what it decides is written below, fenced, through the engine.
+                plan = self.planner.plan(session, self.name, utcnow())
+                session.rollback()
+                # Every planned pass: the plan's new orders, and stops not yet sent (a transient
+                # error, or a predecessor that recorded them and died).
+                self.preempter.run(plan.preempt)
+                free = admission.room(session, self.name, caps, self.batch_size)
+                rows = admission.in_plan_order(session, plan.admit[:max(free, 0)] if check is None else plan.admit)
+            else:
+                # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
+                free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
+                rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
             session.rollback()
             window = caps.resubmit_after_seconds
             for row in rows:
@@ -220,8 +237,10 @@ class BackendLoop(LoopThread):
                         return
                     if not marked:
                         continue  # cancelled (or otherwise moved) since it was read
-                if not self._launch(session, row, prev, settling, stats):
-                    return  # FIFO: nobody younger goes first
+                launched = self._launch(session, row, prev, settling, stats)
+                if launched is False or (launched is None and not planned):
+                    return  # an error stops the pass; without a plan, FIFO: nobody younger goes first
+                # With a plan, a job the backend holds back ("later") holds back nobody else.
 
     def _mark_attempt(self, session: Session, job_id) -> bool | None:
         """Record a launch attempt, committed before the backend is called: whoever controls
@@ -238,9 +257,10 @@ class BackendLoop(LoopThread):
             return None
         return marked
 
-    def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats) -> bool:
+    def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats) -> bool | None:
         """The backend's submit of one admitted job, and what its answer means for the job.
-        False: the pass stops here (the backend holds the job, or failed), keeping the order."""
+        True: it had its turn; None: the backend holds it ("later"); False: the pass stops
+        here (the backend could not take it now, or failed)."""
         handle = handle_of_row(self.session_factory, row)
         try:
             result = self.backend.submit(handle)
@@ -267,7 +287,7 @@ class BackendLoop(LoopThread):
                 self._note_waiting(session, row.id, result.reason)
             else:
                 session.commit()
-            return settling   # settling: it had its turn (an earlier attempt still settles); else it waits its turn
+            return True if settling else None   # settling: it had its turn (an earlier attempt still settles)
         stats.submitted += 1
         self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
                                          console_url=result.console_url,

@@ -206,6 +206,9 @@ class Capabilities:
     # Where it runs a job, in the cost estimate's words ("this machine"): the estimate says what
     # the job would cost on Vertex AI. None: it runs on Vertex AI, where the prices are billed.
     runs_on: str | None = None
+    # It implements SharesCapacity.preempt (a graceful stop: SIGTERM, a grace, SIGKILL; or its own
+    # cancel). Declared, not probed: without it the controller preempts through cancel().
+    preempts: bool = False
 
 
 # --- the roles a backend plays -------------------------------------------------------------------

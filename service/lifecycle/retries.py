@@ -131,7 +131,8 @@ class Plan:
 
 
 _COPIED = (Job.team_id, Job.display_name, Job.template_id, Job.template_name, Job.template_version, Job.backend,
-           Job.parameters, Job.overrides, Job.labels, Job.compiled, Job.created_by)
+           Job.parameters, Job.overrides, Job.labels, Job.compiled, Job.created_by,
+           Job.demand, Job.priority_class, Job.priority, Job.may_preempt, Job.preemptions)
 
 
 def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: datetime,
@@ -142,21 +143,52 @@ def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: d
                           .where(Job.id == job_id)).one_or_none()
     if row is None or not isinstance(row.compiled, dict):
         return Plan()
+    # Attempts made for preemptions are extra: only the job's own failures count against max_attempts.
+    failures = row.attempt - (row.preemptions or 0)
     policy = row.compiled.get("retry")
     if not policy or policy.get("max_attempts", 1) <= 1:
         return Plan()
     most = min(int(policy["max_attempts"]), limits.max_attempts)
     if from_state == JobState.CANCELLING:
-        return Plan(f"; not retried: its cancel was requested (attempt {row.attempt} of {most})")
+        return Plan(f"; not retried: its cancel was requested (attempt {failures} of {most})")
     retried, why = classify(policy, row.error)
     if not retried:
-        return Plan(f"; not retried: {why} (attempt {row.attempt} of {most})")
-    if row.attempt >= most:
-        return Plan(f"; not retried: attempt {row.attempt} of {most} was the last ({why})")
-    first = row.retry_of or job_id
-    attempt = row.attempt + 1
-    wait = backoff_seconds(policy, row.attempt, limits)
+        return Plan(f"; not retried: {why} (attempt {failures} of {most})")
+    if failures >= most:
+        return Plan(f"; not retried: attempt {failures} of {most} was the last ({why})")
+    wait = backoff_seconds(policy, failures, limits)
     not_before = at + timedelta(seconds=wait)
+    new = _next_attempt(row, job_id, at, not_before=not_before,
+                        waiting=f"attempt {failures + 1} of {most} waits for its retry backoff until "
+                                f"{not_before.isoformat(timespec='seconds')}")
+    return Plan(note=f"; {why}: retried as job {new['id']} (attempt {failures + 1} of {most}) after {duration(wait)}",
+                row=new, labels=dict(row.labels or {}),
+                first_reason=f"attempt {failures + 1} of {most}, retry of {job_id} ({why}); "
+                             f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
+
+
+def plan_preemption(session: Session, job_id: uuid.UUID, at: datetime) -> Plan:
+    """The new attempt of a job that was preempted (moving to FAILED with cause "preemption"):
+    made whatever its retry policy says, at once (no backoff), with `preemptions` + 1 carried. It
+    does not count against the policy's max_attempts; TRAINJOBS_MAX_PREEMPTIONS_PER_JOB bounds it
+    instead (a job preempted that often is no longer preemptible, service/capacity/snapshot.py)."""
+    row = session.execute(select(*_COPIED, Job.error, Job.attempt, Job.retry_of)
+                          .where(Job.id == job_id)).one_or_none()
+    if row is None or not isinstance(row.compiled, dict):
+        return Plan()
+    new = _next_attempt(row, job_id, at, not_before=None, waiting=None)
+    new["preemptions"] = (row.preemptions or 0) + 1
+    return Plan(note=f"; requeued as job {new['id']} (preemption {new['preemptions']}; it resumes from its "
+                     "checkpoints)", row=new, labels=dict(row.labels or {}),
+                first_reason=f"attempt {new['attempt']}, requeued after job {job_id} was preempted "
+                             f"(preemption {new['preemptions']}); it resumes from its checkpoints")
+
+
+def _next_attempt(row, job_id: uuid.UUID, at: datetime, *, not_before: datetime | None,
+                  waiting: str | None) -> dict[str, Any]:
+    """The row of the attempt after `row`: a job of its own that writes (and resumes from) the
+    first attempt's output directory."""
+    first = row.retry_of or job_id
     new_id = uuid.uuid4()
     compiled = dict(row.compiled, output_of=str(first))
     custom_job = dict(compiled["custom_job"])
@@ -164,13 +196,8 @@ def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: d
     compiled["custom_job"] = custom_job
     new = {c.key: getattr(row, c.key) for c in _COPIED}
     new.update(id=new_id, compiled=compiled, state=JobState.QUEUED.value, created_at=at, updated_at=at,
-               attempt=attempt, retry_of=first, not_before=not_before,
-               waiting_reason=f"attempt {attempt} of {most} waits for its retry backoff until "
-                              f"{not_before.isoformat(timespec='seconds')}")
-    return Plan(note=f"; {why}: retried as job {new_id} (attempt {attempt} of {most}) after {duration(wait)}",
-                row=new, labels=dict(row.labels or {}),
-                first_reason=f"attempt {attempt} of {most}, retry of {job_id} ({why}); "
-                             f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
+               attempt=row.attempt + 1, retry_of=first, not_before=not_before, waiting_reason=waiting)
+    return new
 
 
 def insert_attempt(session: Session, p: Plan, failed_id: uuid.UUID, event: Mapping[str, Any]) -> None:

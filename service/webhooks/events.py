@@ -21,10 +21,12 @@ EVENT_TYPES: dict[str, str] = {
     "job.failed": "a job ended FAILED",
     "job.cancelled": "a job ended CANCELLED",
     "job.expired": "a job ended EXPIRED",
+    "job.preempted": "a job was preempted for another one (it ends FAILED with error.cause \"preemption\" and "
+                     "a new attempt is queued; sent instead of job.failed)",
 }
 # The names of EVENT_TYPES as a type: request bodies validate against it (webhooks.schemas).
 EventType = Literal["job.state_changed", "job.created", "job.running", "job.succeeded", "job.failed",
-                    "job.cancelled", "job.expired"]
+                    "job.cancelled", "job.expired", "job.preempted"]
 assert set(get_args(EventType)) == set(EVENT_TYPES)  # one list
 DEFAULT_EVENT_TYPES: list[EventType] = ["job.succeeded", "job.failed", "job.cancelled", "job.expired"]
 TEST_EVENT = "webhook.test"   # POST /v1/webhooks/{id}/test; sent whatever the subscription's types
@@ -35,13 +37,16 @@ _EMOJI = {S.SUCCEEDED: ":white_check_mark:", S.FAILED: ":x:", S.CANCELLED: ":no_
 SLACK_TEXT_CHARS = 3000       # Slack shows about this much of a message before "show more"
 
 
-def types_for(from_state: JobState | None, to_state: JobState | None) -> list[str]:
+def types_for(from_state: JobState | None, to_state: JobState | None, *, preempted: bool = False) -> list[str]:
+    """preempted: the job ended by a preemption (lifecycle/preemption.py), which is not its failure."""
     if to_state is None:
         return []   # progress only
     out = ["job.state_changed"]
     if from_state is None:
         out.append("job.created")
-    if to_state in _BY_STATE:
+    if preempted:
+        out.append("job.preempted")
+    elif to_state in _BY_STATE:
         out.append(_BY_STATE[to_state])
     return out
 
@@ -72,7 +77,8 @@ def job_payload(event_type: str, job, team: str, *, from_state: JobState | None,
             "backend": job.backend, "state": to_state.value, "labels": job.labels or {},
             "created_by": job.created_by, "created_at": _iso(job.created_at), "started_at": _iso(job.started_at),
             "ended_at": _iso(job.ended_at), "console_url": job.console_url,
-            "error": {k: error[k] for k in ("code", "message", "replica", "exit_code") if k in error}
+            "error": {k: error[k] for k in ("code", "message", "replica", "exit_code", "cause", "for_job", "kind")
+                      if k in error}
             if error else None,
             "progress": {k: progress[k] for k in ("epoch", "epochs", "metrics", "phase") if k in progress}
             if progress else None,

@@ -45,7 +45,7 @@ class Outbox:
         to_state = change.to_state
         if to_state is None:
             return   # progress only: no event
-        types = events.types_for(change.from_state, to_state)
+        types = events.types_for(change.from_state, to_state, preempted=bool((change.context or {}).get("preempted")))
         if not types or (change.context or {}).get("team_webhooks") is False:
             return
         # One query on every state change; more only when the job's team has a webhook that wants it.

@@ -68,7 +68,7 @@ class LocalBackend(Backend):
         self.work_dir = settings.work_dir
         # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
         self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs),
-                                         runs_on="this machine")
+                                         runs_on="this machine", preempts=True)
         self.launcher = Launcher(settings)
         self.supervisor = Supervisor(settings, isolate=self.launcher.isolate, uids=self.launcher.uids)
 
@@ -171,6 +171,23 @@ class LocalBackend(Backend):
 
     def offered_capacity(self) -> dict[str, int]:
         return {"core": os.cpu_count() or 1}
+
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """SharesCapacity.preempt: stop the run as a cancel does (SIGTERM to every replica's
+        process group, SIGKILL after the grace), with the preemption's grace. The trainer saves a
+        checkpoint on SIGTERM; the lifecycle records the preemption however the run ends."""
+        if job.backend_ref and self._elsewhere(job):
+            log.warning("job %s: its replicas run on host %s; a controller there preempts them", job.id,
+                        parse_ref(job.backend_ref)[0])
+            return
+        sup = self.supervisor
+        with sup.lock:
+            run = sup.runs.get(job.id) or sup.load(self._run_dir(job))
+            if run is None:
+                return   # nothing of it runs here: the next poll says so
+            sup.tick(run)
+            if run.outcome is None and not run.state.cancel_requested_at:
+                sup.request_cancel(run, grace=grace_seconds, why="preempted")
 
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         tasks = [r.task_name for r in job.compiled.replicas if r.tf_role is not None]

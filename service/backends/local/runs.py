@@ -209,6 +209,8 @@ class Run:
     claimed: bool = False                 # a poll has seen its job
     stop_deadline: float | None = None    # monotonic; SIGKILL after it
     killed: bool = False
+    grace: float | None = None            # this stop's grace (a preemption's); None: the cancel grace
+    stopped_for: str = "cancelled"        # what the stop is, in the outcome's reason ("preempted")
     gone: bool = False                    # no process of it is left
     reported: bool = False
     orphan: bool = False

@@ -103,7 +103,9 @@ class Supervisor:
                     run.uid_lock = None
                 if run.outcome is None:  # a cancel ends when the last process is gone
                     run.record_outcome(S.CANCELLED, self._cancel_reason(run),
-                                       {"code": 1, "message": "CANCELLED: the job was cancelled by request"})
+                                       {"code": 1, "message": "CANCELLED: the job was preempted" if
+                                        run.stopped_for == "preempted" else
+                                        "CANCELLED: the job was cancelled by request"})
                 run.state.gone = True
                 run.save()
 
@@ -212,20 +214,24 @@ class Supervisor:
                         "lost": bool(exit.get("lost")), "log_tail": tail}
 
     def _cancel_reason(self, run: Run) -> str:
-        how = (f"SIGTERM, then SIGKILL after the {self.grace:g} s grace period" if run.killed
+        grace = self.grace if run.grace is None else run.grace
+        how = (f"SIGTERM, then SIGKILL after the {grace:g} s grace period" if run.killed
                else "SIGTERM")
-        return f"cancelled: every replica was stopped ({how})"
+        return f"{run.stopped_for}: every replica was stopped ({how})"
 
     # -- stopping ------------------------------------------------------------------------------
 
-    def request_cancel(self, run: Run) -> None:
+    def request_cancel(self, run: Run, *, grace: float | None = None, why: str = "cancelled") -> None:
+        """Stop the run for good (a cancel, or a preemption: `why`), SIGKILL after `grace`
+        (None: TRAINJOBS_LOCAL_CANCEL_GRACE_SECONDS)."""
         run.state.cancel_requested_at = _iso(_now())
         run.save()
+        run.grace, run.stopped_for = grace, why
         self.begin_stop(run)
 
     def begin_stop(self, run: Run) -> None:
         if run.stop_deadline is None:
-            run.stop_deadline = time.monotonic() + self.grace
+            run.stop_deadline = time.monotonic() + (self.grace if run.grace is None else max(0.0, run.grace))
         self._signal(run, signal.SIGTERM)
 
     def _signal(self, run: Run, sig: signal.Signals) -> None:

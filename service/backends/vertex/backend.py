@@ -69,7 +69,7 @@ class VertexBackend(Backend):
                                          max_submits_per_pass=MAX_SUBMITS_PER_POLL,
                                          resubmit_after_seconds=settings.vertex_submit_grace_seconds,
                                          # Cloud Logging's read quota is 60 a minute per project.
-                                         log_poll_seconds=5.0)
+                                         log_poll_seconds=5.0, preempts=True)
         self.budget = budget or GoogleBudget.from_settings(settings)
         self.clock = Clock()
         self._clients: Clients | None = None
@@ -192,6 +192,12 @@ class VertexBackend(Backend):
 
     def observed(self, jobs: Sequence[JobHandle]) -> dict[uuid.UUID, tuple[JobState, datetime]]:
         return self.poller.observed(jobs)
+
+    def preempt(self, job: JobHandle, grace_seconds: float) -> None:
+        """SharesCapacity.preempt: Vertex AI has no graceful stop of our own, so a preemption is
+        its cancel; Google sends the replicas SIGTERM and kills them after its own grace
+        (`grace_seconds` cannot change it). The lifecycle records the preemption however it ends."""
+        self.cancel(job)
 
     def cancel(self, job: JobHandle) -> JobState | None:
         names = [job.backend_ref] if job.backend_ref else []

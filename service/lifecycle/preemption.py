@@ -1,0 +1,61 @@
+"""How a preempted job ends, in the lifecycle's words (the engine applies it).
+
+The controller records a preemption before it stops the job (Engine.request_preemption:
+preempt_requested_at, preempted_for, preempt_reason). Whatever the backend then reports (FAILED,
+CANCELLED, a signal exit), the job did not fail: unless it SUCCEEDED first, it ends FAILED with
+error.cause "preemption" and gets a new attempt whatever its retry policy says
+(retries.plan_preemption). A Slurm job that Slurm itself preempted (error.cause "preemption",
+error.preempted_by "slurm") takes the same path. A member's cancel wins: a job in CANCELLING ends
+as the cancel ends it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from service.lifecycle.states import TERMINAL, JobState
+
+S = JobState
+# What a preemption may stop: a launched job still running (a cancel under way stops it anyway).
+STOPPABLE = [S.QUEUED.value, S.PENDING.value, S.RUNNING.value, S.PAUSED.value, S.UPDATING.value]
+REASON_CHARS = 500
+
+
+def stored_reason(kind: str, why: str) -> str:
+    """jobs.preempt_reason: "<kind>: <why>" (the kind, "reclaim" or "priority", has no column)."""
+    return f"{kind}: {why}"[:REASON_CHARS]
+
+
+def parse_reason(text: str | None) -> tuple[str | None, str]:
+    kind, sep, why = (text or "").partition(": ")
+    return (kind, why) if sep and kind.isidentifier() else (None, text or "")
+
+
+@dataclass(frozen=True)
+class Ending:
+    reason: str
+    error: dict[str, Any]
+
+
+def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None) -> Ending | None:
+    """The preemption's ending of a job moving from `current` to `dst` as its backend reported it
+    (`error`: the backend's, bounded), or None when the move is not a preemption's end. `row`
+    carries preempt_requested_at, preempted_for and preempt_reason."""
+    if dst is None or dst not in TERMINAL or dst == S.SUCCEEDED or current == S.CANCELLING:
+        return None
+    by_slurm = isinstance(error, dict) and error.get("cause") == "preemption" and error.get("preempted_by") == "slurm"
+    if row.preempt_requested_at is None and not by_slurm:
+        return None
+    if row.preempt_requested_at is not None:
+        kind, why = parse_reason(row.preempt_reason)
+        for_job = str(row.preempted_for) if row.preempted_for else None
+        message = f"preempted for job {for_job} ({why})"
+    else:
+        kind, for_job = "slurm", None
+        message = "preempted by Slurm" + (f": {error.get('message')}" if isinstance(error, dict)
+                                          and error.get("message") else "")
+    out: dict[str, Any] = {"cause": "preemption", "message": message, "for_job": for_job, "kind": kind}
+    if by_slurm:
+        out["preempted_by"] = "slurm"
+    if error:
+        out["backend_error"] = error
+    return Ending(message, out)
