@@ -76,6 +76,40 @@ def decide(current: JobState, proposed: JobState | None) -> JobState | None:
     return proposed
 
 
+def _preempted(row, current: JobState, dst: JobState | None, reason: str, error: dict | None):
+    """(the preemption's ending or None, the state, the event's reason, the error) for what a
+    backend reported of a job (lifecycle/preemption.py decides whether it ends a preemption)."""
+    ending = preemption.ended(row, current, dst, error)
+    if ending is not None:
+        return ending, S.FAILED, ending.reason, ending.error
+    if row.preempt_requested_at is not None and dst == S.CANCELLING:
+        return None, None, reason, error   # the backend's own cancel of a preemption
+    return None, dst, reason, error
+
+
+def _changes(obs: Observation, row, current: JobState, dst: JobState | None, err: dict | None,
+             progress: dict | None, now: datetime) -> dict:
+    """The columns an observation changes, given what was read and decided (Engine.apply)."""
+    values: dict = {}
+    if obs.backend_ref and obs.backend_ref != row.backend_ref:
+        values["backend_ref"] = sanitize.clean_text(obs.backend_ref, 512)
+    if obs.console_url and obs.console_url != row.console_url:
+        values["console_url"] = sanitize.clean_text(obs.console_url, 1024)
+    if progress is not None:
+        values["progress"] = progress
+    if err is not None and (dst is not None or current not in TERMINAL):
+        values["error"] = err
+    if dst is not None:
+        values["state"] = dst.value
+        if (dst == S.RUNNING or obs.started_at) and row.started_at is None:
+            values["started_at"] = obs.started_at or now
+        if dst in TERMINAL:
+            values["ended_at"] = obs.ended_at or now
+    elif obs.started_at and row.started_at is None and current not in (S.QUEUED,):
+        values["started_at"] = obs.started_at
+    return values
+
+
 class Engine:
     def __init__(self, *, progress_max_bytes: int = 16_384, error_max_bytes: int = 65_536,
                  retry_limits: retries.RetryLimits = retries.RetryLimits()) -> None:
@@ -196,31 +230,8 @@ class Engine:
             dst = decide(current, obs.state)
             now = utcnow()
             values: dict = {}
-            ending = preemption.ended(row, current, dst, error)
-            err: dict | None
-            if ending is not None:
-                dst, reason, err = S.FAILED, ending.reason, ending.error
-            elif row.preempt_requested_at is not None and dst == S.CANCELLING:
-                dst, reason, err = None, obs.reason, error   # the backend's own cancel of a preemption
-            else:
-                reason, err = obs.reason, error
-            if obs.backend_ref and obs.backend_ref != row.backend_ref:
-                values["backend_ref"] = sanitize.clean_text(obs.backend_ref, 512)
-            if obs.console_url and obs.console_url != row.console_url:
-                values["console_url"] = sanitize.clean_text(obs.console_url, 1024)
-            if progress is not None:
-                values["progress"] = progress
-            if err is not None and (dst is not None or current not in TERMINAL):
-                values["error"] = err
-            if dst is not None:
-                values["state"] = dst.value
-                if dst == S.RUNNING or obs.started_at:
-                    if row.started_at is None:
-                        values["started_at"] = obs.started_at or now
-                if dst in TERMINAL:
-                    values["ended_at"] = obs.ended_at or now
-            elif obs.started_at and row.started_at is None and current not in (S.QUEUED,):
-                values["started_at"] = obs.started_at
+            ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error)
+            values.update(_changes(obs, row, current, dst, err, progress, now))
             note = obs.note if dst is None and current not in TERMINAL else None
             if note:
                 values["updated_at"] = now   # the write that checks the fence and the state for the event
