@@ -89,9 +89,13 @@ class Ledger:
         return out
 
     def within_nominal(self, team: str, demand: Resources) -> bool:
-        """Would the team stay inside its nominal quota with `demand` started?"""
-        s, use = self.share(team), self._team(team)
-        return all(use.get(r, 0) + d <= s.nominal.get(r, 0) for r, d in demand.items() if d)
+        """Would the team stay inside its nominal quota with `demand` started? What it holds
+        counts: its use and what is reserved for its jobs (a job jobs were preempted for, which has
+        not started yet), so a team takes back its quota once, not once a pass."""
+        s = self.share(team)
+        self._team(team)
+        held = self.held[team]
+        return all(held.get(r, 0) + d <= s.nominal.get(r, 0) for r, d in demand.items() if d)
 
     def borrows(self, team: str) -> bool:
         nominal = self.share(team).nominal
