@@ -78,3 +78,7 @@ def _from_database(request: Request, token_hash: str, role: Role, cache: TokenCa
 
 member_auth = CachedAuth("member")
 CachedMember = Annotated[Authenticated, Depends(member_auth)]
+# The log routes: thousands of followers connecting at once take no token query each
+# (service/logs/opening.py checks a cached token's revocation in the job's query).
+viewer_auth = CachedAuth("viewer")
+CachedViewer = Annotated[Authenticated, Depends(viewer_auth)]
