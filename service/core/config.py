@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     request_queue_seconds: float = Field(
         0.5, ge=0, le=30, description="How long a request waits for a slot before it is answered 503 "
                                       "with Retry-After")
-    max_streams: int = Field(5000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once")
+    max_streams: int = Field(10_000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once "
+                             "(10,000: 10,000 followers across two workers reach one unevenly, bench/load.py; "
+                             "needs as many open files)")
     stream_queue_seconds: float = Field(
         30.0, ge=0, le=120, description="How long opening a log stream waits for a request slot (it needs one "
                                         "until the stream starts) before it is answered 503 with Retry-After "
