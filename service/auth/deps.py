@@ -80,3 +80,7 @@ member_auth = CachedAuth("member")
 CachedMember = Annotated[Authenticated, Depends(member_auth)]
 # The service's admin (capacity, team shares, priority classes): tokens made on the host only.
 Operator = Annotated[Actor, Depends(require("operator"))]
+# The log routes: thousands of followers connecting at once take no token query each
+# (service/logs/opening.py checks a cached token's revocation in the job's query).
+viewer_auth = CachedAuth("viewer")
+CachedViewer = Annotated[Authenticated, Depends(viewer_auth)]

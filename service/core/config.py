@@ -57,10 +57,13 @@ class Settings(BaseSettings):
     request_queue_seconds: float = Field(
         0.5, ge=0, le=30, description="How long a request waits for a slot before it is answered 503 "
                                       "with Retry-After")
-    max_streams: int = Field(5000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once")
+    max_streams: int = Field(10_000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once "
+                             "(10,000: 10,000 followers across two workers reach one unevenly, bench/load.py; "
+                             "needs as many open files)")
     stream_queue_seconds: float = Field(
-        10.0, ge=0, le=120, description="How long opening a log stream waits for a request slot (it needs one "
-                                        "until the stream starts) before it is answered 503 with Retry-After")
+        30.0, ge=0, le=120, description="How long opening a log stream waits for a request slot (it needs one "
+                                        "until the stream starts) before it is answered 503 with Retry-After "
+                                        "(30 s: 5,000 followers connecting at once all open, bench/load.py)")
     db_pool_timeout_seconds: float = Field(
         5.0, gt=0, le=60, description="The longest wait for a database connection; then 503")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies are refused with 413 "

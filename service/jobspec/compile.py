@@ -220,10 +220,16 @@ def _vertex_extras(spec: JobSpec) -> dict | None:
 
 
 def _camel(value: Any) -> Any:
-    """A copy with JSON names. Every key inside a CustomJobSpec is a field name (no maps there)."""
-    if isinstance(value, dict):
+    """A copy with JSON names. Every key inside a CustomJobSpec is a field name (no maps there).
+    Exact types, not isinstance: compile_spec builds plain dicts and lists, and this runs ~50
+    times a submit (bench/profile_submit.py: isinstance was the most called function); a list
+    of strings (command, args) is copied without a call per item."""
+    kind = type(value)
+    if kind is dict:
         return {_JSON_NAMES[k]: _camel(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if kind is list:
+        if all(type(v) is str for v in value):
+            return list(value)
         return [_camel(v) for v in value]
     return value
 

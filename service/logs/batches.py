@@ -38,6 +38,7 @@ class Batch:
     data: bytes
     cursors: list[str]   # each event's cursor
     ends: list[int]      # where each event ends in `data`
+    holders: int = 0     # readers and followers holding it (Hub.hold counts its bytes once)
 
     @property
     def lines(self) -> int:

@@ -15,7 +15,8 @@ TRAINJOBS_LOGS_STREAM_LINE_MAX_BYTES with a visible marker; one read hands out a
 four batches of TRAINJOBS_LOGS_STREAM_BATCH_BYTES; a reader keeps
 TRAINJOBS_LOGS_READER_BUFFER_BYTES (and _LINES) of recent events; a follower may lag by
 TRAINJOBS_LOGS_FOLLOWER_BUFFER_BYTES (and _LINES); all of them together by
-TRAINJOBS_LOGS_BUFFER_BYTES per process.
+TRAINJOBS_LOGS_BUFFER_BYTES per process, where a batch counts once however many followers
+and readers hold it (Hub.hold: it is one bytes object, shared).
 
 A follower joins from its own cursor: if the reader's recent lines hold it (or it
 is the reader's position), it is served from there; otherwise it catches up with
@@ -49,7 +50,8 @@ class Follower:
     deadline: float = float("inf")           # it ends with `reconnect` then (max_seconds)
     chunks: deque = field(default_factory=deque)
     pending: int = 0                         # lines in `chunks`
-    pending_bytes: int = 0                   # bytes in `chunks` (counted in hub.held)
+    pending_bytes: int = 0                   # bytes in `chunks` (its own lag limit)
+    holding: list = field(default_factory=list)  # the batches in `chunks` (Hub.hold: counted once in hub.held)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
     given_at: float = field(default_factory=time.monotonic)   # when it was last given anything
@@ -70,15 +72,17 @@ class Follower:
         # Lagging: what it was given before is still unsent, past its limits or past what the
         # process may hold. (Not "pending + this batch": a follower with nothing pending takes
         # any batch, so one that keeps up is never cut.) At most a limit plus one read is held.
+        new = 0 if batch.holders else n  # a batch already held costs the process nothing more
         if self.pending and (self.pending >= cfg.follower_lines or self.pending_bytes >= cfg.follower_bytes
-                             or hub.held + n > cfg.process_bytes):
+                             or hub.held + new > cfg.process_bytes):
             self.finish(_event("resync", {"cursor": self.cursor, "reason": "this follower fell too far "
                                           "behind; reconnect with Last-Event-ID to resume"}, None).encode())
             return False
         self.chunks.append(batch.data)
         self.pending += batch.lines
         self.pending_bytes += n
-        hub.held += n
+        self.holding.append(batch)
+        hub.hold(batch)
         self.cursor = cursor
         self.given_at = time.monotonic()
         self.ready.set()
@@ -91,7 +95,9 @@ class Follower:
         return out
 
     def release(self) -> None:
-        self.hub.held -= self.pending_bytes
+        for batch in self.holding:
+            self.hub.unhold(batch)
+        self.holding.clear()
         self.pending = self.pending_bytes = 0
 
     def finish(self, text: bytes) -> None:
@@ -153,7 +159,7 @@ class Reader:
         self.recent.append(batch)
         self.recent_bytes += len(batch.data)
         self.recent_lines += batch.lines
-        hub.held += len(batch.data)
+        hub.hold(batch)
         while self.recent and (self.recent_bytes > cfg.buffer_bytes or self.recent_lines > cfg.buffer_lines
                                or hub.held > cfg.process_bytes):
             self._drop()
@@ -162,7 +168,7 @@ class Reader:
         old = self.recent.popleft()
         self.recent_bytes -= len(old.data)
         self.recent_lines -= old.lines
-        self.hub.held -= len(old.data)
+        self.hub.unhold(old)
 
     async def run(self) -> None:
         cfg = self.hub.cfg
@@ -252,10 +258,24 @@ class Hub:
         self.cfg = cfg
         self.readers: dict[tuple, Reader] = {}
         self.cut = 0    # followers cut for lagging (metrics, tests)
-        self.held = 0   # bytes held by readers' recent events and followers' unsent ones
+        self.held = 0   # bytes held by readers' recent events and followers' unsent ones, each batch once
         self.stopped = False
         self.followers: set[Follower] = set()  # every follower of this process, joined or catching up
         self._heart: asyncio.Task | None = None
+
+    def hold(self, batch: Batch) -> None:
+        """One more holder of `batch` (a reader's recent events, a follower's unsent ones): its
+        bytes count in `held` once, while anyone holds it. 5,000 followers of one batch of
+        128 KiB hold 128 KiB, not 640 MB: counting it per follower cut followers with `resync`
+        for memory the process did not use."""
+        if not batch.holders:
+            self.held += len(batch.data)
+        batch.holders += 1
+
+    def unhold(self, batch: Batch) -> None:
+        batch.holders -= 1
+        if not batch.holders:
+            self.held -= len(batch.data)
 
     def stop(self) -> None:
         """The service is stopping: every stream ends now with a `reconnect` event."""
@@ -359,7 +379,8 @@ class Hub:
               follower: Follower, limit: int) -> Reader | None:
         """The shared reader, joined where the follower is; None if it is elsewhere (the follower
         then reads alone up to it). Its recent batches after the follower's cursor are queued
-        as they are (shared with the reader's buffer, so not counted against the follower)."""
+        as they are (shared with the reader's buffer: not counted against the follower's lag,
+        held while queued so the process's count stays true when the reader drops them)."""
         if self.stopped:
             follower.finish(reconnect_event(follower.cursor, "the service is stopping"))
             return None
@@ -374,7 +395,10 @@ class Hub:
         backlog = reader._after(follower.cursor)
         if backlog is None:
             return None
-        follower.chunks.extend(batch.data for batch in backlog)
+        for batch in backlog:
+            follower.chunks.append(batch.data)
+            follower.holding.append(batch)
+            self.hold(batch)
         follower.cursor = reader.head
         reader.followers.add(follower)
         follower.ready.set()

@@ -3,16 +3,16 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-import anyio
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.auth.deps import Viewer
-from service.logs import service
+from service.auth.deps import CachedViewer
+from service.logs import opening, service
 from service.logs.schemas import LogLineOut, LogPageOut
-from service.web.container import SessionDep, services
+from service.web.container import services
 from service.web.overload import wants_stream
 from service.web.problems import problem_responses
+from service.web.request_threads import in_thread
 
 router = APIRouter(prefix="/v1/jobs", tags=["logs"])
 
@@ -36,7 +36,7 @@ SSE_EVENT = {"type": "object", "properties": {"event": {"type": "string"}, "data
             responses={200: {"content": {"text/event-stream": {"schema": SSE_EVENT}}},
                        **problem_responses(401, 404, 409, 422, 429, 502, 503)})
 async def job_logs(
-        job_id: uuid.UUID, request: Request, actor: Viewer, session: SessionDep,
+        job_id: uuid.UUID, request: Request, auth: CachedViewer,
         replica: Annotated[str | None, Query(max_length=64, description="Only this replica, e.g. workerpool1-0")] = None,
         since: Annotated[str | None, Query(max_length=8192,
                                            description="A cursor from an earlier line or page")] = None,
@@ -45,17 +45,16 @@ async def job_logs(
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
         last_event_id: Annotated[str | None, Header(max_length=8192, description="SSE resume point")] = None):
     svc = services(request)
-    view = await anyio.to_thread.run_sync(service.view_of, session, actor.team_id, job_id)
-    # The request's session would otherwise stay checked out for the whole stream.
-    await anyio.to_thread.run_sync(session.close)
-    backend = service.backend_of(svc.backends, view)
     stream = wants_stream(follow, accept)  # the admission layer's rule too (service/web/overload.py)
     cursor = (last_event_id or since) if stream else since
-    # The first read happens here, so a bad cursor or replica is a 422, not a broken stream.
-    page = await anyio.to_thread.run_sync(service.read, backend, view.handle, replica, cursor, limit)
+    # The caller from the token cache, the job, the first read (so a bad cursor or replica is a
+    # 422, not a broken stream): one trip through the request threads, the session closed
+    # before any stream starts (service/logs/opening.py).
+    backend, view, page = await in_thread(request, opening.open_logs, svc.session_factory, svc.token_cache,
+                                          svc.backends, auth, job_id, replica, cursor, limit)
     if stream:
         # One shared reader per job (and replica filter) serves every follower (service/logs/fanout.py).
-        body = svc.log_hub.follow(backend, view, actor.team_id, replica, page, cursor, limit)
+        body = svc.log_hub.follow(backend, view, auth.actor.team_id, replica, page, cursor, limit)
         return StreamingResponse(body, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     page = service.cap_page(page, svc.log_settings.page_max_bytes)  # bounded in bytes, not only lines

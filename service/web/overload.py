@@ -107,7 +107,7 @@ def caller_of(scope) -> bytes:
 
 class AdmissionMiddleware:
     def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
-                 stream_queue_seconds: float = 10.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
+                 stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
                  on_refuse=None, on_start=None) -> None:
         self.app = app
         self.slots = asyncio.Semaphore(max_requests)

@@ -178,3 +178,36 @@ def test_a_reader_gives_fan_outs_at_most_its_share_of_the_loop(monkeypatch):
         monkeypatch.setenv("TRAINJOBS_LOGS_FANOUT_LOOP_SHARE", bad)
         with pytest.raises(ValidationError):
             Settings()
+
+
+def test_a_batch_shared_by_followers_counts_once_in_the_process_bytes():
+    """hub.held, bounded by TRAINJOBS_LOGS_BUFFER_BYTES, counts a batch once however many
+    followers and readers hold it (one bytes object, shared): counted per follower, 5,000
+    followers of one 128 KiB batch "held" 640 MB and were cut with resync for memory the
+    process never used. Each follower's own lag limit still counts it for that follower."""
+    from service.logs.batches import Batch, FanoutSettings
+    from service.logs.fanout import Follower, Hub
+
+    cfg = FanoutSettings(process_bytes=3000, follower_bytes=2500)
+    hub = Hub(None, cfg)
+    followers = [Follower(hub, None) for _ in range(100)]
+    first, second = Batch(b"x" * 1000, ["c1"], [1000]), Batch(b"y" * 1000, ["c2"], [1000])
+    for batch, cursor in ((first, "c1"), (second, "c2")):
+        for f in followers:
+            assert f.give(batch, cursor)       # 100 x 2 x 1000 bytes given, 2,000 held
+    assert hub.held == 2000 and all(f.pending_bytes == 2000 for f in followers)
+    followers[0].take()
+    assert hub.held == 2000                    # the others still hold both
+    for f in followers[1:]:
+        f.take()
+    assert hub.held == 0
+    # Past the process's bytes a lagging follower is still cut: a third batch fits (3,000),
+    # a fourth does not, for a follower that has not sent what it was given.
+    third, fourth = Batch(b"z" * 1000, ["c3"], [1000]), Batch(b"w" * 1000, ["c4"], [1000])
+    lagging = followers[1]
+    assert lagging.give(first, "c1") and lagging.give(second, "c2") and lagging.give(third, "c3")
+    assert hub.held == 3000
+    assert not lagging.give(fourth, "c4") and lagging.done
+    assert b"resync" in lagging.chunks[-1]
+    lagging.release()
+    assert hub.held == 0

@@ -100,3 +100,39 @@ def test_queued_job_has_no_lines_yet(make_client, tmp_path):
     api.wait_state(queued["id"], "SUCCEEDED")
     assert [ln["message"] for ln in api.all_logs(queued["id"], since=page["cursor"])] == \
         ["hello from workerpool0-0 as chief:0"]
+
+
+def test_a_token_revoked_elsewhere_reads_no_logs_though_cached(finished, db_url):
+    """The log routes take the caller from the token cache (service/logs/opening.py: thousands
+    of followers connecting take no token query each); a token revoked by another process
+    (straight in the database: this process's cache still holds it) is refused by the job's
+    own query: 401 for the page, the stream and a job that does not exist (never a 404
+    that would tell a revoked token which ids exist), and the cache lets it go."""
+    from sqlalchemy import update
+
+    from service.auth.service import hash_token
+    from service.core.clock import utcnow
+    from service.persistence.models import ApiToken
+    from service.persistence.session import make_engine, make_session_factory
+
+    api, job_id = finished
+    viewer = make_token(db_url, "alpha", "viewer", "revoked-reader")
+    r = api.c.get(f"/v1/jobs/{job_id}/logs", headers=bearer(viewer))
+    assert r.status_code == 200 and len(r.json()["lines"]) == TOTAL  # now cached
+    engine = make_engine(db_url)
+    try:
+        with make_session_factory(engine)() as s:
+            s.execute(update(ApiToken).where(ApiToken.token_hash == hash_token(viewer))
+                      .values(revoked_at=utcnow()))
+            s.commit()
+    finally:
+        engine.dispose()
+    missing = "7d7c7e47-8a3c-4a28-9d35-55f1c0f1e2a1"
+    for path, params in ((f"/v1/jobs/{missing}/logs", {}), (f"/v1/jobs/{job_id}/logs", {"follow": "true"}),
+                         (f"/v1/jobs/{job_id}/logs", {})):
+        r = api.c.get(path, params=params, headers=bearer(viewer))
+        assert r.status_code == 401, (path, params, r.status_code, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+    # A live viewer of the same team still reads, and another team's caller still gets 404.
+    assert api.c.get(f"/v1/jobs/{job_id}/logs", headers=bearer(make_token(db_url, "alpha", "viewer"))).status_code == 200
+    assert api.c.get(f"/v1/jobs/{job_id}/logs", headers=bearer(make_token(db_url, "beta", "viewer"))).status_code == 404

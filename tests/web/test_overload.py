@@ -136,3 +136,21 @@ def test_streams_refused_for_busy_slots_are_told_when_to_come_back():
     assert after[0] == 1 and after[-1] >= 30, after  # the last refused had nobody ahead; the first, 39
     assert len(set(after)) >= 20, after               # spread, not one second for all
     assert all(f"retry after {int(h[b'retry-after'])} s" in body["detail"] for _, h, body in answers)
+
+
+def test_streams_wait_30_s_for_a_slot_and_a_process_serves_10000_by_default(monkeypatch):
+    """5,000 followers connecting at once to one process all open at the default (bench/load.py
+    --followers 5000: at 10 s the last ~2,500 were refused on a busy host; the openings are
+    cheaper now too: service/logs/opening.py). Bounded and settable like every limit."""
+    from pydantic import ValidationError
+
+    from service.core.config import Settings
+    assert Settings().stream_queue_seconds == 30.0
+    # 10,000 followers across two workers: the kernel hands one more than half (at 5,000 per
+    # process, 423 of them were refused once, bench/load.py --workers 2).
+    assert Settings().max_streams == 10_000
+    monkeypatch.setenv("TRAINJOBS_STREAM_QUEUE_SECONDS", "5")
+    assert Settings().stream_queue_seconds == 5.0
+    monkeypatch.setenv("TRAINJOBS_STREAM_QUEUE_SECONDS", "121")
+    with pytest.raises(ValidationError):
+        Settings()
