@@ -48,4 +48,4 @@ def list_tokens(session: SessionDep, actor: Admin):
              summary="Revoke a token (admin): refused from now on",
              responses=problem_responses(401, 403, 404, 422, 503))
 def revoke_token(token_id: uuid.UUID, session: SessionDep, actor: Admin):
-    return _out(service.revoke(session, token_id, actor.team_id), actor.team)
+    return _out(service.revoke(session, token_id, actor.team_id, actor.role), actor.team)

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.core.errors import Invalid, NotFound, Problem, Unauthorized
+from service.core.errors import Forbidden, Invalid, NotFound, Problem, Unauthorized
 from service.persistence.models import ApiToken, Team, utcnow
 
 # An operator (the service's admin: capacity, team shares, priority classes) is also an admin of
@@ -106,10 +106,15 @@ def list_tokens(session: Session, team_id: uuid.UUID | None) -> list[ApiToken]:
 ON_REVOKE: list[Callable[[Session, ApiToken], Any]] = []
 
 
-def revoke(session: Session, token_id: uuid.UUID, team_id: uuid.UUID | None) -> ApiToken:
+def revoke(session: Session, token_id: uuid.UUID, team_id: uuid.UUID | None, role: str | None = None) -> ApiToken:
+    """`role`: the caller's (None: the host's CLI). A token above the caller's role (an operator's,
+    for a team admin of its team) is not the caller's to revoke."""
     token = session.get(ApiToken, token_id)
     if token is None or (team_id is not None and token.team_id != team_id):
         raise NotFound(f"no token with id {token_id}")
+    if role is not None and ROLES.index(token.role) > ROLES.index(role):
+        raise Forbidden(f"token {token_id} is an {token.role} token; only an {token.role} (or the service's host: "
+                        "trainjobs tokens revoke) may revoke it")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         # Work launched later as this token stops with it, in the same transaction (its sweeps

@@ -125,3 +125,12 @@ def test_a_job_that_could_never_fit_is_refused_at_submit(client, operator, demo)
     assert "team alpha may use at most 1" in r.text
     assert client.delete("/v1/teams/alpha/shares/local", headers=operator).status_code == 204
     assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201
+
+
+def test_a_team_admin_cannot_revoke_its_operator(client, db_url):
+    """Hostile admin of the operator's own team: the operator's token is not its to revoke."""
+    ops = make_token(db_url, "alpha", "operator", name="ops")
+    listed = {t["name"]: t["id"] for t in client.get("/v1/tokens").json()}
+    r = client.post(f"/v1/tokens/{listed['ops']}/revoke")
+    assert_problem(r, 403)
+    assert client.get("/v1/audit", headers=bearer(ops)).status_code == 200   # still valid
