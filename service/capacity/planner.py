@@ -21,15 +21,15 @@ class Planner:
         self.policy = Policy(starve_after_s=settings.starve_after_seconds,
                              max_preemptions_per_pass=settings.max_preemptions_per_pass)
 
-    def snapshot(self, session: Session, backend: str) -> snapshots.Snapshot:
+    def snapshot(self, session: Session, backend: str, now: datetime | None = None) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
-                             max_preemptions_per_job=self.settings.max_preemptions_per_job)
+                             max_preemptions_per_job=self.settings.max_preemptions_per_job, now=now)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime) -> Decision:
         return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy)
 
     def plan(self, session: Session, backend: str, now: datetime) -> Plan:
-        return to_plan(self.decide(self.snapshot(session, backend), now))
+        return to_plan(self.decide(self.snapshot(session, backend, now), now))
 
 
 def to_plan(decision: Decision) -> Plan:

@@ -69,7 +69,8 @@ def _seconds(at: datetime | None) -> float:
 
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
-         max_preemptions_per_job: int) -> Snapshot:
+         max_preemptions_per_job: int, now: datetime | None = None) -> Snapshot:
+    """`now`: the controller's clock (a retry's backoff ends by it); None: this process's."""
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     running = []
@@ -90,7 +91,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None)
                for row in session.execute(
                    select(Job.id, _TEAM, Job.priority, Job.demand, Job.created_at, Job.may_preempt, Job.nominated_at)
-                   .where(Job.backend == backend, UNLAUNCHED, due(utcnow()))
+                   .where(Job.backend == backend, UNLAUNCHED, due(now or utcnow()))
                    .order_by(Job.created_at, Job.id).limit(max_waiting))]
     return Snapshot(backend, capacity, shares, running, waiting, source)
 
