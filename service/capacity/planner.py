@@ -22,16 +22,16 @@ class Planner:
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
                              grace_s=settings.grace_seconds)
 
-    def snapshot(self, session: Session, backend: str) -> snapshots.Snapshot:
+    def snapshot(self, session: Session, backend: str, now: datetime | None = None) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
-                             max_preemptions_per_job=self.settings.max_preemptions_per_job,
-                               grace_seconds=self.settings.grace_seconds)
+                               max_preemptions_per_job=self.settings.max_preemptions_per_job,
+                               grace_seconds=self.settings.grace_seconds, now=now)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime) -> Decision:
         return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy)
 
     def plan(self, session: Session, backend: str, now: datetime) -> Plan:
-        return to_plan(self.decide(self.snapshot(session, backend), now))
+        return to_plan(self.decide(self.snapshot(session, backend, now), now))
 
 
 def to_plan(decision: Decision) -> Plan:

@@ -67,7 +67,8 @@ def _seconds(at: datetime | None) -> float:
 
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
-         max_preemptions_per_job: int, grace_seconds: float) -> Snapshot:
+         max_preemptions_per_job: int, grace_seconds: float, now: datetime | None = None) -> Snapshot:
+    """`now`: the controller's clock (a retry's backoff ends by it); None: this process's."""
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     # Team names once (teams are few), not a subquery per job row: 10,000 waiting jobs are read
@@ -96,7 +97,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                for row in session.execute(
                    select(Job.id, Job.team_id, Job.priority, Job.demand, Job.created_at, Job.may_preempt,
                           Job.nominated_at)
-                   .where(Job.backend == backend, UNLAUNCHED, due(utcnow()))
+                   .where(Job.backend == backend, UNLAUNCHED, due(now or utcnow()))
                    .order_by(Job.created_at, Job.id).limit(max_waiting))]
     return Snapshot(backend, capacity, shares, running, waiting, source)
 

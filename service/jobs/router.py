@@ -25,10 +25,12 @@ from service.jobs.schemas import (
     JobPreview,
     JobRelaunch,
     JobSummary,
+    PreemptionRef,
     TemplateRef,
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
+from service.lifecycle import preemption
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import JobState
 from service.model_uploads import queue as model_queue
@@ -81,12 +83,32 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
     refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
         if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]
     retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
+    preempted = preemptions_of(attempts or [])
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
-                  not_before=job.not_before, retried_by=retried_by, attempts=refs,
+                  not_before=job.not_before, retried_by=retried_by, attempts=refs, preemptions=preempted,
                   waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
                   custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
+
+
+def preemptions_of(attempts: list) -> list[PreemptionRef]:
+    """The preemptions over a job's attempts (service.attempts_of's rows, in order)."""
+    out = []
+    for i, a in enumerate(attempts):
+        after = attempts[i + 1] if i + 1 < len(attempts) else None
+        error = a.error if isinstance(a.error, dict) else {}
+        if a.preempt_requested_at is None and error.get("cause") != "preemption":
+            continue
+        kind, why = preemption.parse_reason(a.preempt_reason)
+        kept = ((a.progress or {}).get("preempted_at") or {}).get("step") if isinstance(a.progress, dict) else None
+        resumed = (after.progress or {}).get("resumed_at_step") if after is not None and \
+            isinstance(after.progress, dict) else None
+        out.append(PreemptionRef(attempt=a.id, at=a.preempt_requested_at, for_job=a.preempted_for,
+                                 kind=kind or error.get("kind"), why=why or str(error.get("message") or ""),
+                                 kept=kept if isinstance(kept, int) else None,
+                                 resumed_at_step=resumed if isinstance(resumed, int) else None))
+    return out
 
 
 def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

@@ -77,6 +77,17 @@ class AttemptRef(BaseModel):
     state: JobState
 
 
+class PreemptionRef(BaseModel):
+    """One preemption of one attempt of the job (docs/queue.md)."""
+    attempt: uuid.UUID = Field(description="The attempt that was preempted")
+    at: datetime | None = Field(None, description="When the controller asked it to stop")
+    for_job: uuid.UUID | None = Field(None, description="The waiting job it was preempted for (null: Slurm's own)")
+    kind: str | None = Field(None, description="reclaim (a team took back its nominal quota), priority, or slurm")
+    why: str = ""
+    kept: int | None = Field(None, description="The step it saved at when it got SIGTERM (work kept)")
+    resumed_at_step: int | None = Field(None, description="The step the next attempt went on from")
+
+
 class TemplateRef(BaseModel):
     name: str
     version: int
@@ -180,6 +191,8 @@ class JobOut(JobSummary):
                                                            "and was retried")
     attempts: list[AttemptRef] = Field(default_factory=list, description="Every attempt of this job, in order "
                                                                          "(this one included)")
+    preemptions: list[PreemptionRef] = Field(default_factory=list, description="Every preemption over the job's "
+                                             "attempts, in order: when, for which job, the step kept and resumed at")
     waiting_reason: str | None = Field(
         None, description="Why a QUEUED job has not been launched yet, in its backend's words "
                           "(e.g. waiting for the Vertex AI create budget); null once launched")

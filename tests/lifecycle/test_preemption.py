@@ -70,6 +70,9 @@ def test_borrowed_job_is_preempted_requeued_and_resumes(service):
     assert resumed == kept
     svc.release.touch()
     assert svc.wait_state(nxt.id, "SUCCEEDED")["state"] == "SUCCEEDED"
+    (seen,) = svc.job(nxt.id)["preemptions"]     # the job view, from any attempt
+    assert seen["attempt"] == a and seen["for_job"] == b and seen["kind"] == "reclaim"
+    assert seen["kept"] == kept and seen["resumed_at_step"] == kept and seen["at"]
 
     with svc.services.session_factory() as session:
         types = session.execute(select(WebhookDelivery.event_type).where(

@@ -64,7 +64,7 @@ class SlurmBackend(Backend):
         # deposed controller's call still in flight.
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
                                          resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2,
-                                         runs_on="the team's own Slurm cluster")
+                                         runs_on="the team's own Slurm cluster", preempts=True)
         self.identity: tuple[int, int] | None = None
         self.job_uids: frozenset[int] | None = None
         self.progress = log_reader.ProgressFollower()
