@@ -201,6 +201,7 @@ def _figures(submitted, chains, most: int) -> dict:
     waits: dict[str, list[float]] = {}
     firsts: dict[str, float] = {}
     preemptions, resumed, lost, succeeded = 0, [], 0, True
+    whys: list[str] = []
     for team, jobs in submitted.items():
         for job_id, at in jobs:
             attempts = chains[team][job_id]
@@ -214,9 +215,12 @@ def _figures(submitted, chains, most: int) -> dict:
             for before, after in zip(attempts, attempts[1:], strict=False):
                 if (before.get("error") or {}).get("cause") == "preemption":
                     preemptions += 1
+                    whys.append(f"team {team}: {(before.get('error') or {}).get('message', '')}")
                     # None: it was stopped before its first checkpoint (still starting), so it
                     # started again from step 0.
                     resumed.append((after.get("progress") or {}).get("resumed_at_step"))
+    for why in whys:
+        print(f"(b) preempted: {why}")
     for team in ("a", "b", "c"):
         w = sorted(waits.get(team, []))
         if w:
