@@ -25,6 +25,9 @@ class Ledger:
         self.by_reservations: dict[str, dict[str, int]] = {}  # team -> what its reservations add to committed
         self.kept_total: dict[str, int] = {}
         self.jobs: dict[str, int] = {}                        # jobs each team runs (or was admitted)
+        # What running jobs are being stopped for, per team (their capacity comes once they have
+        # stopped): it counts against the team's nominal quota meanwhile.
+        self.promised: dict[str, dict[str, int]] = {}
         for team in shares:
             self._team(team)
         for job in running:
@@ -94,8 +97,15 @@ class Ledger:
         not started yet), so a team takes back its quota once, not once a pass."""
         s = self.share(team)
         self._team(team)
-        held = self.held[team]
-        return all(held.get(r, 0) + d <= s.nominal.get(r, 0) for r, d in demand.items() if d)
+        held, promised = self.held[team], self.promised.get(team, {})
+        return all(held.get(r, 0) + promised.get(r, 0) + d <= s.nominal.get(r, 0) for r, d in demand.items() if d)
+
+    def promise(self, team: str, demand: Resources) -> None:
+        """Running jobs are being stopped for a job of `team` that needs `demand`."""
+        mine = self.promised.setdefault(team, {})
+        for r, d in demand.items():
+            if d:
+                mine[r] = mine.get(r, 0) + d
 
     def borrows(self, team: str) -> bool:
         nominal = self.share(team).nominal

@@ -159,6 +159,7 @@ class _Pass:
             return None
         if job.job_id in self.stopping_for:
             ledger.reserve(job.team, job.demand)
+            ledger.promise(job.team, job.demand)
             return self._wait(job, f"waiting for {self.stopping_for[job.job_id]} preempted job(s) to stop")
         budget = self.policy.max_preemptions_per_pass - len(self.decision.preempt)
         victims = choose_victims(ledger, job, self.running, self.borrowed, self.taken, budget)
@@ -167,6 +168,7 @@ class _Pass:
                 self.taken.add(v.job_id)
                 self.decision.preempt.append(Preempted(v.job_id, v.team, job.job_id, how, _preempt_why(v, job, how)))
             ledger.reserve(job.team, job.demand)
+            ledger.promise(job.team, job.demand)
             return self._wait(job, f"waiting for {len(victims)} preempted job(s) to stop")
         if urgent and ledger.could_ever_fit(job.team, job.demand):
             ledger.reserve(job.team, job.demand)

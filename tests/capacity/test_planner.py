@@ -104,3 +104,37 @@ def _id(job_id: str):
 
 def _demo() -> dict:
     return DEMO
+
+
+def test_a_team_takes_back_its_nominal_quota_once_not_once_a_pass(client, db_url, session_factory):
+    """Beta (nominal 1 core) has two jobs waiting while alpha borrows every core: one of alpha's
+    jobs is preempted for beta's first; on the next pass, while that job is still stopping, beta's
+    second job (which would borrow) preempts nobody."""
+    beta = make_token(db_url, "beta", "admin")
+    for token in (_alpha(client), beta):
+        assert client.post("/v1/templates", json=_demo(), headers={"Authorization": f"Bearer {token}"}).status_code \
+            == 201
+    alpha_jobs = _jobs(client, _alpha(client), 4)
+    beta_jobs = _jobs(client, beta, 2)
+    with session_factory() as s:
+        s.add(BackendCapacity(backend="local", resource="core", amount=4))
+        teams = dict(s.query(Team.name, Team.id).all())
+        s.add(TeamShare(team_id=teams["alpha"], backend="local", nominal={"core": 1}))
+        s.add(TeamShare(team_id=teams["beta"], backend="local", nominal={"core": 1}))
+        s.execute(update(Job).values(demand={"core": 1}))
+        _as_running(s, alpha_jobs, {"core": 1})
+        s.commit()
+    planner = Planner(CapacitySettings())
+    with session_factory() as s:
+        first = planner.plan(s, "local", utcnow())
+    assert [(str(p.for_job), p.kind) for p in first.preempt] == [(beta_jobs[0], "reclaim")]
+    # What the controller writes for it (lifecycle.engine.request_preemption), then the next pass.
+    victim = first.preempt[0]
+    with session_factory() as s:
+        s.execute(update(Job).where(Job.id == victim.job_id).values(preempt_requested_at=utcnow(),
+                                                                    preempted_for=victim.for_job))
+        s.execute(update(Job).where(Job.id == victim.for_job).values(nominated_at=utcnow()))
+        s.commit()
+        again = planner.plan(s, "local", utcnow())
+    assert again.preempt == [] and again.admit == []
+    assert "preempted job(s) to stop" in again.waiting[_id(beta_jobs[0])].why
