@@ -5,8 +5,8 @@ preempt_requested_at, preempted_for, preempt_reason). Whatever the backend then 
 CANCELLED, a signal exit), the job did not fail: unless it SUCCEEDED first, it ends FAILED with
 error.cause "preemption" and gets a new attempt whatever its retry policy says
 (retries.plan_preemption). A Slurm job that Slurm itself preempted (error.cause "preemption",
-error.preempted_by "slurm") takes the same path. A member's cancel wins: a job in CANCELLING ends
-as the cancel ends it."""
+error.preempted_by naming its backend, e.g. a Slurm cluster's) takes the same path. A member's
+cancel wins: a job in CANCELLING ends as the cancel ends it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,20 +42,22 @@ def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None)
     carries preempt_requested_at, preempted_for and preempt_reason."""
     if dst is None or dst not in TERMINAL or dst == S.SUCCEEDED or current == S.CANCELLING:
         return None
-    by_slurm = isinstance(error, dict) and error.get("cause") == "preemption" and error.get("preempted_by") == "slurm"
-    if row.preempt_requested_at is None and not by_slurm:
+    # Preempted by the backend's own scheduler (a Slurm cluster's): its error names who.
+    by = error.get("preempted_by") if isinstance(error, dict) and error.get("cause") == "preemption" else None
+    by_backend = isinstance(by, str) and by not in ("", "trainjobs")
+    if row.preempt_requested_at is None and not by_backend:
         return None
     if row.preempt_requested_at is not None:
         kind, why = parse_reason(row.preempt_reason)
         for_job = str(row.preempted_for) if row.preempted_for else None
         message = f"preempted for job {for_job} ({why})"
     else:
-        kind, for_job = "slurm", None
-        message = "preempted by Slurm" + (f": {error.get('message')}" if isinstance(error, dict)
-                                          and error.get("message") else "")
+        kind, for_job = str(by), None
+        message = f"preempted by its backend's own scheduler ({by})" + (
+            f": {error.get('message')}" if isinstance(error, dict) and error.get("message") else "")
     out: dict[str, Any] = {"cause": "preemption", "message": message, "for_job": for_job, "kind": kind}
-    if by_slurm:
-        out["preempted_by"] = "slurm"
+    if by_backend:
+        out["preempted_by"] = by
     if error:
         out["backend_error"] = error
     return Ending(message, out)

@@ -22,7 +22,7 @@ def test_slurm_preemption_is_requeued_whatever_the_policy(session_factory):
         s.commit()
         failed = row(s, jid)
         assert failed.error["cause"] == "preemption" and failed.error["kind"] == "slurm"
-        assert failed.error["preempted_by"] == "slurm" and failed.error["message"].startswith("preempted by Slurm")
+        assert failed.error["preempted_by"] == "slurm" and failed.error["message"].startswith("preempted by its backend's own scheduler (slurm)")
         (new,) = attempts(s, jid)
         assert new.attempt == 2 and new.state == "QUEUED" and new.not_before is None
         assert row(s, new.id).preemptions == 1

@@ -115,7 +115,8 @@ def test_jobs_beyond_the_create_budget_wait_queued_and_say_why(make_harness, fak
         assert [bool(v["backend_ref"]) for v in views] == [True, True, False, False]
         assert views[2]["state"] == "QUEUED" and views[2]["waiting_reason"] == (
             "waiting for the Vertex AI create budget (6 a minute, 2 at once; TRAINJOBS_VERTEX_CREATE_PER_MINUTE)")
-        assert views[3]["waiting_reason"] is None   # oldest first: the next in line speaks for the queue
+        # The plan's order is the order, and each job the budget holds back says why.
+        assert views[3]["waiting_reason"] == views[2]["waiting_reason"]
         # Nothing was attempted, so nothing has to settle before its turn.
         assert h.row(jobs[2]["id"]).launch_attempted_at is None
         lists = fake_vertex.calls["list"]
