@@ -31,6 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.local import free_port, wait  # noqa: E402  (the same helpers as the local benchmark)
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
@@ -50,24 +51,6 @@ def spec(priority_class: str | None = None) -> dict:
     if priority_class:
         out["priority_class"] = priority_class
     return out
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait(pred, what: str, timeout: float, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: timed out waiting for {what}")
-        time.sleep(interval)
 
 
 class CoreCounter(threading.Thread):
