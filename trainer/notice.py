@@ -9,6 +9,8 @@ starts any (they inherit the mask), and one thread of ours waits for it with sig
   exits) and that thread becomes the watchdog: if the replica has not exited save_seconds
   later, it exits without saving;
 - any other replica (evaluator, parameter server, a replica still starting) exits at once.
+If training raises after the notice (a peer stopped first broke the collective), main() ends the
+same way (failed_to_save).
 Exit status 128 + SIGTERM, as if the signal had ended the process.
 
 Pure Python: main() starts it before TensorFlow is imported.
@@ -51,6 +53,14 @@ class Notice:
         time.sleep(seconds)
         _say(f"{self.task} could not save within {seconds:g} s of SIGTERM; exiting without it")
         os._exit(EXIT_CODE)
+
+
+    def failed_to_save(self, exc: BaseException) -> int:
+        """Training raised after the notice (a peer that was stopped first broke the collective):
+        the same ending as the watchdog's, with what went wrong in one line."""
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        _say(f"{self.task} could not save after SIGTERM ({type(exc).__name__}: {first_line}); exiting without it")
+        return EXIT_CODE
 
 
 def _say(message: str) -> None:

@@ -53,8 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # in milliseconds rather than after a multi-second import.
         return train(cfg, cluster, expected_gpus)
     except TrainerError as exc:
+        if NOTICE.given:
+            return NOTICE.failed_to_save(exc)
         print(f"trainer: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
+    except Exception as exc:
+        # After SIGTERM a peer may already be gone: the collective that would have saved fails
+        # (UnavailableError) before the watchdog fires. The stop, not the job, caused it.
+        if NOTICE.given:
+            return NOTICE.failed_to_save(exc)
+        raise
 
 
 def train(cfg: TrainConfig, cluster: ClusterInfo, expected_gpus: int = 0) -> int:

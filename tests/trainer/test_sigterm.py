@@ -4,6 +4,7 @@ the signal, and the job would only stop at the SIGKILL after the service's grace
 next attempt goes on from that step, not from the last epoch (trainer/preemption.py)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -94,4 +95,6 @@ def test_a_replica_that_cannot_save_still_exits(replicas, tmp_path):
         if chief.poll() is None:
             chief.kill()
             chief.wait()
-    assert "could not save within 3 s of SIGTERM" in (tmp_path / "chief.err").read_text()
+    # The watchdog (the all-reduce hangs) or the failed collective (the peer's death is seen
+    # first) ends it: either way it says it could not save, and exits as stopped, not failed.
+    assert re.search(r"could not save (within 3 s of|after) SIGTERM", (tmp_path / "chief.err").read_text())
