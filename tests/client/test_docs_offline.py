@@ -14,6 +14,11 @@ from service.app import create_app
 from tests.backends.localkit import settings_for, thread_server
 
 
+# What these pages are is the question here, not how fast they come: a megabyte of ReDoc on a
+# busy 2-core machine took longer than httpx's default 5 s once.
+TIMEOUT = 60
+
+
 @pytest.fixture
 def server(tmp_path, sqlite_template_db):
     """The pages touch no database: SQLite alone is enough."""
@@ -41,7 +46,7 @@ def refs(html: str) -> list[str]:
 @pytest.mark.parametrize("page,assets", [("/docs", {"swagger-ui-bundle.js", "swagger-ui.css"}),
                                          ("/redoc", {"redoc.standalone.js"})])
 def test_docs_pages_load_only_from_this_service(server, page, assets):
-    r = httpx.get(server + page)
+    r = httpx.get(server + page, timeout=TIMEOUT)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     found = refs(r.text)
     assert found and all(ref.startswith("/") and not ref.startswith("//") for ref in found), found
@@ -50,7 +55,7 @@ def test_docs_pages_load_only_from_this_service(server, page, assets):
     assert '"validatorUrl": null' in r.text or page == "/redoc"
     assert assets <= {ref.rsplit("/", 1)[1] for ref in found}
     for ref in found:
-        served = httpx.get(server + ref)
+        served = httpx.get(server + ref, timeout=TIMEOUT)
         assert served.status_code == 200, ref
         if ref.endswith(".js"):
             assert "javascript" in served.headers["content-type"] and len(served.content) > 100_000
@@ -83,7 +88,7 @@ def test_no_asset_a_docs_page_loads_fetches_from_another_host(server, page):
     """ReDoc's bundle shows Redocly's logo from its CDN: served here pointing at our icon."""
     for ref in refs(httpx.get(server + page).text):
         if ref.endswith((".js", ".css")):
-            served = httpx.get(server + ref).content
+            served = httpx.get(server + ref, timeout=TIMEOUT).content
             assert not _REMOTE_LOAD.findall(served), (ref, _REMOTE_LOAD.findall(served)[:5])
     logo = httpx.get(server + "/docs-assets/favicon.png")
     assert logo.status_code == 200 and logo.headers["content-type"] == "image/png"

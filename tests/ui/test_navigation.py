@@ -19,7 +19,10 @@ from tests.ui.test_browser import console_errors, sign_in, wait
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-LOAD_MAX_SECONDS = 2.0  # the bound; a stalled load waited for a stream to end
+# A stalled load waits for a stream to end: the streams here last their default 30 s. A load
+# that is only slow (2.3 s once, at load average 6 on 2 cores) is not what this test is about:
+# speed is measured in bench/, never here.
+LOAD_MAX_SECONDS = 10.0
 
 
 @pytest.fixture
