@@ -364,7 +364,8 @@ def followers_part(args, db_url: str, work: Path) -> None:
                 k = f"status {status}, last event {last}"
                 why[k] = why.get(k, 0) + 1
         print(f"followers: {args.followers} SSE followers of one local job printing {args.lines} lines, "
-              f"{args.workers} worker process(es), default settings (the followers in one process, the GET "
+              f"{args.workers} worker process(es), {', '.join(args.set) or 'default settings'} "
+              "(the followers in one process, the GET "
               "client in another)")
         refused = sum(r[5] for r in res["results"])
         print(f"  connecting: {refused} answers 503 with Retry-After (obeyed: {sum(1 for r in res['results'] if r[5])}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, asynccontextmanager
@@ -188,6 +189,11 @@ async def _lifespan(app: FastAPI, parts: _Parts, backends: Mapping[str, Backend]
 def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | None) -> Services:
     settings = parts.settings
     engine, health_engine, session_factory = _databases(stack, settings)
+    # A request's thread takes the GIL back after each database round trip; with Python's 5 ms
+    # it waited up to 5 ms each time behind the loop's fan-out to 5,000 followers (bench/load.py).
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
+    stack.callback(sys.setswitchinterval, previous_interval)
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
     # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
     request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")

@@ -184,6 +184,12 @@ class Settings(BaseSettings):
         300.0, gt=0, le=86_400, description="A log stream of the API ends after this long with a `reconnect` "
                                             "event; clients resume with Last-Event-ID (the Python client and "
                                             "`jobs logs -f` do it themselves)")
+    gil_switch_interval_ms: float = Field(
+        0.5, ge=0.05, le=100, description="How long one thread of a process may hold Python's GIL while "
+                                          "another waits for it (sys.setswitchinterval; Python's own is 5 ms): "
+                                          "while the event loop writes a batch of log lines to thousands of "
+                                          "followers, a request's thread waits up to this at every database "
+                                          "round trip")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
     logs_fanout_loop_share: float = Field(
         0.1, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "

@@ -59,8 +59,9 @@ def _summary_fields(job: Job | SimpleNamespace) -> dict:
 
 def _resources(job, resources: dict, backends: Mapping[str, Backend]) -> dict:
     """The backend's `resources`, with how the model upload went (a row of its own, once the
-    job SUCCEEDED: service/model_uploads/)."""
-    if "model_upload" not in resources or not isinstance(job, Job):
+    job SUCCEEDED: service/model_uploads/). Its row is made in the transaction that records
+    SUCCEEDED, so no other job's view pays the query (a quarter of a GET's time)."""
+    if "model_upload" not in resources or not isinstance(job, Job) or job.state != JobState.SUCCEEDED.value:
         return resources
     outcome = model_queue.view(object_session(job), job.id, backends.get(job.backend))
     if outcome is None:

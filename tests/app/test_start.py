@@ -59,3 +59,21 @@ def test_a_stop_stops_the_controller_first_and_the_engines_last(tmp_path, log, m
         assert c.get("/healthz").status_code == 200
     assert stopped == [["start a"]]   # before any backend closed
     assert log[:2] == ["start a", "close a"] and sorted(log[2:]) == ["dispose engine", "dispose health engine"]
+
+
+def test_the_gil_switch_interval_is_the_settings_while_the_app_serves(tmp_path, monkeypatch):
+    """TRAINJOBS_GIL_SWITCH_INTERVAL_MS: set for the app's life, Python's own restored after;
+    out of its range it is refused at start (bench/load.py: GETs beside 5,000 followers)."""
+    import sys
+
+    from pydantic import ValidationError
+    before = sys.getswitchinterval()
+    assert Settings().gil_switch_interval_ms == 0.5
+    with TestClient(create_app(_settings(tmp_path).model_copy(update={"gil_switch_interval_ms": 0.25}))) as c:
+        assert c.get("/healthz").status_code == 200
+        assert sys.getswitchinterval() == pytest.approx(0.00025)
+    assert sys.getswitchinterval() == before
+    for bad in ("0", "101"):
+        monkeypatch.setenv("TRAINJOBS_GIL_SWITCH_INTERVAL_MS", bad)
+        with pytest.raises(ValidationError):
+            Settings()
