@@ -172,8 +172,8 @@ def list_jobs(session: SessionDep, actor: Viewer,
 
 
 def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
-    job = service.get_job(session, actor.team_id, job_id)
-    out = job_out(job, state.backends, pricer=state.pricer, attempts=service.attempts_of(session, job))
+    job, attempts = service.job_and_attempts(session, actor.team_id, job_id)
+    out = job_out(job, state.backends, pricer=state.pricer, attempts=attempts)
     out.queue = queue_place(state.queue, state.backends, session, job)
     return _json(out)
 
