@@ -209,7 +209,11 @@ class BackendLoop(LoopThread):
                 # error, or a predecessor that recorded them and died).
                 self.preempter.run(plan.preempt)
                 free = admission.room(session, self.name, caps, self.batch_size)
-                rows = admission.in_plan_order(session, plan.admit[:max(free, 0)] if check is None else plan.admit)
+                # Gated, a pass reads every job the plan admits (the gate may hold some back),
+                # but with no room it launches none of them: a backend at its limit with a long
+                # queue read thousands of rows on each pass woken by a submit, for nothing.
+                admitted = plan.admit[:max(free, 0)] if check is None else plan.admit if free > 0 else []
+                rows = admission.in_plan_order(session, admitted)
             else:
                 # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
                 free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
