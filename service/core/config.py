@@ -25,8 +25,9 @@ class Settings(BaseSettings):
     reconcile_batch_size: int = 500
     reconcile_wake_gap_seconds: float = Field(
         0.05, ge=0, le=5, description="A submit or cancel wakes the controller at once, but a pass starts at "
-                                      "least this long after the previous one ended: a burst of submits costs "
-                                      "one pass, not one each (the launch waits at most this much longer)")
+                                      "least this long (or as long as that pass took) after the previous one "
+                                      "ended: a burst of submits costs one pass, not one each (the launch waits "
+                                      "at most that much longer)")
     run_reconciler: bool = True
     workers: int = Field(1, ge=1, le=32, description="API worker processes of `serve` on this host")
     election_interval_seconds: float = Field(

@@ -4,8 +4,9 @@ form and the sweep launcher's trials all call `JobSubmitter`, built once per app
 A submit compiles the template version with the request's values, checks the result
 (the backend can launch it, the retry policy is within bounds, the caller may make its
 overrides, the team's budgets have room), stores it QUEUED through the job-row writer
-(persistence.jobrows) in one transaction, commits, and wakes the controller for
-admission (lifecycle.wake). It never calls a backend's submit: launching is the
+(persistence.jobrows) in one transaction, commits (on PostgreSQL, for a team without
+limits or webhooks: one statement that commits itself, persistence.autocommit), and wakes
+the controller for admission (lifecycle.wake). It never calls a backend's submit: launching is the
 controller's, so no request races it and none waits on Google.
 
 The Idempotency-Key is handled here only: the same key and body return the job stored
@@ -40,6 +41,7 @@ from service.lifecycle.protocol import Backend
 from service.lifecycle.states import JobState
 from service.lifecycle.wake import Wake, Waker
 from service.persistence import jobrows
+from service.persistence.autocommit import Autocommit, autocommit
 from service.persistence.models import Job, utcnow
 from service.templates.cache import TemplateCache
 
@@ -145,6 +147,15 @@ class JobSubmitter:
 
         Raises the domain's errors (Invalid 422, Forbidden 403, NotFound 404, Conflict 409,
         Unauthorized 401, budgets.LimitExceeded) with the session rolled back or untouched."""
+        # Until the work needs a transaction, each statement commits itself: a team without
+        # limits or webhooks has one read and one write (persistence.autocommit).
+        with autocommit(session) as alone:
+            return self._submit(session, body, actor, alone, dry_run, idempotency_key, verify_token, relaunch_of,
+                                trial)
+
+    def _submit(self, session: Session, body: JobCreate, actor: Actor, alone: Autocommit, dry_run: bool,
+                idempotency_key: str | None, verify_token: str, relaunch_of: uuid.UUID | None,
+                trial: jobspec.Trial | None) -> SubmitResult:
         digest = request_hash(body, dry_run) if idempotency_key else None
         if idempotency_key and digest and not dry_run:
             if verify_token:
@@ -164,9 +175,11 @@ class JobSubmitter:
         # Under the team's limits lock, in this transaction: the check and the insert commit together.
         # A team without limits (the pre-check said so) takes no lock: limits set by an
         # admin meanwhile hold from the next submit, as if set just after this one.
+        if c.tv.team_limited or c.tv.team_webhooks:
+            alone.end()   # the lock, or the outbox's rows, and the job commit together
         if c.tv.team_limited:
             budgets.check_submit(session, actor.team_id, actor.team, cost)
-        return self._store(session, body, actor, c, cost, idempotency_key, digest, relaunch_of)
+        return self._store(session, body, actor, c, cost, idempotency_key, digest, relaunch_of, alone)
 
     def _compile(self, session: Session, body: JobCreate, actor: Actor, verify_token: str,
                  trial: jobspec.Trial | None) -> _Compiled:
@@ -206,9 +219,10 @@ class JobSubmitter:
                          job_id, display_name, compiled, placed)
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
-               idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None) -> Submitted:
-        """The job row, its labels, first event and cost row in one transaction, committed;
-        then the controller is woken."""
+               idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
+               alone: Autocommit) -> Submitted:
+        """The job row, its labels, first event and cost row in one transaction, committed
+        (or, `alone.on`, in one statement that commits itself); then the controller is woken."""
         now = utcnow()
         values = dict(id=c.job_id, team_id=actor.team_id, display_name=c.display_name, template_id=c.tv.template_id,
                       template_name=c.ref.name, template_version=c.ref.version, backend=c.backend_name,
@@ -226,6 +240,9 @@ class JobSubmitter:
         try:
             jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(c.job_id, actor.team_id, cost),
                                pg_also=self.waker.also(wake))
+            # What a listener might write from here is in a transaction (the ones there are
+            # write nothing for a new job of a team without webhooks: tests/jobs/test_autocommit_submit.py).
+            alone.end()
             self.engine.announce_created(session, event, {"team_webhooks": c.tv.team_webhooks})
             # Committed before the controller can see it: a rolled-back request never launches anything.
             session.commit()

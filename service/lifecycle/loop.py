@@ -79,6 +79,7 @@ class BackendLoop(LoopThread):
         self._full_asked = False   # a wake that needs more than admission (a cancel, a tool)
         self._full = True          # the pass under way is a full one
         self._full_ended = -math.inf   # when the last full pass ended (none yet): the next starts `interval` after
+        self._pass_seconds = 0.0       # how long the last pass took (wall)
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -209,7 +210,11 @@ class BackendLoop(LoopThread):
                 # error, or a predecessor that recorded them and died).
                 self.preempter.run(plan.preempt)
                 free = admission.room(session, self.name, caps, self.batch_size)
-                rows = admission.in_plan_order(session, plan.admit[:max(free, 0)] if check is None else plan.admit)
+                # Gated, a pass reads every job the plan admits (the gate may hold some back),
+                # but with no room it launches none of them: a backend at its limit with a long
+                # queue read thousands of rows on each pass woken by a submit, for nothing.
+                admitted = plan.admit[:max(free, 0)] if check is None else plan.admit if free > 0 else []
+                rows = admission.in_plan_order(session, admitted)
             else:
                 # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
                 free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
@@ -350,12 +355,16 @@ class BackendLoop(LoopThread):
 
     def _pass(self) -> float:
         """A full pass every `interval` (or when asked), an admission pass when a submit woke it."""
-        self._full = self._full_asked or time.monotonic() - self._full_ended >= self.interval
+        started = time.monotonic()
+        self._full = self._full_asked or started - self._full_ended >= self.interval
         self._full_asked = False
-        if self._full:
-            self.run_once()
-        else:
-            self.run_admission()
+        try:
+            if self._full:
+                self.run_once()
+            else:
+                self.run_admission()
+        finally:
+            self._pass_seconds = time.monotonic() - started
         return self._next_wait()
 
     def _failed(self) -> float:
@@ -371,6 +380,10 @@ class BackendLoop(LoopThread):
 
     def _settle(self, ended: float) -> bool:
         # Woken early (a submit, a cancel): let a burst gather into one pass. Every submit
-        # wakes the loop, and a pass per submit would cost more than the submit itself.
-        rest = gap_left(ended, time.monotonic(), self.wake_gap)
+        # wakes the loop, and a pass per submit would cost more than the submit itself. The
+        # gap is at least as long as the last pass took: a pass reads the whole queue, so
+        # under a stream of submits with thousands queued the passes ran back to back and
+        # took ~40 % of the process's time (the GIL) from the requests (bench/README.md);
+        # the passes woken early now take at most half of it.
+        rest = gap_left(ended, time.monotonic(), max(self.wake_gap, self._pass_seconds))
         return rest > 0 and self._stop.wait(rest)

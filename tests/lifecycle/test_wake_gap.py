@@ -2,6 +2,7 @@
 TRAINJOBS_RECONCILE_WAKE_GAP_SECONDS, not one each, and a pass of admission only: the full
 pass (cancels, polling) keeps its interval (service/lifecycle/loop.py)."""
 import queue
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -72,3 +73,33 @@ def test_a_notify_payload_can_ask_for_admission_only():
     controller.on_notify("vertex")
     controller.on_notify("")
     assert woken == [("local", True), ("vertex", False), ("local", False), ("vertex", False)]
+
+
+class _Slow(_Recording):
+    """Its admission passes take 0.3 s: the passes a submit wakes wait at least that long apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.wake_gap = 0.01
+        self.spans: queue.Queue[tuple[float, float]] = queue.Queue()
+
+    def run_admission(self):
+        started = time.monotonic()
+        time.sleep(0.3)
+        self.spans.put((started, time.monotonic()))
+
+
+def test_passes_woken_early_wait_as_long_as_the_last_one_took():
+    # A pass reads the whole queue: with thousands queued and a submit every few ms, passes
+    # 0.01 s apart would take the process's time from the requests (bench/README.md).
+    loop = _Slow()
+    loop.start()
+    try:
+        assert loop.kinds.get(timeout=10) == "full"
+        loop.wake(admit_only=True)
+        _, first_end = loop.spans.get(timeout=10)
+        loop.wake(admit_only=True)
+        second_start, _ = loop.spans.get(timeout=10)
+    finally:
+        loop.stop()
+    assert second_start - first_end >= 0.29

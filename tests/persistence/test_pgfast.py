@@ -4,7 +4,7 @@ import uuid
 
 import psycopg
 import pytest
-from sqlalchemy import bindparam, column, exc, select, table, text
+from sqlalchemy import Integer, bindparam, column, exc, select, table, text
 
 from service.persistence import pgfast
 from service.persistence.session import make_engine
@@ -45,4 +45,26 @@ def test_a_lost_connection_is_invalidated(pg_database):
         assert caught.value.connection_invalidated
     with engine.connect() as conn:                  # the pool hands out a new connection
         assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
+    engine.dispose()
+
+
+_NAMES_OF = text("INSERT INTO teams (id, name, created_at) VALUES (:id, :name || '%' || :name, now())")
+_MANY = select(*[bindparam(f"p{i}", type_=Integer).label(f"c{i}") for i in range(60)])
+
+
+def test_statements_go_with_postgresqls_own_placeholders(pg_database):
+    # A raw cursor, so psycopg parses nothing per execute (it caches its parse only for
+    # statements of 50 parameters or fewer; the job-row writer's has more): a repeated name
+    # is one parameter, a % is plain text, and 60 parameters arrive in their order.
+    truncate_all(pg_database)
+    engine = make_engine(pg_database)
+    team = uuid.uuid4()
+    with engine.begin() as conn:
+        pgfast.execute(conn, _NAMES_OF, {"id": team, "name": "a%s"})
+        assert pgfast.first(conn, _NAMED, {"id": team}).name == "a%s%a%s"
+        row = pgfast.first(conn, _MANY, {f"p{i}": i * 7 for i in range(60)})
+        assert tuple(row) == tuple(i * 7 for i in range(60)) and row.c59 == 413
+    with engine.connect() as conn:
+        with pytest.raises(exc.ProgrammingError, match="query parameter missing: p3"):
+            pgfast.first(conn, _MANY, {f"p{i}": i for i in range(60) if i != 3})
     engine.dispose()
