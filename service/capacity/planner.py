@@ -27,11 +27,12 @@ class Planner:
                                max_preemptions_per_job=self.settings.max_preemptions_per_job,
                                grace_seconds=self.settings.grace_seconds, now=now)
 
-    def decide(self, snap: snapshots.Snapshot, now: datetime) -> Decision:
-        return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy)
+    def decide(self, snap: snapshots.Snapshot, now: datetime, *, explain: bool = True) -> Decision:
+        return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
+                        explain=explain)
 
-    def plan(self, session: Session, backend: str, now: datetime) -> Plan:
-        return to_plan(self.decide(self.snapshot(session, backend, now), now))
+    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True) -> Plan:
+        return to_plan(self.decide(self.snapshot(session, backend, now), now, explain=explain))
 
 
 def to_plan(decision: Decision) -> Plan:

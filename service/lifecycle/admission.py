@@ -125,6 +125,7 @@ class Plan:
 class CapacityPlanner(Protocol):
     """Who launches next and who is preempted, decided from outside the lifecycle (the shared
     capacity domain, service/capacity). plan() reads what it needs in `session` (read only: the
-    controller writes what it decides through the engine, fenced)."""
+    controller writes what it decides through the engine, fenced). explain=False: the plan's
+    `waiting` notes are left out (the controller acts on admit and preempt only)."""
 
-    def plan(self, session: Session, backend: str, now: datetime) -> Plan: ...
+    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True) -> Plan: ...

@@ -204,7 +204,7 @@ class BackendLoop(LoopThread):
             check = self.gate.start_pass() if self.gate is not None else None
             if self.planner is not None:
                 # Read only; what it decides is written below, fenced, through the engine.
-                plan = self.planner.plan(session, self.name, utcnow())
+                plan = self.planner.plan(session, self.name, utcnow(), explain=False)
                 session.rollback()
                 # Every planned pass: the plan's new orders, and stops not yet sent (a transient
                 # error, or a predecessor that recorded them and died).

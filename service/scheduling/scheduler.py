@@ -37,8 +37,11 @@ from service.scheduling.preemption import choose_victims
 
 
 def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
-             waiting: Sequence[Waiting], now: float, policy: Policy = Policy()) -> Decision:
-    return _Pass(capacity, shares, running, waiting, now, policy).run()
+             waiting: Sequence[Waiting], now: float, policy: Policy = Policy(), *, explain: bool = True) -> Decision:
+    """explain=False: `queue` stays empty (no positions, reasons or start estimates): the
+    controller acts on `admit` and `preempt` alone, and with 10,000 waiting jobs the words and
+    estimates cost more than the decision (GET /v1/queue computes them, cached)."""
+    return _Pass(capacity, shares, running, waiting, now, policy).run(explain)
 
 
 class _Pass:
@@ -59,7 +62,7 @@ class _Pass:
         self.kinds = {job.job_id: (job.team, tuple(job.demand.items())) for job in waiting}
         self.left: list[tuple[Waiting, str]] = []       # still waiting, with what the pass did for it
 
-    def run(self) -> Decision:
+    def run(self, explain: bool = True) -> Decision:
         nominated, starving, rest = self._split()
         for job in nominated:
             self._consider(job, urgent=True)
@@ -74,6 +77,8 @@ class _Pass:
                 self._consider(job, urgent=True)
         for job in self._fair_order([j for j in rest if j.job_id not in done]):
             self._consider(job, urgent=False)
+        if not explain:
+            return self.decision
         ahead = [job for job, _ in self.left]
         starts = estimate_starts(self.ledger.capacity, self._ending(), self.decision.admit, ahead, self.waiting,
                                  self.now, self.policy.estimate_limit)

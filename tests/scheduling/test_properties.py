@@ -105,3 +105,29 @@ def test_a_team_inside_its_nominal_quota_gets_it_back_within_a_pass_and_the_grac
         world.run(passes=400)
     finally:
         sim.schedule = original
+
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_the_controllers_unexplained_pass_decides_the_same(world):
+    """The controller's pass skips the words and estimates (explain=False): on every pass of a
+    generated world it admits and preempts exactly what the explained pass does."""
+    from unittest import mock
+
+    from service.scheduling.scheduler import schedule
+    from tests.scheduling import simulation
+
+    compared = []
+
+    def both(*args, **kw):
+        full = schedule(*args, **kw)
+        bare = schedule(*args, **kw, explain=False)
+        assert bare.admit == full.admit and bare.preempt == full.preempt
+        assert bare.queue == []
+        compared.append(len(full.queue))
+        return full
+
+    with mock.patch.object(simulation, "schedule", both):
+        world.run(passes=60)
+    assert compared, "no pass was compared"
