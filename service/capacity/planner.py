@@ -31,7 +31,14 @@ class Planner:
         return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
                         explain=explain)
 
-    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True) -> Plan:
+    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
+             room: int | None = None) -> Plan:
+        """`room`: the launch slots the backend has free (None: not known). With none free and
+        no capacity declared for the backend (nothing is arbitrated, so nobody is preempted),
+        the plan is empty without reading a single waiting job: a backend at its limit with
+        10,000 queued read them all on every pass a submit woke (bench/README.md)."""
+        if room is not None and room <= 0 and not snapshots.capacity_of(session, backend, self.settings.defaults)[0]:
+            return Plan()
         return to_plan(self.decide(self.snapshot(session, backend, now), now, explain=explain))
 
 

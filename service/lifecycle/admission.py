@@ -126,6 +126,8 @@ class CapacityPlanner(Protocol):
     """Who launches next and who is preempted, decided from outside the lifecycle (the shared
     capacity domain, service/capacity). plan() reads what it needs in `session` (read only: the
     controller writes what it decides through the engine, fenced). explain=False: the plan's
-    `waiting` notes are left out (the controller acts on admit and preempt only)."""
+    `waiting` notes are left out (the controller acts on admit and preempt only); `room`: the
+    backend's free launch slots, which may spare the planner its read."""
 
-    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True) -> Plan: ...
+    def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
+             room: int | None = None) -> Plan: ...

@@ -204,12 +204,12 @@ class BackendLoop(LoopThread):
             check = self.gate.start_pass() if self.gate is not None else None
             if self.planner is not None:
                 # Read only; what it decides is written below, fenced, through the engine.
-                plan = self.planner.plan(session, self.name, utcnow(), explain=False)
+                free = admission.room(session, self.name, caps, self.batch_size)
+                plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free)
                 session.rollback()
                 # Every planned pass: the plan's new orders, and stops not yet sent (a transient
                 # error, or a predecessor that recorded them and died).
                 self.preempter.run(plan.preempt)
-                free = admission.room(session, self.name, caps, self.batch_size)
                 # Gated, a pass reads every job the plan admits (the gate may hold some back),
                 # but with no room it launches none of them: a backend at its limit with a long
                 # queue read thousands of rows on each pass woken by a submit, for nothing.

@@ -138,3 +138,23 @@ def test_a_team_takes_back_its_nominal_quota_once_not_once_a_pass(client, db_url
         again = planner.plan(s, "local", utcnow())
     assert again.preempt == [] and again.admit == []
     assert "preempted job(s) to stop" in again.waiting[_id(beta_jobs[0])].why
+
+
+def test_a_backend_at_its_limit_without_a_capacity_plans_without_reading_the_queue(client, session_factory, demo):
+    """No launch slot free and no capacity declared: nothing can start and nobody can be
+    preempted (nothing is arbitrated), so the controller's plan is empty and reads no waiting
+    job. With a capacity declared the plan is made as ever (its preemptions may free a slot)."""
+    jobs = _jobs(client, _alpha(client), 3)
+    planner = Planner(CapacitySettings())
+    with session_factory() as s:
+        assert [str(j) for j in planner.plan(s, "local", utcnow()).admit] == jobs     # room not known
+        assert [str(j) for j in planner.plan(s, "local", utcnow(), room=2).admit] == jobs
+        empty = planner.plan(s, "local", utcnow(), room=0)
+        assert empty.admit == [] and empty.preempt == [] and empty.waiting == {}
+    with session_factory() as s:
+        s.add(BackendCapacity(backend="local", resource="core", amount=2))
+        s.execute(update(Job).values(demand={"core": 1}))
+        s.commit()
+    with session_factory() as s:
+        full = planner.plan(s, "local", utcnow(), room=0)
+    assert len(full.admit) == 2 and len(full.waiting) == 1    # read and planned: two fit, one waits

@@ -15,7 +15,7 @@ def _loop(session_factory) -> tuple[BackendLoop, Plan]:
     loop = BackendLoop(SimpleNamespace(name="local", capabilities=Capabilities(max_running=1)), session_factory,
                        None, fence=None,
                        gate=SimpleNamespace(start_pass=lambda: lambda session, job_id: None),
-                       planner=SimpleNamespace(plan=lambda session, name, now, explain=True: plan))
+                       planner=SimpleNamespace(plan=lambda session, name, now, explain=True, room=None: plan))
     loop.preempter = SimpleNamespace(run=lambda orders: 0)
     return loop, plan
 
