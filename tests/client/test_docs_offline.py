@@ -13,7 +13,6 @@ import pytest
 from service.app import create_app
 from tests.backends.localkit import settings_for, thread_server
 
-
 # What these pages are is the question here, not how fast they come: a megabyte of ReDoc on a
 # busy 2-core machine took longer than httpx's default 5 s once.
 TIMEOUT = 60
