@@ -30,7 +30,7 @@ EXAMPLES = 40  # per operation: the whole run stays within a few minutes on 2 co
 # more cases (`schemathesis run`, all phases): here the same fuzzing runs on PostgreSQL only.
 @pytest.mark.parametrize("db_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 def test_no_input_breaks_the_api(live_server, demo_live, tokens):
-    schema = schemathesis.openapi.from_url(f"{live_server}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{live_server}/openapi.json", timeout=60)  # a busy 2-core host took >10 s once
     headers = bearer(tokens["admin"])
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15
@@ -112,7 +112,7 @@ def explicit_examples(job_id: str) -> list[tuple]:
 
 
 def test_explicit_hostile_inputs_get_their_4xx(live_server, demo_live, tokens):
-    schema = schemathesis.openapi.from_url(f"{live_server}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{live_server}/openapi.json", timeout=60)  # a busy 2-core host took >10 s once
     job = httpx.post(f"{live_server}/v1/jobs", json={"template": "mwms-demo"}, headers=bearer(tokens["admin"]))
     assert job.status_code == 201, job.text
     results = []

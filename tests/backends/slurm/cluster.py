@@ -255,7 +255,10 @@ PartitionName=urgent Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP Prio
         return bool(out.stdout.strip())
 
     def _kill_leftover_steps(self) -> None:
-        """slurmstepd outlives slurmd by design; ours are the ones reading our config's spool."""
+        """slurmstepd outlives slurmd by design; ours are the ones reading our config's spool.
+        The jobs' own processes too (a batch script's `sleep`, whatever its name): killing a
+        step daemon leaves its children behind, which happened when a cancel had not finished
+        within its bounded wait on a loaded host. Theirs is our config's SLURM_CONF."""
         import psutil
         spool = str(self.root / "spool")
         for p in psutil.process_iter(["name", "cmdline"]):
@@ -263,10 +266,8 @@ PartitionName=urgent Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP Prio
                 if p.info["name"] == "slurmstepd" and any(spool in a for a in (p.info["cmdline"] or [])):
                     p.kill()
                     continue
-                if p.info["name"] == "slurmstepd":
-                    env = p.environ()
-                    if env.get("SLURM_CONF") == str(self.conf):
-                        p.kill()
+                if p.pid != os.getpid() and p.environ().get("SLURM_CONF") == str(self.conf):
+                    p.kill()
             except Exception:  # noqa: BLE001
                 continue
 
