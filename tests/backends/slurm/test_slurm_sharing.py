@@ -68,6 +68,10 @@ class Follower:
         wait_for(lambda: (self.poll(), predicate())[1], what, timeout, 0.2)
 
 
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
 def _sbatch_args(backend: SlurmBackend) -> list[list[str]]:
     """Every sbatch argv the backend really ran (the real client, recorded on the way)."""
     calls: list[list[str]] = []
@@ -125,7 +129,7 @@ def test_a_job_slurm_preempts_and_requeues_is_followed_and_resumes(cluster, slur
     assert ref
     f = Follower(backend, job, ref)
     run = backend.run_of(job.id)
-    f.until(lambda: f.job.state == S.RUNNING and "saved checkpoint" in run.log("workerpool0-0").read_text(),
+    f.until(lambda: f.job.state == S.RUNNING and "saved checkpoint" in _text(run.log("workerpool0-0")),
             "the job to run and save its checkpoint")
     urgent = cluster.run("sbatch", "--parsable", f"--uid={JOB_USER}", "--chdir=/tmp", "--output=/dev/null",
                          "-p", "urgent", "-N2", "--exclusive", "--wrap", "true").strip()
@@ -161,7 +165,11 @@ def test_preempt_sends_term_then_kill_after_the_grace(cluster, slurm_work_dir, t
     ref = backend.submit(job).backend_ref
     assert ref
     f = Follower(backend, job, ref)
-    f.until(lambda: f.job.state == S.RUNNING, "the job to run")
+    run = backend.run_of(job.id)
+    # RUNNING is the batch script's; its task prints hello once its SIGTERM handler is in place.
+    # A TERM sent before that finds no step (or kills the task outright) on a loaded host.
+    f.until(lambda: f.job.state == S.RUNNING and "hello from" in _text(run.log("workerpool0-0")),
+            "the task to run with its SIGTERM handler in place")
     calls: list[list[str]] = []
     real = backend.cli.run
 
