@@ -15,6 +15,7 @@ from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import service
+from service.jobs.preemptions import preemptions_of
 from service.jobs.queue_place import queue_place
 from service.jobs.schemas import (
     AttemptRef,
@@ -25,12 +26,10 @@ from service.jobs.schemas import (
     JobPreview,
     JobRelaunch,
     JobSummary,
-    PreemptionRef,
     TemplateRef,
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
 from service.jobspec import CompiledJob
-from service.lifecycle import preemption
 from service.lifecycle.protocol import Backend
 from service.lifecycle.states import JobState
 from service.model_uploads import queue as model_queue
@@ -91,25 +90,6 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
                   waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
                   custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
-
-
-def preemptions_of(attempts: list) -> list[PreemptionRef]:
-    """The preemptions over a job's attempts (service.attempts_of's rows, in order)."""
-    out = []
-    for i, a in enumerate(attempts):
-        after = attempts[i + 1] if i + 1 < len(attempts) else None
-        error = a.error if isinstance(a.error, dict) else {}
-        if a.preempt_requested_at is None and error.get("cause") != "preemption":
-            continue
-        kind, why = preemption.parse_reason(a.preempt_reason)
-        kept = ((a.progress or {}).get("preempted_at") or {}).get("step") if isinstance(a.progress, dict) else None
-        resumed = (after.progress or {}).get("resumed_at_step") if after is not None and \
-            isinstance(after.progress, dict) else None
-        out.append(PreemptionRef(attempt=a.id, at=a.preempt_requested_at, for_job=a.preempted_for,
-                                 kind=kind or error.get("kind"), why=why or str(error.get("message") or ""),
-                                 kept=kept if isinstance(kept, int) else None,
-                                 resumed_at_step=resumed if isinstance(resumed, int) else None))
-    return out
 
 
 def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

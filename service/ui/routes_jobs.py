@@ -12,6 +12,7 @@ from service.core.errors import DomainError
 from service.jobs import epochs as epoch_history
 from service.jobs import queries
 from service.jobs import service as jobs
+from service.jobs.preemptions import preemptions_of
 from service.jobs.queue_place import queue_place
 from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job
@@ -83,7 +84,7 @@ def _latest_version(session: SessionDep, user: UiUser, name: str) -> int | None:
 
 
 def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uuid.UUID) -> dict:
-    job = jobs.get_job(session, user.actor.team_id, job_id)
+    job, attempts = jobs.job_and_attempts(session, user.actor.team_id, job_id)
     compiled = CompiledJob.from_json(job.compiled)
     rows = epoch_history.list_epochs(session, job.id)
     view = jobs.launch_view(services(request).backends, job.backend, job.id, compiled, job.backend_ref)
@@ -92,7 +93,7 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
                 output_dir=view.host_output_dir,
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
-                events=jobs.list_events(session, user.actor.team_id, job.id),
+                events=jobs.list_events(session, user.actor.team_id, job.id), preemptions=preemptions_of(attempts),
                 live=change_of(queries.change_of_job(job)),
                 queue_place=queue_place(services(request).queue, services(request).backends, session, job))
 

@@ -20,7 +20,7 @@ from tests.backends.localkit import settings_for, thread_server
 from tests.conftest import bearer, make_token
 
 
-def _write(db_url: str, fn) -> None:
+def write(db_url: str, fn) -> None:
     engine = make_engine(db_url)
     try:
         with make_session_factory(engine)() as session:
@@ -31,7 +31,7 @@ def _write(db_url: str, fn) -> None:
 
 
 def set_capacity(db_url: str, backend: str, capacity: dict[str, int]) -> None:
-    _write(db_url, lambda s: s.add_all(BackendCapacity(backend=backend, resource=r, amount=n)
+    write(db_url, lambda s: s.add_all(BackendCapacity(backend=backend, resource=r, amount=n)
                                        for r, n in capacity.items()))
 
 
@@ -40,14 +40,14 @@ def set_share(db_url: str, team: str, backend: str, nominal: dict[str, int], wei
         team_id = session.execute(select(Team.id).where(Team.name == team)).scalar_one()
         session.add(TeamShare(team_id=team_id, backend=backend, nominal=nominal, borrowing_limit={},
                               lending_limit={}, weight=weight))
-    _write(db_url, add)
+    write(db_url, add)
 
 
 def shape(db_url: str, job_id: str, *, demand: dict[str, int], priority: int = 0, running: bool = False) -> None:
     values: dict = {"demand": demand, "priority": priority}
     if running:
         values |= {"state": "RUNNING", "backend_ref": f"test-{job_id}", "started_at": utcnow()}
-    _write(db_url, lambda s: s.execute(update(Job).where(Job.id == uuid.UUID(job_id)).values(**values)))
+    write(db_url, lambda s: s.execute(update(Job).where(Job.id == uuid.UUID(job_id)).values(**values)))
 
 
 def submit(client, name: str, headers: dict | None = None) -> str:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import html
 import re
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
+
+from service.core.clock import utcnow
+from service.persistence.models import Job
 
 from tests.backends.localkit import Api, settings_for
-from tests.capacity.queuekit import set_capacity, set_share, shape
+from tests.capacity.queuekit import set_capacity, set_share, shape, write
 from tests.conftest import bearer
 from tests.ui.conftest import new_client, template_body
 
@@ -77,3 +82,25 @@ def test_a_waiting_jobs_page_says_its_place(app, scene, tokens):
     assert "In the queue position 1" in text and "needs 1 cores, 0 free" in text
     # Beta's running job, on beta's page: no place in the queue.
     assert "In the queue" not in _text(new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text)
+
+
+def test_a_preempted_jobs_page_lists_its_preemption_and_another_page_none(app, scene, tokens, db_url):
+    """Issue 38, point 5, on the UI: when, for which job, why, the step it kept."""
+    def preempted(session):
+        session.execute(update(Job).where(Job.id == uuid.UUID(scene["a1"])).values(
+            state="FAILED", preempt_requested_at=utcnow(), preempted_for=uuid.UUID(scene["b2"]),
+            preempt_reason="reclaim: team beta takes back its nominal quota <b>now</b>",
+            progress={"preempted_at": {"step": 42}}, error={"cause": "preemption", "message": "preempted"}))
+    write(db_url, preempted)
+    c = new_client(app, tokens["viewer"])
+    for url in (f"/ui/jobs/{scene['a1']}", f"/ui/jobs/{scene['a1']}/panels"):
+        page = c.get(url).text
+        section = page[page.index('id="panel-preemptions"'):page.index('id="panel-events"')]
+        text = _text(section)
+        assert "hidden" not in section.split(">", 1)[0]
+        assert "this one" in text and scene["b2"][:8] in text and "reclaim" in text
+        assert "saved at step 42" in text
+        assert "team beta takes back its nominal quota <b>now</b>" in text and "<b>now</b>" not in section  # escaped
+    # A job never preempted: the panel is there (for the live swap) and hidden.
+    page = new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text
+    assert '<section class="panel" id="panel-preemptions" data-live aria-labelledby="h-preemptions" hidden>' in page
