@@ -197,8 +197,9 @@ class Engine:
                                current_state=src.value)
             now = utcnow()
             row = {"state": dst.value, "updated_at": now, **(values or {})}
-            if src == S.QUEUED:
+            if src == S.QUEUED:   # it waits no more, nor does capacity freed by preemption wait for it
                 row.setdefault("waiting_reason", None)
+                row.setdefault("nominated_at", None)
             if dst in TERMINAL:
                 row.setdefault("ended_at", now)
             if self._write(session, job_id, seen, row, fence=fence):

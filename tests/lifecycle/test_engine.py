@@ -87,6 +87,20 @@ def test_move_refuses_what_the_table_forbids(session_factory):
         assert row(s, jid).state == "SUCCEEDED" and events(s, jid) == []
 
 
+def test_a_queued_job_moved_on_waits_no_more(session_factory):
+    """A nominated job (capacity being freed for it by preemption) cancelled before it launched
+    keeps neither its nomination nor its waiting reason."""
+    engine = Engine()
+    with session_factory() as s:
+        jid = make_job(s)
+        s.execute(update(Job).where(Job.id == jid).values(nominated_at=utcnow(), waiting_reason="needs 2 cores"))
+        s.commit()
+        engine.move(s, jid, S.CANCELLING, reason="cancel requested", actor="someone")
+        s.commit()
+        job = row(s, jid)
+        assert job.state == "CANCELLING" and job.nominated_at is None and job.waiting_reason is None
+
+
 def test_a_stale_read_never_overwrites_a_newer_state(session_factory):
     """Compare-and-set: the writer decides again from what the row is now."""
     engine = Engine()
