@@ -33,7 +33,7 @@ from service.budgets.router import router as teams_router
 from service.capacity.cache import TtlCache
 from service.capacity.placement import Placement
 from service.capacity.planner import Planner
-from service.capacity.queue_cache import QueueCache
+from service.capacity.queue_cache import QueueCache, launch_slots
 from service.capacity.queue_router import router as queue_router
 from service.capacity.router import router as capacity_router
 from service.core.config import Settings, get_settings
@@ -227,7 +227,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
         ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
         capacity_settings=capacity, capacity_cache=capacity_cache,
-        queue=QueueCache(Planner(capacity), capacity.queue_cache_seconds))
+        queue=QueueCache(Planner(capacity), capacity.queue_cache_seconds, slots=partial(launch_slots, built)))
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:

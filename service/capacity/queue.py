@@ -27,6 +27,17 @@ STARTING = "about to start"
 
 
 @dataclass(frozen=True)
+class Slots:
+    """A backend's limit on the jobs it runs at once (its max running jobs), and its use now."""
+    limit: int
+    running: int
+
+    @property
+    def free(self) -> int:
+        return self.limit - self.running
+
+
+@dataclass(frozen=True)
 class Computed:
     """One computation of one backend's queue: shared by every caller until it is stale. What
     does not depend on the caller (use per team, in use, the order) is worked out here once,
@@ -42,18 +53,33 @@ class Computed:
     waiting: dict[uuid.UUID, Waiting]
     in_use: dict[str, int]
     teams: list[TeamUse]
+    starting: int = 0    # the admits the controller launches on its next pass (within the free slots)
 
     @classmethod
-    def of(cls, snap: Snapshot, decision: Decision, at: datetime) -> Computed:
+    def of(cls, snap: Snapshot, decision: Decision, at: datetime, slots: Slots | None = None) -> Computed:
+        """`slots`: the backend's launch slots (None: no limit on the jobs it runs at once). The
+        planner's admits beyond the free slots are not about to start: they are next in line for
+        a slot, as the controller launches them (its pass takes the plan's first `free`)."""
         order: list[tuple[uuid.UUID, WaitingNote]] = []
-        for a in decision.admit:
+        free = len(decision.admit) if slots is None else max(0, slots.free)
+        for a in decision.admit[:free]:
             order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))  # type: ignore[arg-type]
+        held = decision.admit[free:]
+        for i, a in enumerate(held):
+            assert slots is not None
+            why = (f"{'next in line' if i == 0 else f'in line ({i} ahead)'} for a launch slot: backend {snap.backend} "
+                   f"runs at most {slots.limit} jobs at once ({slots.running} running)" if slots.limit > 0 else
+                   f"backend {snap.backend} launches no job: its limit on running jobs is 0 (an operator's setting)")
+            order.append((a.job_id, WaitingNote(i + 1, why, i, None)))  # type: ignore[arg-type]
         for q in decision.queue:
             start = None if q.estimated_start is None else datetime.fromtimestamp(q.estimated_start, UTC)
-            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, start)))  # type: ignore[arg-type]
+            if held:   # behind the jobs waiting for a slot; an estimate made without them is too early
+                start = None
+            order.append((q.job_id, WaitingNote(q.position + len(held), q.why,  # type: ignore[arg-type]
+                                                q.ahead + len(held), start)))
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(j.demand for j in snap.running),  # type: ignore[misc]
-                   team_uses(snap))
+                   team_uses(snap), min(free, len(decision.admit)))
 
 
 def _sum(demands) -> dict[str, int]:
@@ -111,7 +137,7 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
         capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
         free={r: max(0, n - in_use.get(r, 0)) for r, n in snap.capacity.items()},
         teams=computed.teams, running_jobs=len(snap.running), waiting_jobs=len(computed.order),
-        starting_jobs=len(computed.decision.admit),
+        starting_jobs=computed.starting,
         waiting_truncated=max_waiting is not None and len(snap.waiting) >= max_waiting,
         waiting=entries, next_offset=offset + limit if offset + limit < len(computed.order) else None)
 

@@ -10,21 +10,25 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from service.capacity.planner import Planner
-from service.capacity.queue import Computed
+from service.capacity.queue import Computed, Slots
 from service.core.clock import utcnow
+from service.lifecycle import admission
 from service.lifecycle.admission import WaitingNote
+from service.lifecycle.protocol import Backend
 
 
 class QueueCache:
     def __init__(self, planner: Planner, seconds: float, *, clock: Callable[[], float] = time.monotonic,
-                 now: Callable[[], datetime] = utcnow) -> None:
-        self.planner, self.seconds, self.clock, self.now = planner, seconds, clock, now
+                 now: Callable[[], datetime] = utcnow,
+                 slots: Callable[[Session, str], Slots | None] = lambda session, backend: None) -> None:
+        """`slots`: a backend's launch slots now (None: it runs any number of jobs at once)."""
+        self.planner, self.seconds, self.clock, self.now, self.slots = planner, seconds, clock, now, slots
         self._entries: dict[str, tuple[float, Computed]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -51,7 +55,8 @@ class QueueCache:
                 return found
             started = self.clock()
             snap = self.planner.snapshot(session, backend)
-            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now())
+            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(),
+                                   self.slots(session, backend))
             self.computations += 1
             # Aged from when the computation began: what it read is that old.
             self._entries[backend] = (started, computed)
@@ -60,3 +65,11 @@ class QueueCache:
     def note(self, session: Session, backend: str, job_id: uuid.UUID) -> WaitingNote | None:
         """A waiting job's place (None: not in the planner's queue, e.g. held by a retry backoff)."""
         return self.get(session, backend).notes.get(job_id)
+
+
+def launch_slots(backends: Mapping[str, Backend], session: Session, backend: str) -> Slots | None:
+    """The backend's limit on the jobs it runs at once (TRAINJOBS_LOCAL_MAX_RUNNING_JOBS, say) and
+    how many run now, counted as the controller's pass counts them (admission.room)."""
+    found = backends.get(backend)
+    limit = found.capabilities.max_running if found is not None else None
+    return None if limit is None else Slots(limit, admission.running_count(session, backend))

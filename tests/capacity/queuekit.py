@@ -63,9 +63,9 @@ def add_template(client, headers: dict) -> None:
 
 @contextmanager
 def queue_server(db_url: str, work_dir: Path) -> Iterator[str]:
-    """A real service on 127.0.0.1 whose jobs stay QUEUED (no running slot, no controller),
+    """A real service on 127.0.0.1 whose jobs stay QUEUED (no controller; slots to spare),
     its queue computed on every read."""
-    settings = settings_for(db_url, work_dir, local_max_running_jobs=0, run_reconciler=False, queue_cache_seconds=0)
+    settings = settings_for(db_url, work_dir, local_max_running_jobs=8, run_reconciler=False, queue_cache_seconds=0)
     with thread_server(create_app(settings)) as url:
         yield url
 

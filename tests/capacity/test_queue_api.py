@@ -12,10 +12,10 @@ from tests.conftest import bearer, make_token
 
 @pytest.fixture
 def settings(db_url, tmp_path) -> Settings:
-    # No running slot (the controller does not run either): jobs stay QUEUED; the queue is
-    # computed afresh on every read unless a test says otherwise.
+    # No controller runs: jobs stay QUEUED; the queue is computed afresh on every read unless a
+    # test says otherwise. Launch slots to spare: the order is the planner's alone.
     return Settings(database_url=db_url, backends=["local"], local_work_dir=tmp_path / "runs",
-                    local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False,
+                    local_max_running_jobs=8, run_reconciler=False, seed_demo_template=False,
                     queue_cache_seconds=0)
 
 
@@ -107,6 +107,38 @@ def test_a_job_that_fits_is_about_to_start(client, demo, db_url):
     assert q["starting_jobs"] == 1 and q["waiting"][0]["position"] == 0
     assert q["waiting"][0]["why"].startswith("about to start: fits")
     assert client.get(f"/v1/jobs/{a}").json()["queue"]["position"] == 0
+
+
+def test_jobs_that_fit_beyond_the_launch_slots_wait_for_one(api_client, settings, tokens, db_url):
+    """The controller launches the plan's first `free` jobs (its backend's max running jobs):
+    the queue says so, instead of "about to start" for every job that fits."""
+    with api_client(settings.model_copy(update={"local_max_running_jobs": 2}), tokens["admin"]) as c:
+        add_template(c, {})
+        set_capacity(db_url, "local", {"core": 8})
+        running = submit(c, "running")
+        shape(db_url, running, demand={"core": 1}, running=True)
+        ids = [submit(c, f"fits-{i}") for i in range(3)]
+        for i in ids:
+            shape(db_url, i, demand={"core": 1})
+        q = _local(c.get("/v1/queue").json())
+        assert q["starting_jobs"] == 1 and q["free"] == {"core": 7}
+        assert [(e["id"], e["position"], e["ahead"]) for e in q["waiting"]] == [
+            (ids[0], 0, 0), (ids[1], 1, 0), (ids[2], 2, 1)]
+        assert q["waiting"][0]["why"].startswith("about to start")
+        assert q["waiting"][1]["why"] == \
+            "next in line for a launch slot: backend local runs at most 2 jobs at once (1 running)"
+        assert q["waiting"][2]["why"].startswith("in line (1 ahead) for a launch slot")
+        assert c.get(f"/v1/jobs/{ids[2]}").json()["queue"]["position"] == 2
+
+
+def test_a_backend_that_launches_nothing_says_so(api_client, settings, tokens):
+    with api_client(settings.model_copy(update={"local_max_running_jobs": 0}), tokens["admin"]) as c:
+        add_template(c, {})
+        a = submit(c, "held")
+        q = _local(c.get("/v1/queue").json())
+        assert q["starting_jobs"] == 0
+        assert [(e["id"], e["position"]) for e in q["waiting"]] == [(a, 1)]
+        assert "launches no job: its limit on running jobs is 0" in q["waiting"][0]["why"]
 
 
 def test_no_capacity_nothing_arbitrated(client, demo):

@@ -21,8 +21,8 @@ from tests.ui.conftest import new_client, template_body
 
 @pytest.fixture
 def ui_settings(db_url, work_dir):  # noqa: F811
-    # Jobs stay QUEUED (no running slot, no controller); the queue is computed on every read.
-    return settings_for(db_url, work_dir, local_max_running_jobs=0, run_reconciler=False, queue_cache_seconds=0)
+    # Jobs stay QUEUED (no controller; launch slots to spare); the queue is computed on every read.
+    return settings_for(db_url, work_dir, local_max_running_jobs=8, run_reconciler=False, queue_cache_seconds=0)
 
 
 @pytest.fixture
