@@ -129,7 +129,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     settings = settings or get_settings()
     if settings.workers > 1:
         # A spawned worker of `serve --workers N` starts with no logging set up.
-        from service.web.observability import configure_logging
+        from service.core.logging_setup import configure_logging
         configure_logging(settings.log_level, settings.log_format)
     parts = _parts(settings)
     app = FastAPI(title="trainjobs", version="0.1.0", description=DESCRIPTION,

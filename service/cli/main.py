@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from service.cli.startup import Refusal, settings_or_refuse
-    from service.web.observability import configure_logging
+    from service.core.logging_setup import configure_logging
 
     args = build_parser().parse_args(argv)
     try:

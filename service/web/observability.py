@@ -4,12 +4,9 @@ Pure ASGI middleware (not BaseHTTPMiddleware): it sits on every request's hot
 path and must not buffer streaming responses such as the SSE log follow."""
 from __future__ import annotations
 
-import contextvars
 import hmac
-import json
 import logging
 import re
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -23,10 +20,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from service.core.logging_setup import request_id_var
 from service.web.body_limits import CLIENT_GONE
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
@@ -158,69 +155,6 @@ class RequestContextMiddleware:
                           extra={"method": method, "route": path, "status": status,
                                  "duration_ms": round(elapsed * 1000, 2)})
             request_id_var.reset(token)
-
-
-class JsonFormatter(logging.Formatter):
-    # color_message: uvicorn's copy of its message with ANSI colours, noise in a log line.
-    _STD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        out = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-               "level": record.levelname, "logger": record.name, "msg": record.getMessage(),
-               "request_id": request_id_var.get()}
-        for key, value in record.__dict__.items():
-            if key not in self._STD and not key.startswith("_"):
-                out[key] = value
-        if record.exc_info:
-            # The trace goes to the server's log only, never into a response.
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
-class TextFormatter(logging.Formatter):
-    """One line a record for a person at a terminal: time, level, logger, message, then the
-    record's fields as key=value (an access line: method, route, status, duration_ms)."""
-
-    _STD = JsonFormatter._STD
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {k: v for k, v in record.__dict__.items() if k not in self._STD and not k.startswith("_")}
-        rid = request_id_var.get()
-        if rid != "-":
-            fields["request_id"] = rid
-        line = (f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
-                + "".join(f" {k}={v}" for k, v in fields.items()))
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-LOG_FORMATS = ("auto", "json", "text")
-
-
-def resolved_log_format(fmt: str = "auto", stream=None) -> str:
-    """auto: text on a terminal (a person reads it), JSON otherwise (a collector parses it)."""
-    if fmt != "auto":
-        return fmt
-    stream = stream if stream is not None else sys.stderr
-    isatty = getattr(stream, "isatty", None)
-    return "text" if isatty is not None and isatty() else "json"
-
-
-def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
-    handler = logging.StreamHandler()
-    if resolved_log_format(fmt, handler.stream) == "json":
-        formatter: logging.Formatter = JsonFormatter()
-        formatter.converter = time.gmtime
-        handler.setFormatter(formatter)
-    else:
-        handler.setFormatter(TextFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    # Alembic says a line per migration and two about its context on every start: noise at
-    # INFO (the first start printed ~20 of them before the token banner); shown at DEBUG.
-    logging.getLogger("alembic").setLevel(logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING)
 
 
 def metrics_access(expected: str, authorization: str | None) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from service.web.observability import TextFormatter, resolved_log_format
+from service.core.logging_setup import TextFormatter, resolved_log_format
 from tests.servekit import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,3 +161,17 @@ def test_the_demo_line_says_what_it_runs_on_slurm():
     assert both.startswith("runs trainjobs-trainer:latest (local); on slurm: python -m trainer.task"), both
     assert _demo_runs(Settings(database_url="sqlite://", backends=["local"], default_backend="local")) == \
         "runs trainjobs-trainer:latest"
+
+
+def test_a_client_command_loads_no_server_stack(tmp_path):
+    """`trainjobs jobs ...` talks HTTP: it must not import the web framework, the metrics or the
+    database layer to set up its logging (it did: ~1.5 s of CPU on every call)."""
+    code = ("import sys\nfrom service.cli.main import main\n"
+            "rc = main(['jobs', 'list', '--url', 'http://127.0.0.1:9'])\n"
+            "print(rc, sorted(m for m in ('fastapi', 'starlette', 'prometheus_client', 'sqlalchemy', 'uvicorn')"
+            " if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], env=env_for(tmp_path), capture_output=True, text=True,
+                       timeout=WAIT)
+    rc, _, loaded = r.stdout.strip().partition(" ")
+    assert rc != "0" and "127.0.0.1:9" in r.stderr, r.stdout + r.stderr   # it really ran: no service there
+    assert loaded == "[]", loaded

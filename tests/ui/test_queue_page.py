@@ -12,7 +12,6 @@ from sqlalchemy import update
 
 from service.core.clock import utcnow
 from service.persistence.models import Job
-
 from tests.backends.localkit import Api, settings_for
 from tests.capacity.queuekit import set_capacity, set_share, shape, write
 from tests.conftest import bearer

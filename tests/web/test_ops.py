@@ -3,7 +3,7 @@ import logging
 
 from pydantic import SecretStr
 
-from service.web.observability import JsonFormatter, request_id_var
+from service.core.logging_setup import JsonFormatter, request_id_var
 from tests.apikit import DEMO, assert_problem
 
 
