@@ -19,13 +19,19 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.trainjobs-installed
-want=$(cat pyproject.toml uv.lock clients/python/pyproject.toml | sha256sum | cut -d' ' -f1)
+# "bytecode": venvs made before the sync compiled bytecode sync once more.
+want=$( (echo bytecode; cat pyproject.toml uv.lock clients/python/pyproject.toml) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if [ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
         .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
     fi
     # --frozen: exactly the lock, never a new resolution; --inexact: keep uv itself.
-    UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --quiet \
+    # --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI, containers) no process ever
+    # writes a .pyc, and each one compiled what it imported from source (TensorFlow: 11 s of CPU
+    # to import instead of 4; a `trainjobs jobs` call 1.5 s instead of 0.2).
+    UV_PROJECT_ENVIRONMENT=.venv .venv/bin/uv sync --frozen --inexact --quiet --compile-bytecode \
         --python .venv/bin/python --extra trainer --extra test
     echo "$want" > "$stamp"
 fi
+# The project's own sources, for the same reason (a few seconds; files already compiled are skipped).
+.venv/bin/python -m compileall -q -j 0 service trainer clients/python tests bench > /dev/null || true
