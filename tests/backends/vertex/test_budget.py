@@ -95,6 +95,7 @@ def test_a_spent_request_budget_skips_following_without_a_call(make_harness, fak
     # 4 tokens at once, 2 of them reserved for creates and cancels: following needs 3.
     with make_harness(vertex_calls_per_minute=6, vertex_calls_burst=4) as h:
         clock = h.use_clock(monkeypatch)
+        clock.freeze()   # only advance() moves it: a loaded machine's seconds are not the test's
         job = h.submit()                           # the create alone (a new job needs no lookup): 4 -> 3
         fake_vertex.set_state(job["id"], "JOB_STATE_RUNNING")
         h.reconcile()                              # the listing: 3 -> 2
@@ -113,6 +114,7 @@ def test_a_spent_request_budget_skips_following_without_a_call(make_harness, fak
 def test_jobs_are_listed_once_a_poll_interval_not_every_pass(make_harness, fake_vertex, monkeypatch):
     with make_harness(vertex_poll_interval_seconds=10) as h:
         clock = h.use_clock(monkeypatch)
+        clock.freeze()   # only advance() moves it: a loaded machine's seconds are not the test's
         jobs = [h.submit() for _ in range(3)]
         fake_vertex.reset_calls()
         for j in jobs:

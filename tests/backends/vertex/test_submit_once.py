@@ -108,6 +108,7 @@ def test_after_the_grace_a_create_that_never_landed_is_made_once(make_harness, f
 def test_jobs_beyond_the_create_budget_wait_queued_and_say_why(make_harness, fake_vertex, monkeypatch):
     with make_harness(vertex_create_per_minute=6, vertex_create_burst=2) as h:
         clock = h.use_clock(monkeypatch)
+        clock.freeze()   # the budget refills on this clock alone: a loaded machine's 10 s are not a create's worth
         jobs = [h.submit(launch=False) for _ in range(4)]
         h.reconcile()
         assert fake_vertex.calls["create"] == 2
@@ -139,7 +140,7 @@ def test_jobs_beyond_the_create_budget_wait_queued_and_say_why(make_harness, fak
 
 def test_a_cancel_while_waiting_for_the_budget_ends_it_without_a_call(make_harness, fake_vertex, monkeypatch):
     with make_harness(vertex_create_per_minute=1, vertex_create_burst=1) as h:
-        h.use_clock(monkeypatch)
+        h.use_clock(monkeypatch).freeze()
         _first, second = h.submit(launch=False), h.submit(launch=False)
         h.reconcile()
         assert h.job(second["id"])["waiting_reason"].startswith("waiting for the Vertex AI create budget")
