@@ -26,7 +26,11 @@ PACKAGE = "trainjobs_generated"
 def generate(url: str, where: Path):
     bin_dir = Path(sys.executable).parent  # ruff, which the generator runs, lives beside it
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([str(bin_dir / "openapi-python-client"), "generate", "--url", f"{url}/openapi.json",
+    # The document is fetched here, not by the generator: its own fetch gives up after httpx's 5 s
+    # default, which a loaded machine's first /openapi.json (the schema built then) can take.
+    document = where / "openapi.json"
+    document.write_bytes(httpx.get(f"{url}/openapi.json", timeout=60).raise_for_status().content)
+    done = subprocess.run([str(bin_dir / "openapi-python-client"), "generate", "--path", str(document),
                            "--meta", "none", "--output-path", str(where / PACKAGE), "--fail-on-warning"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
