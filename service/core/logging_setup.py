@@ -48,9 +48,6 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-LOG_FORMATS = ("auto", "json", "text")
-
-
 def resolved_log_format(fmt: str = "auto", stream=None) -> str:
     """auto: text on a terminal (a person reads it), JSON otherwise (a collector parses it)."""
     if fmt != "auto":
