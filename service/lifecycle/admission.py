@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sqlalchemy import and_, func, not_, or_, select
+from sqlalchemy import and_, func, literal_column, or_, select
 from sqlalchemy.orm import Session
 
 from service.lifecycle.handles import read_handles
@@ -27,8 +27,20 @@ _ACTIVE = [s.value for s in ACTIVE]
 UNLAUNCHED = and_(Job.state == JobState.QUEUED.value, Job.backend_ref.is_(None))
 
 
+# The states a launched job may be in besides QUEUED, as constants in the SQL text, not
+# parameters: a prepared statement's generic plan still knows it reads few rows.
+_LAUNCHED_STATES = [literal_column(f"'{s}'") for s in sorted(set(_ACTIVE) - {JobState.QUEUED.value})]
+
+
 def launched_active(backend: str):
-    return and_(Job.backend == backend, Job.state.in_(_ACTIVE), not_(UNLAUNCHED))
+    """The backend's launched, unfinished jobs: not QUEUED, or QUEUED with a backend
+    reference. Each arm of the OR has an index (ix_jobs_backend_state_created, and the
+    partial ix_jobs_backend_launched): every controller pass reads this, and the plain
+    `state IN (active) AND NOT unlaunched` made the database visit every QUEUED job (5 ms a
+    query with 10,000 queued, three queries a pass, a pass per burst of submits)."""
+    return and_(Job.backend == backend,
+                or_(Job.state.in_(_LAUNCHED_STATES),
+                    and_(Job.state == literal_column(f"'{JobState.QUEUED.value}'"), Job.backend_ref.is_not(None))))
 
 
 def running_count(session: Session, backend: str) -> int:
