@@ -17,6 +17,7 @@ from typing import Protocol
 
 from sqlalchemy import and_, func, literal_column, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnClause
 
 from service.lifecycle.handles import read_handles
 from service.lifecycle.protocol import Capabilities
@@ -29,7 +30,7 @@ UNLAUNCHED = and_(Job.state == JobState.QUEUED.value, Job.backend_ref.is_(None))
 
 # The states a launched job may be in besides QUEUED, as constants in the SQL text, not
 # parameters: a prepared statement's generic plan still knows it reads few rows.
-_LAUNCHED_STATES = [literal_column(f"'{s}'") for s in sorted(set(_ACTIVE) - {JobState.QUEUED.value})]
+_LAUNCHED_STATES: list[ColumnClause[str]] = [literal_column(f"'{s}'") for s in sorted(set(_ACTIVE) - {JobState.QUEUED.value})]
 
 
 def launched_active(backend: str):
