@@ -83,7 +83,8 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
     refs = [AttemptRef(id=a.id, attempt=a.attempt, state=JobState(a.state)) for a in attempts] \
         if attempts is not None else [AttemptRef(id=job.id, attempt=job.attempt, state=JobState(job.state))]
     retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
-    preempted = preemptions_of(attempts or [])
+    session = object_session(job) if attempts else None
+    preempted = preemptions_of(session, job.team_id, attempts) if session is not None and attempts else []
     return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs, preemptions=preempted,

@@ -81,7 +81,8 @@ class PreemptionRef(BaseModel):
     """One preemption of one attempt of the job (docs/queue.md)."""
     attempt: uuid.UUID = Field(description="The attempt that was preempted")
     at: datetime | None = Field(None, description="When the controller asked it to stop")
-    for_job: uuid.UUID | None = Field(None, description="The waiting job it was preempted for (null: Slurm's own)")
+    for_job: uuid.UUID | None = Field(None, description="The waiting job it was preempted for: null for another "
+                                                         "team's job (`why` names the team) or Slurm's own")
     kind: str | None = Field(None, description="reclaim (a team took back its nominal quota), priority, or slurm")
     why: str = ""
     kept: int | None = Field(None, description="The step it saved at when it got SIGTERM (work kept)")

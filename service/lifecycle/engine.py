@@ -76,10 +76,11 @@ def decide(current: JobState, proposed: JobState | None) -> JobState | None:
     return proposed
 
 
-def _preempted(row, current: JobState, dst: JobState | None, reason: str, error: dict | None):
+def _preempted(row, current: JobState, dst: JobState | None, reason: str, error: dict | None,
+               for_own_team: bool = True):
     """(the preemption's ending or None, the state, the event's reason, the error) for what a
     backend reported of a job (lifecycle/preemption.py decides whether it ends a preemption)."""
-    ending = preemption.ended(row, current, dst, error)
+    ending = preemption.ended(row, current, dst, error, for_own_team)
     if ending is not None:
         return ending, S.FAILED, ending.reason, ending.error
     if row.preempt_requested_at is not None and dst == S.CANCELLING:
@@ -231,7 +232,8 @@ class Engine:
             dst = decide(current, obs.state)
             now = utcnow()
             values: dict = {}
-            ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error)
+            own = row.preempted_for is None or self._same_team(session, obs.job_id, row.preempted_for)
+            ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error, own)
             values.update(_changes(obs, row, current, dst, err, progress, now))
             note = obs.note if dst is None and current not in TERMINAL else None
             if note:
@@ -283,6 +285,13 @@ class Engine:
         next pass tries again at once instead of waiting for it to settle."""
         self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": previous}, fence=fence)
 
+    @staticmethod
+    def _same_team(session: Session, job_id: uuid.UUID, other: uuid.UUID) -> bool:
+        """Whether `other` is a job of `job_id`'s team (a preemption's two jobs: only then may
+        the preempted job's team read the other's id)."""
+        rows = session.execute(select(Job.team_id).where(Job.id.in_([job_id, other]))).all()
+        return len(rows) == 2 and rows[0].team_id == rows[1].team_id
+
     def request_preemption(self, session: Session, order: PreemptOrder, *, fence: int | None,
                            actor: str = "controller") -> bool:
         """Record that the controller preempts `order.job_id` for `order.for_job` (the caller
@@ -301,7 +310,8 @@ class Engine:
                 raise Deposed(f"controller epoch {fence} is no longer current")
             return False
         state = session.scalar(select(Job.state).where(Job.id == order.job_id))
-        text = f"preemption requested for job {order.for_job}: {order.why}"
+        shown = order.for_job if self._same_team(session, order.job_id, order.for_job) else None
+        text = f"preemption requested for {preemption.for_job_words(shown, order.for_job)}: {order.why}"
         session.execute(insert(JobEvent), [self._event_row(order.job_id, state, S(state), text, actor, now)])
         session.execute(update(Job).where(Job.id == order.for_job, Job.state == S.QUEUED.value)
                         .values(nominated_at=now))

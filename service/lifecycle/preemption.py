@@ -36,10 +36,20 @@ class Ending:
     error: dict[str, Any]
 
 
-def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None) -> Ending | None:
+def for_job_words(shown: Any, for_job: Any) -> str:
+    """Who a job was preempted for, in the words its own team reads: the job's id when it is
+    that team's, else only that it is another team's (a member never learns another team's job
+    ids: the queue shows them without id either)."""
+    return f"job {shown}" if shown is not None else ("another team's job" if for_job else "a waiting job")
+
+
+def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None,
+          for_own_team: bool = True) -> Ending | None:
     """The preemption's ending of a job moving from `current` to `dst` as its backend reported it
     (`error`: the backend's, bounded), or None when the move is not a preemption's end. `row`
-    carries preempt_requested_at, preempted_for and preempt_reason."""
+    carries preempt_requested_at, preempted_for and preempt_reason. `for_own_team`: the job it
+    was preempted for is of the same team (else its id is not this team's to read: the error
+    says "another team's job", and the reason names that team)."""
     if dst is None or dst not in TERMINAL or dst == S.SUCCEEDED or current == S.CANCELLING:
         return None
     # Preempted by the backend's own scheduler (a Slurm cluster's): its error names who.
@@ -49,8 +59,8 @@ def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None)
         return None
     if row.preempt_requested_at is not None:
         kind, why = parse_reason(row.preempt_reason)
-        for_job = str(row.preempted_for) if row.preempted_for else None
-        message = f"preempted for job {for_job} ({why})"
+        for_job = str(row.preempted_for) if row.preempted_for and for_own_team else None
+        message = f"preempted for {for_job_words(for_job if for_own_team else None, row.preempted_for)} ({why})"
     else:
         kind, for_job = str(by), None
         message = f"preempted by its backend's own scheduler ({by})" + (

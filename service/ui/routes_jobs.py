@@ -93,7 +93,8 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
                 output_dir=view.host_output_dir,
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
-                events=jobs.list_events(session, user.actor.team_id, job.id), preemptions=preemptions_of(attempts),
+                events=jobs.list_events(session, user.actor.team_id, job.id),
+                preemptions=preemptions_of(session, user.actor.team_id, attempts),
                 live=change_of(queries.change_of_job(job)),
                 queue_place=queue_place(services(request).queue, services(request).backends, session, job))
 
