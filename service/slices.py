@@ -81,6 +81,7 @@ def webhook_limits(s: Settings) -> WebhookLimits:
     return WebhookLimits(
         max_per_team=s.webhook_max_per_team, allowed_networks=parse_networks(s.webhook_allowed_networks),
         max_payload_bytes=s.webhook_max_payload_bytes, request_timeout=s.webhook_request_timeout_seconds,
+        resolve_timeout=s.webhook_resolve_timeout_seconds,
         max_attempts=s.webhook_max_attempts, retry_window=s.webhook_retry_window_seconds,
         retry_initial=s.webhook_retry_initial_seconds, retry_max_interval=s.webhook_retry_max_interval_seconds,
         retry_jitter=s.webhook_retry_jitter, batch_size=s.webhook_delivery_batch_size,

@@ -248,6 +248,11 @@ class Settings(BaseSettings):
         10.0, gt=0, le=120, description="The whole of one delivery attempt (name lookup, connect, send, the "
                                         "receiver's answer); longer is a failed attempt")
     webhook_max_attempts: int = Field(30, ge=1, le=100, description="Attempts per delivery, the first included")
+    webhook_resolve_timeout_seconds: float = Field(
+        2.0, gt=0, le=30, description="How long creating a webhook waits for its receiver's name to resolve "
+                                      "(the check of its addresses); a name not resolved by then is accepted and "
+                                      "checked at every delivery, as a name that does not resolve yet. A slow name "
+                                      "server holds a request no longer than this")
     webhook_retry_window_seconds: float = Field(86_400.0, ge=0, le=7 * 86_400,
                                                 description="A delivery is retried for this long after its event, "
                                                             "then marked failed")

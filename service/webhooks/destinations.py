@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -137,13 +138,6 @@ def check_all(dest: Destination, addresses: list[IP], allowed: tuple[Network, ..
             raise
 
 
-def resolve(dest: Destination) -> list[IP]:
-    """The destination's addresses (blocking). Raises OSError when the name does not resolve."""
-    if dest.literal is not None:
-        return [dest.literal]
-    return _addresses(socket.getaddrinfo(dest.host, dest.port, type=socket.SOCK_STREAM))
-
-
 async def resolve_async(dest: Destination) -> list[IP]:
     if dest.literal is not None:
         return [dest.literal]
@@ -151,13 +145,49 @@ async def resolve_async(dest: Destination) -> list[IP]:
     return _addresses(infos)
 
 
-def check_at_creation(url: str, allowed: tuple[Network, ...]) -> Destination:
+# The lookups made while a webhook is created run on threads of their own, at most this many at
+# once: a member whose name server never answers ties up these (each until the system resolver
+# gives up), not a request thread; daemon threads, so a stopping service does not wait for them.
+_LOOKUPS = threading.BoundedSemaphore(4)
+
+
+def resolve_within(dest: Destination, timeout: float) -> list[IP] | None:
+    """The destination's addresses, or None when the name did not resolve within `timeout`
+    seconds (a slow name server, or every lookup thread still waiting on one). Raises OSError
+    when the name does not resolve."""
+    if dest.literal is not None:
+        return [dest.literal]
+    if not _LOOKUPS.acquire(blocking=False):
+        return None
+    found: dict[str, object] = {}
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            found["infos"] = socket.getaddrinfo(dest.host, dest.port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            found["error"] = e
+        finally:
+            _LOOKUPS.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="webhook-lookup", daemon=True).start()
+    if not done.wait(timeout):
+        return None
+    if "error" in found:
+        raise found["error"]  # type: ignore[misc]
+    return _addresses(found["infos"])
+
+
+def check_at_creation(url: str, allowed: tuple[Network, ...], resolve_timeout: float = 2.0) -> Destination:
     """Refuse a URL that is malformed or points at a refused address now. A name that does
-    not resolve yet is accepted: every delivery checks again (and its log says why it failed)."""
+    not resolve yet, or not within `resolve_timeout` (TRAINJOBS_WEBHOOK_RESOLVE_TIMEOUT_SECONDS),
+    is accepted: every delivery checks again (and its log says why it failed)."""
     dest = parse(url)
     try:
-        addresses = resolve(dest)
+        addresses = resolve_within(dest, resolve_timeout)
     except OSError:
         return dest
-    check_all(dest, addresses, allowed)
+    if addresses is not None:
+        check_all(dest, addresses, allowed)
     return dest

@@ -13,6 +13,7 @@ class WebhookLimits:
     allowed_networks: tuple[Network, ...] = ()
     max_payload_bytes: int = 65_536
     request_timeout: float = 10.0
+    resolve_timeout: float = 2.0
     max_attempts: int = 30
     retry_window: float = 86_400.0
     retry_initial: float = 10.0

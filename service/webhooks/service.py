@@ -29,7 +29,7 @@ SECRET_PREFIX_SHOWN = 10
 def create(session: Session, team_id: uuid.UUID, body: WebhookCreate, actor: str,
            limits: WebhookLimits) -> tuple[WebhookSubscription, str]:
     try:
-        destinations.check_at_creation(body.url, limits.allowed_networks)
+        destinations.check_at_creation(body.url, limits.allowed_networks, limits.resolve_timeout)
     except destinations.Refused as e:
         raise Invalid.of([Problem("url", e.message, e.fix)]) from None
     # The team row, locked (PostgreSQL): two creates at once cannot both pass the count.
