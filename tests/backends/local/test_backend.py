@@ -185,8 +185,10 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     dump.mkdir()
     dump.chmod(0o777)  # the replicas, unprivileged uids when the tests run as root, write here
     args = ["--dump-env", str(dump)]
-    # The chief waits for the parameter server's dump: the ps is stopped once the others finish.
-    chief_args = args + ["--wait-file", str(dump / "workerpool2-0.json")]
+    # The chief waits for every other replica's dump: the job ends when the chief does, and the
+    # others are stopped then (a worker slow to start on a loaded host had not written its own).
+    chief_args = args + [a for task in ("workerpool1-0", "workerpool1-1", "workerpool2-0", "workerpool3-0")
+                         for a in ("--wait-file", str(dump / f"{task}.json"))]
     s = spec(chief_args, workers=args, worker_count=2, ps=args, evaluator=args, base_output="gs://bucket/exp1")
     s["container"]["env"] = {"MY_SETTING": "from-template"}
     api.template("full", s)

@@ -28,7 +28,7 @@ def main() -> int:
                    "in epoch 1, 0.05 less in later ones (a best epoch that is not the last)")
     p.add_argument("--dump-env", help="write os.environ as JSON to DIR/<task>.json")
     p.add_argument("--started-dir", help="write DIR/<task>.started with time.time() at start")
-    p.add_argument("--wait-file", help="wait until this file exists")
+    p.add_argument("--wait-file", action="append", help="wait until this file exists (repeat: until all do)")
     p.add_argument("--lines-after", type=int, default=0, help="numbered lines printed after the wait")
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--ignore-sigterm", action="store_true")
@@ -66,8 +66,8 @@ def main() -> int:
         print(json.dumps({"event": "epoch_end", "epoch": e, "epochs": a.epochs, "steps": 10,
                           "metrics": metrics,
                           "examples_per_sec": 100.0, "task": role()}), flush=True)
-    if a.wait_file:
-        while not os.path.exists(a.wait_file):
+    for path in a.wait_file or []:
+        while not os.path.exists(path):
             time.sleep(0.02)
     for i in range(a.lines_after):
         print(f"{task} after {i}", flush=True)
