@@ -232,7 +232,9 @@ class Engine:
             dst = decide(current, obs.state)
             now = utcnow()
             values: dict = {}
-            own = row.preempted_for is None or self._same_team(session, obs.job_id, row.preempted_for)
+            # Read only for a preempted job's end (the only move whose words name the other job).
+            own = row.preempted_for is None or dst not in TERMINAL or \
+                self._same_team(session, obs.job_id, row.preempted_for)
             ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error, own)
             values.update(_changes(obs, row, current, dst, err, progress, now))
             note = obs.note if dst is None and current not in TERMINAL else None

@@ -60,7 +60,7 @@ def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None,
     if row.preempt_requested_at is not None:
         kind, why = parse_reason(row.preempt_reason)
         for_job = str(row.preempted_for) if row.preempted_for and for_own_team else None
-        message = f"preempted for {for_job_words(for_job if for_own_team else None, row.preempted_for)} ({why})"
+        message = f"preempted for {for_job_words(for_job, row.preempted_for)} ({why})"
     else:
         kind, for_job = str(by), None
         message = f"preempted by its backend's own scheduler ({by})" + (
