@@ -80,6 +80,9 @@ class BackendLoop(LoopThread):
         self._full = True          # the pass under way is a full one
         self._full_ended = -math.inf   # when the last full pass ended (none yet): the next starts `interval` after
         self._pass_seconds = 0.0       # how long the last pass took (wall)
+        # The last pass found no launch slot free and ordered no preemption: until a full pass
+        # (a slot frees, or a new job preempts), a submit's admission pass could launch nothing.
+        self._no_room = False
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -89,7 +92,7 @@ class BackendLoop(LoopThread):
         try:
             self._settle_cancels(stats)
             self._poll(stats)
-            self._admit(stats)
+            self._admit(stats, full=True)
         finally:
             self.backend.end_pass()
         stats.seconds = time.perf_counter() - t0
@@ -197,8 +200,9 @@ class BackendLoop(LoopThread):
             self.on_tick(stats)
         return stats
 
-    def _admit(self, stats: TickStats) -> None:
+    def _admit(self, stats: TickStats, full: bool = False) -> None:
         planned = self.planner is not None
+        self._no_room = False
         with self.session_factory() as session:
             caps = self.backend.capabilities
             check = self.gate.start_pass() if self.gate is not None else None
@@ -207,9 +211,11 @@ class BackendLoop(LoopThread):
                 free = admission.room(session, self.name, caps, self.batch_size)
                 plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free)
                 session.rollback()
-                # Every planned pass: the plan's new orders, and stops not yet sent (a transient
-                # error, or a predecessor that recorded them and died).
-                self.preempter.run(plan.preempt)
+                # The plan's new orders; and on a full pass (or with new orders), the stops not
+                # yet sent (a transient error, or a predecessor that recorded them and died): an
+                # admission pass, one per burst of submits, need not read them again.
+                self.preempter.run(plan.preempt, resend=full or bool(plan.preempt))
+                self._no_room = free <= 0 and not plan.preempt
                 # Gated, a pass reads every job the plan admits (the gate may hold some back),
                 # but with no room it launches none of them: a backend at its limit with a long
                 # queue read thousands of rows on each pass woken by a submit, for nothing.
@@ -361,8 +367,11 @@ class BackendLoop(LoopThread):
         try:
             if self._full:
                 self.run_once()
-            else:
+            elif not self._no_room:
                 self.run_admission()
+            # Else skipped: at the backend's limit, a submit under load woke ~20 passes a second
+            # that could launch nothing (a tenth of the API process's time, bench/README.md).
+            # A freed slot is seen, and a job that preempts is planned, by the next full pass.
         finally:
             self._pass_seconds = time.monotonic() - started
         return self._next_wait()

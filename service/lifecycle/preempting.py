@@ -38,12 +38,12 @@ class Preempter:
         self.batch_size = batch_size
         self.sent: set = set()    # victims whose stop this term has passed on
 
-    def run(self, orders: Sequence[PreemptOrder]) -> int:
-        """Record the orders, then stop every recorded victim not stopped yet. Returns the
-        number of stops sent. Raises Deposed when this controller no longer controls."""
+    def run(self, orders: Sequence[PreemptOrder], resend: bool = True) -> int:
+        """Record the orders, then (resend) stop every recorded victim not stopped yet. Returns
+        the number of stops sent. Raises Deposed when this controller no longer controls."""
         for order in orders:
             self._record(order)
-        return self._send()
+        return self._send() if resend else 0
 
     def _record(self, order: PreemptOrder) -> None:
         with self.session_factory() as session:
