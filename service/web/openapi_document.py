@@ -10,10 +10,19 @@ route: a generated client then knows each status it can meet, with its problem+j
 What a route itself answers (401, 403, 404, 409, 422, ...) stays declared on the route.
 
 2. The backends this app enables: every request body's `backend` lists them as an enum
-(TRAINJOBS_BACKENDS), so the document is this deployment's, not every deployment's."""
+(TRAINJOBS_BACKENDS), so the document is this deployment's, not every deployment's.
+
+3. The body models of routes that read their own body (declared_body(): POST /v1/jobs,
+service/jobs/submit_input.py): FastAPI documents only the bodies it reads, so their schemas are
+added to the components as FastAPI itself makes them for a route that declares the body."""
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}}
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}}
@@ -67,6 +76,35 @@ def name_backends(doc: dict, backends: list[str]) -> dict:
     return doc
 
 
+_DECLARED: dict[str, type[BaseModel]] = {}   # the bodies routes read themselves, by schema name
+
+
+def declared_body(model: type[BaseModel]) -> dict:
+    """The `requestBody` of an operation whose route reads a `model` body itself (openapi_extra);
+    the model's schema joins the components (add_declared_schemas)."""
+    _DECLARED[model.__name__] = model
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
+
+
+def _declaring(model: type[BaseModel]) -> Any:
+    def endpoint(body): ...   # its annotation is set below
+    endpoint.__annotations__ = {"body": model}
+    return endpoint
+
+
+def add_declared_schemas(doc: dict) -> dict:
+    """Each declared body's schema (and those it refers to), as FastAPI documents a declared body."""
+    missing = [m for name, m in _DECLARED.items() if name not in doc.get("components", {}).get("schemas", {})]
+    if missing:
+        routes = [APIRoute(f"/{m.__name__}", _declaring(m), methods=["POST"]) for m in missing]
+        made = get_openapi(title="declared", version="0", routes=routes)["components"]["schemas"]
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for name, schema in made.items():
+            schemas.setdefault(name, schema)
+        doc["components"]["schemas"] = dict(sorted(schemas.items()))
+    return doc
+
+
 def install(app: FastAPI) -> None:
     build = app.openapi
     completed: list[tuple[int, tuple[str, ...]]] = []  # the document FastAPI built last, once completed
@@ -77,6 +115,7 @@ def install(app: FastAPI) -> None:
         backends = tuple(sorted(wired.backends)) if wired is not None else ()
         if completed != [(id(doc), backends)]:
             add_transport_answers(doc)
+            add_declared_schemas(doc)
             if backends:
                 name_backends(doc, list(backends))
             completed[:] = [(id(doc), backends)]
