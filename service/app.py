@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, asynccontextmanager
@@ -74,6 +73,7 @@ from service.web import docs as apidocs
 from service.web import problem_types, problems
 from service.web.body_limits import BodySizeLimitMiddleware
 from service.web.container import Services, services
+from service.web.gil import GilSwitch
 from service.web.observability import Metrics, RequestContextMiddleware, metrics_access
 from service.web.overload import AdmissionMiddleware
 from service.web.protocol import STOPPING
@@ -122,6 +122,7 @@ class _Parts:
     template_cache: TemplateCache
     metrics: Metrics
     team_limits: TeamLimitsCollector
+    gil: GilSwitch
 
 
 def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backend] | None = None) -> FastAPI:
@@ -139,7 +140,7 @@ def create_app(settings: Settings | None = None, *, backends: Mapping[str, Backe
     problems.install(app, max_problems=settings.max_problems)
     apidocs.install(app)  # /docs, /redoc and / with assets served from here
     app.include_router(problem_types.router)  # /problems/{type}: the page each problem's `type` names
-    _add_middleware(app, settings, parts.metrics)
+    _add_middleware(app, settings, parts.metrics, parts.gil)
     _add_routers(app)
     _add_ops_routes(app, settings, parts.metrics)
     return app
@@ -160,7 +161,8 @@ def _parts(settings: Settings) -> _Parts:
     team_limits = TeamLimitsCollector()
     metrics.private_registry.register(team_limits)
     return _Parts(settings, pricer, lifecycle, jobs_cfg, slices.ui_settings(settings), webhook_limits,
-                  TemplateCache(settings.template_cache_size), metrics, team_limits)
+                  TemplateCache(settings.template_cache_size), metrics, team_limits,
+                  GilSwitch(settings.gil_switch_interval_ms / 1000, settings.gil_fast_switch_streams))
 
 
 @asynccontextmanager
@@ -189,11 +191,9 @@ async def _lifespan(app: FastAPI, parts: _Parts, backends: Mapping[str, Backend]
 def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | None) -> Services:
     settings = parts.settings
     engine, health_engine, session_factory = _databases(stack, settings)
-    # A request's thread takes the GIL back after each database round trip; with Python's 5 ms
-    # it waited up to 5 ms each time behind the loop's fan-out to 5,000 followers (bench/load.py).
-    previous_interval = sys.getswitchinterval()
-    sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
-    stack.callback(sys.setswitchinterval, previous_interval)
+    # The GIL's switch interval: short while many log streams are open (service/web/gil.py).
+    parts.gil.start()
+    stack.callback(parts.gil.stop)
     anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
     # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
     request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")
@@ -285,14 +285,14 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
                       preempt_grace=capacity.grace_seconds)
 
 
-def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics, gil: GilSwitch) -> None:
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
                        stream_queue_seconds=settings.stream_queue_seconds,
                        max_streams_per_caller=settings.max_streams_per_caller,
                        on_refuse=lambda kind: metrics.overload_refusals.labels(kind).inc(),
-                       on_start=lambda mw: metrics.watch_admission(mw))
+                       on_start=lambda mw: metrics.watch_admission(mw), on_streams=gil.streams)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes,
                        timeout=settings.http_body_timeout_seconds,
                        min_rate=settings.http_body_min_bytes_per_second,

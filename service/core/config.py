@@ -187,10 +187,15 @@ class Settings(BaseSettings):
                                             "`jobs logs -f` do it themselves)")
     gil_switch_interval_ms: float = Field(
         0.5, ge=0.05, le=100, description="How long one thread of a process may hold Python's GIL while "
-                                          "another waits for it (sys.setswitchinterval; Python's own is 5 ms): "
+                                          "another waits for it (sys.setswitchinterval; Python's own is 5 ms), "
+                                          "while at least GIL_FAST_SWITCH_STREAMS log streams are open: "
                                           "while the event loop writes a batch of log lines to thousands of "
                                           "followers, a request's thread waits up to this at every database "
                                           "round trip")
+    gil_fast_switch_streams: int = Field(
+        100, ge=0, le=100_000, description="From this many open log streams on, the GIL's switch interval is "
+                                           "GIL_SWITCH_INTERVAL_MS; below, Python's own (a burst of submits "
+                                           "costs 13% less CPU with it). 0: always")
     logs_heartbeat_seconds: float = Field(15.0, gt=0, description="SSE comment after this long without an event")
     logs_fanout_loop_share: float = Field(
         0.1, gt=0, le=1, description="The most of the event loop's time a shared log reader spends handing "

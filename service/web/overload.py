@@ -108,7 +108,7 @@ def caller_of(scope) -> bytes:
 class AdmissionMiddleware:
     def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
                  stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
-                 on_refuse=None, on_start=None) -> None:
+                 on_refuse=None, on_start=None, on_streams=None) -> None:
         self.app = app
         self.slots = asyncio.Semaphore(max_requests)
         self.queue_seconds = queue_seconds
@@ -126,6 +126,7 @@ class AdmissionMiddleware:
         self.in_flight = 0
         self.retry_after = retry_after
         self.on_refuse = on_refuse  # metrics: called with "requests" or "streams"
+        self.on_streams = on_streams  # called with `streams` when it changes (service/web/gil.py)
         if on_start:
             on_start(self)          # metrics: gauges of in_flight and streams
 
@@ -143,10 +144,14 @@ class AdmissionMiddleware:
                                           "(TRAINJOBS_MAX_STREAMS_PER_CALLER); close one", status=429)
             self.streams += 1
             self.by_caller[caller] = self.by_caller.get(caller, 0) + 1
+            if self.on_streams:
+                self.on_streams(self.streams)
             try:
                 return await self._stream(scope, receive, send)
             finally:
                 self.streams -= 1
+                if self.on_streams:
+                    self.on_streams(self.streams)
                 left = self.by_caller.pop(caller) - 1
                 if left:
                     self.by_caller[caller] = left

@@ -62,18 +62,26 @@ def test_a_stop_stops_the_controller_first_and_the_engines_last(tmp_path, log, m
 
 
 def test_the_gil_switch_interval_is_the_settings_while_the_app_serves(tmp_path, monkeypatch):
-    """TRAINJOBS_GIL_SWITCH_INTERVAL_MS: set for the app's life, Python's own restored after;
-    out of its range it is refused at start (bench/load.py: GETs beside 5,000 followers)."""
+    """TRAINJOBS_GIL_SWITCH_INTERVAL_MS: set while the app serves (from
+    TRAINJOBS_GIL_FAST_SWITCH_STREAMS open log streams on; 0: always), Python's own restored
+    after; out of their ranges they are refused at start (bench/load.py: GETs beside 5,000
+    followers). service/web/gil.py; tests/web/test_gil.py follows the streams."""
     import sys
 
     from pydantic import ValidationError
     before = sys.getswitchinterval()
-    assert Settings().gil_switch_interval_ms == 0.5
-    with TestClient(create_app(_settings(tmp_path).model_copy(update={"gil_switch_interval_ms": 0.25}))) as c:
+    assert (Settings().gil_switch_interval_ms, Settings().gil_fast_switch_streams) == (0.5, 100)
+    always = {"gil_switch_interval_ms": 0.25, "gil_fast_switch_streams": 0}
+    with TestClient(create_app(_settings(tmp_path).model_copy(update=always))) as c:
         assert c.get("/healthz").status_code == 200
         assert sys.getswitchinterval() == pytest.approx(0.00025)
     assert sys.getswitchinterval() == before
-    for bad in ("0", "101"):
-        monkeypatch.setenv("TRAINJOBS_GIL_SWITCH_INTERVAL_MS", bad)
+    with TestClient(create_app(_settings(tmp_path).model_copy(update={"gil_switch_interval_ms": 0.25}))) as c:
+        assert c.get("/healthz").status_code == 200
+        assert sys.getswitchinterval() == before    # no log stream open: Python's own
+    for name, bad in (("GIL_SWITCH_INTERVAL_MS", "0"), ("GIL_SWITCH_INTERVAL_MS", "101"),
+                      ("GIL_FAST_SWITCH_STREAMS", "-1")):
+        monkeypatch.setenv(f"TRAINJOBS_{name}", bad)
         with pytest.raises(ValidationError):
             Settings()
+        monkeypatch.delenv(f"TRAINJOBS_{name}")
