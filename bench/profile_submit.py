@@ -111,6 +111,7 @@ _MARKS = {
     "request": ("bench/profile_submit.py", "post"),
     "route": ("fastapi/routing.py", "app"),           # the route's handler (the innermost `app`)
     "endpoint": ("service/jobs/router.py", "create_job"),
+    "input": ("service/jobs/submit_input.py", "submit_input"),   # the route's own reading of its request
     "unit": ("service/jobs/router.py", "_create_in_unit"),
     "submit_view": ("service/jobs/router.py", "submit"),
     "submit": ("service/jobs/submitter.py", "submit"),
@@ -134,8 +135,9 @@ def print_parts(stats: pstats.Stats, n: int, cpu: float) -> None:
                 cum[key] = min(cum.get(key, ct), ct) if key == "route" else max(cum.get(key, 0.0), ct)
     rows = [
         ("HTTP stack: middlewares, routing", cum["request"] - cum["route"]),
-        ("FastAPI: body, query, headers, dependencies (auth)", cum["route"] - cum["endpoint"]),
-        ("request thread trip, session open/close", cum["endpoint"] - cum["submit_view"]),
+        ("FastAPI + the route's own input (body, query, header, token)",
+         cum["route"] - cum["endpoint"] + cum.get("input", 0.0)),
+        ("request thread trip, session open/close", cum["endpoint"] - cum.get("input", 0.0) - cum["submit_view"]),
         ("pre-check (template head, token, webhooks, limits: 1 query)", cum["precheck"]),
         ("compile: parameters, CustomJob, checks", cum["compile"] - cum["precheck"]),
         ("price", cum["price"]),
