@@ -146,3 +146,14 @@ def test_the_declaration_is_the_routes_document(both):
     assert doc["components"]["schemas"]["JobCreate"]["additionalProperties"] is False
     assert [type(r) for r in both.app.routes
             if getattr(r, "path", "") == "/v1/jobs" and "POST" in getattr(r, "methods", ())] == [APIRoute]
+
+
+def test_content_types_are_remembered_within_a_bound(monkeypatch):
+    """A client may send any number of distinct Content-Type values: the parsed answers kept
+    stay bounded (the rest are parsed each time, as FastAPI does), and each answer is right."""
+    monkeypatch.setattr(submit_input, "_JSON_TYPES", {})
+    for i in range(submit_input._JSON_TYPES_MAX * 3):
+        assert submit_input._is_json(f"application/x{i}+json; charset=utf-8") is True
+        assert submit_input._is_json(f"text/x{i}") is False
+    assert len(submit_input._JSON_TYPES) == submit_input._JSON_TYPES_MAX
+    assert submit_input._is_json("application/json") is True and submit_input._is_json("application/jsonx") is False
