@@ -2,7 +2,6 @@
 plan admits (service/lifecycle/loop.py): a backend at its limit with thousands queued read
 them all on every pass a submit woke. And once a pass found no room and ordered no
 preemption, the passes submits wake are skipped until the next full pass."""
-import queue
 import uuid
 from types import SimpleNamespace
 
@@ -10,6 +9,7 @@ from service.lifecycle import admission
 from service.lifecycle.admission import Plan
 from service.lifecycle.loop import BackendLoop, TickStats
 from service.lifecycle.protocol import Capabilities
+from tests.lifecycle.test_wake_gap import _Recording
 
 
 def _loop(session_factory, preempt=()) -> tuple[BackendLoop, Plan]:
@@ -56,19 +56,12 @@ def test_an_admission_pass_resends_stops_only_with_new_orders(session_factory, m
     assert loop.resends == [True]
 
 
-class _Full(BackendLoop):
+class _Full(_Recording):
     """The loop's thread as it is, at its backend's limit: which passes run."""
-
-    def __init__(self):
-        super().__init__(SimpleNamespace(name="local"), None, None, fence=None, interval=30.0, wake_gap=0.0)
-        self.kinds: queue.Queue[str] = queue.Queue()
 
     def run_once(self):
         self._no_room = True
-        self.kinds.put("full")
-
-    def run_admission(self):
-        self.kinds.put("admit")
+        super().run_once()
 
 
 def test_submits_wake_no_pass_while_the_backend_is_full():
