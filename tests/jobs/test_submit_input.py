@@ -129,11 +129,16 @@ def _send(client, route: str, spec: dict, tokens: dict):
     return client.send(request)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_route_answers_as_its_declaration(both, tokens, case):
-    ours, theirs = (_answer(_send(both, route, CASES[case], tokens)) for route in ("/v1/jobs", DECLARED))
-    assert ours == theirs
-    assert ours[0] in (200, 201, 400, 401, 403, 404, 422), ours
+def test_the_route_answers_as_its_declaration(both, tokens):
+    # Every case in one app (an app's start costs more than the cases): the ones that differ are named.
+    differ, statuses = {}, set()
+    for case, spec in CASES.items():
+        ours, theirs = (_answer(_send(both, route, spec, tokens)) for route in ("/v1/jobs", DECLARED))
+        statuses.add(ours[0])
+        if ours != theirs:
+            differ[case] = (ours, theirs)
+    assert not differ, differ
+    assert statuses == {200, 201, 400, 401, 403, 404, 422}, statuses   # every kind of answer was compared
 
 
 def test_the_declaration_is_the_routes_document(both):
