@@ -117,7 +117,7 @@ _MARKS = {
     "submit": ("service/jobs/submitter.py", "submit"),
     "compile": ("service/jobs/submitter.py", "_compile"),
     "precheck": ("service/jobs/precheck.py", "for_submit"),
-    "price": ("service/cost/estimate.py", "estimate"),
+    "price": ("service/jobs/compile_reuse.py", "cost"),    # the estimate, or a copy of the one kept
     "store": ("service/jobs/submitter.py", "_store"),
     "answer": ("service/jobs/router.py", "job_out"),
 }
@@ -140,7 +140,7 @@ def print_parts(stats: pstats.Stats, n: int, cpu: float) -> None:
         ("request thread trip, session open/close", cum["endpoint"] - cum.get("input", 0.0) - cum["submit_view"]),
         ("pre-check (template head, token, webhooks, limits: 1 query)", cum["precheck"]),
         ("compile: parameters, CustomJob, checks", cum["compile"] - cum["precheck"]),
-        ("price", cum["price"]),
+        ("price (kept from the first submit of the same values)", cum["price"]),
         ("store: values, insert statement, outbox, commit", cum["store"]),
         ("other submit work (idempotency, limits)", cum["submit"] - cum["compile"] - cum["price"] - cum["store"]),
         ("answer: job view (replica env), JSON", cum["submit_view"] - cum["submit"]),

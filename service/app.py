@@ -41,6 +41,7 @@ from service.cost.estimate import Pricer
 from service.interop.import_workers import ImportWorkers
 from service.interop.router import router as interop_router
 from service.jobs import epochs
+from service.jobs.compile_reuse import CompileReuse
 from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
 from service.jobs.settings import JobSettings
@@ -208,7 +209,8 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     capacity_cache = TtlCache(capacity.queue_cache_seconds)
     submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
                              default_backend=parts.jobs.default_backend, waker=waker,
-                             placement=Placement(capacity, capacity_cache))
+                             placement=Placement(capacity, capacity_cache),
+                             compile_reuse=CompileReuse(settings.compile_cache_bytes))
     controller = _controller(parts, built, engine, session_factory, submitter)
     stack.callback(controller.stop)   # first of all at the end: nothing is launched or polled after
     waker.controller = controller

@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     template_cache_size: int = Field(
         256, ge=0, le=100_000, description="Template versions each API process keeps parsed and checked for "
                                            "submits (versions never change; 0: parse on every submit)")
+    compile_cache_bytes: int = Field(
+        16 * 1024 * 1024, ge=0, le=1 << 34,
+        description="JSON bytes of compiled jobs each API process keeps, so that a submit of the same template "
+                    "version with the same parameters and overrides reuses the compile and the price (0: "
+                    "compile every submit); one job above a tenth of it is not kept")
     auth_cache_seconds: float = Field(
         60.0, ge=0, le=3600, description="How long each API process remembers a token's team and role for "
                                          "submits (POST /v1/jobs); a revocation is still checked on every "

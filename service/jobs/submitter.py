@@ -33,6 +33,7 @@ from service.core.errors import Conflict, Invalid, Problem
 from service.cost.estimate import CostEstimate, Pricer
 from service.jobs import overrides_policy, precheck, relaunch
 from service.jobs import service as jobs
+from service.jobs.compile_reuse import Built, CompileReuse
 from service.jobs.schemas import JobCreate, JobPreview, JobRelaunch, TemplateRef
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle import retries
@@ -97,6 +98,7 @@ class _Compiled:
     display_name: str
     compiled: jobspec.CompiledJob
     placed: Placed
+    built: Built                 # prices the job (once per reused compile)
 
 
 
@@ -118,7 +120,7 @@ class JobSubmitter:
 
     def __init__(self, backends: Mapping[str, Backend], engine: Engine, *, template_cache: TemplateCache,
                  pricer: Pricer, default_backend: str, waker: Waker | None = None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, compile_reuse: CompileReuse | None = None) -> None:
         self.backends = backends
         self.engine = engine
         self.template_cache = template_cache
@@ -127,6 +129,8 @@ class JobSubmitter:
         self.waker = waker if waker is not None else Waker()
         # Shared capacity: the job's priority class, demand, and whether it could ever fit.
         self.placement = placement
+        # The last compiles and prices, reused by submits of the same version and values.
+        self.compile_reuse = compile_reuse if compile_reuse is not None else CompileReuse(0)
 
     def submit(self, session: Session, body: JobCreate, actor: Actor, *, dry_run: bool = False,
                idempotency_key: str | None = None, verify_token: str = "", relaunch_of: uuid.UUID | None = None,
@@ -165,7 +169,8 @@ class JobSubmitter:
             if existing is not None:
                 return Submitted(existing, True, None)
         c = self._compile(session, body, actor, verify_token, trial)
-        cost = self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name, c.backend.capabilities.runs_on)
+        cost = c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
+                                                                          c.backend.capabilities.runs_on))
         if dry_run:
             view = c.backend.launch_view(c.job_id, c.compiled, None)
             return Previewed(JobPreview(display_name=c.display_name, template=c.ref, backend=c.backend_name,
@@ -198,15 +203,16 @@ class JobSubmitter:
         job_id = uuid.uuid4()
         display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
         try:
-            _spec, compiled = jobspec.build_from(tv.prepared, body.parameters, body.overrides,
-                                                 display_name=display_name, labels=body.labels,
-                                                 reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
+            built = self.compile_reuse.build((tv.template_id, tv.version), tv.prepared, body.parameters,
+                                             body.overrides, display_name=display_name, labels=body.labels,
+                                             reserved_labels={JOB_ID_LABEL: str(job_id)}, trial=trial)
         except Invalid as e:
             # What needs the compiled job waits; the detail says so (the list keeps the
             # input's own problems only: clients count them, e.g. TRAINJOBS_MAX_PROBLEMS).
             first = Invalid.of(problems + e.problems)
             raise Invalid(f"{first.detail}; the {backend_name} backend's checks and the retry limits run "
                           "once these are fixed", problems=first.problems) from None
+        compiled = built.compiled
         if backend is not None:
             problems += backend.check_launchable(compiled)
         problems += retries.limit_problems(compiled.retry, self.engine.retry_limits)
@@ -216,7 +222,7 @@ class JobSubmitter:
         placed = self.placement.place(session, backend_name, backend, compiled, actor.team) \
             if self.placement is not None else Placed()
         return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name, backend,
-                         job_id, display_name, compiled, placed)
+                         job_id, display_name, compiled, placed, built)
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
