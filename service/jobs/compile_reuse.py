@@ -73,8 +73,12 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))   # as jobspec.compile writes the CustomJob
 
 
-def _digest(values: Mapping[str, Any] | None, overrides: Any) -> str:
-    text = json.dumps([values or {}, overrides], separators=(",", ":"), ensure_ascii=False)
+def _digest(values: Mapping[str, Any] | None, overrides: Any) -> str | None:
+    """None: not JSON (a caller's own types): such a submit is compiled, never reused."""
+    try:
+        text = json.dumps([values or {}, overrides], separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -95,9 +99,10 @@ class CompileReuse:
         def fresh() -> tuple[jobspec.JobSpec, jobspec.CompiledJob]:
             return jobspec.build_from(prepared, values, overrides, display_name=display_name, labels=labels,
                                       reserved_labels=reserved_labels, trial=trial)
-        if self.max_bytes <= 0 or trial is not None:
+        digest = _digest(values, overrides) if self.max_bytes > 0 and trial is None else None
+        if digest is None:
             return Built(fresh()[1])
-        key = (template[0], template[1], _digest(values, overrides))
+        key = (template[0], template[1], digest)
         entry = self._get(key)
         if entry is None:
             spec, compiled = fresh()  # raises on any problem: nothing is kept

@@ -74,6 +74,17 @@ class Submitted:
         return not self.replayed
 
 
+class _NewJob(SimpleNamespace):
+    """A new job's row values, read as a Job's attributes; its `compiled` column (the dict the
+    row's JSON holds) is made only if something reads it: the answer reads the CompiledJob."""
+
+    compiled_job: jobspec.CompiledJob
+
+    @property
+    def compiled(self) -> dict:
+        return self.compiled_job.to_json()
+
+
 @dataclass(frozen=True)
 class Previewed:
     """A dry run: what would be launched; nothing stored, nobody woken."""
@@ -233,12 +244,12 @@ class JobSubmitter:
         values = dict(id=c.job_id, team_id=actor.team_id, display_name=c.display_name, template_id=c.tv.template_id,
                       template_name=c.ref.name, template_version=c.ref.version, backend=c.backend_name,
                       state=JobState.QUEUED.value, parameters=dict(body.parameters), overrides=body.overrides,
-                      labels=dict(body.labels), compiled=c.compiled.to_json(), created_by=actor.name,
+                      labels=dict(body.labels), created_by=actor.name,
                       created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
                       backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
                       ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
                       not_before=None, relaunch_of=relaunch_of, **c.placed.columns())
-        # The compiled job from the JSON the compiler already wrote.
+        # The compiled job from the JSON the compiler already wrote (`values` leaves it out).
         row = jobrows.job_row(values, encoded={"compiled": c.compiled.to_json_text()})
         reason = c.submitted + (f"; relaunch of job {relaunch_of}" if relaunch_of is not None else "")
         event = self.engine.creation_event(c.job_id, actor.name, now, reason=reason)
@@ -264,7 +275,7 @@ class JobSubmitter:
         # The stored row, without a SELECT or an ORM object (its instrumentation costs more than
         # the view needs): the response reads these attributes, as it would a Job's.
         # `cost`: the estimate just made, so the answer does not price the job twice.
-        return Submitted(SimpleNamespace(**values, cost=cost), False, c.compiled)
+        return Submitted(_NewJob(**values, cost=cost, compiled_job=c.compiled), False, c.compiled)
 
     def relaunch(self, session: Session, job_id: uuid.UUID, change: JobRelaunch, actor: Actor, *,
                  idempotency_key: str | None = None, verify_token: str = "") -> Submitted:

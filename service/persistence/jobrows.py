@@ -34,6 +34,11 @@ COLUMNS = tuple(c.name for c in _JOBS.columns)
 DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in _JOBS.columns
             if not c.nullable and c.default is not None and getattr(c.default, "is_scalar", False)}
 
+# job_row's walk over the columns, worked out once: (name, a JSON column, the default).
+_PLAN = tuple((c, c in JSON_COLUMNS, DEFAULTS.get(c)) for c in COLUMNS)
+_COLUMN_SET = frozenset(COLUMNS)
+_NULL = json.dumps(None)
+
 
 class PgAlso(NamedTuple):
     """An SQL expression PostgreSQL evaluates in the writer's statement, with its bound
@@ -51,11 +56,19 @@ def encode(value: Any) -> str:
 def job_row(values: Mapping[str, Any], *, encoded: Mapping[str, str] = {}) -> dict[str, Any]:
     """Every column of jobs from `values` (a column not given is NULL), JSON columns encoded;
     `encoded`: JSON columns the caller has as text already (the compiled job)."""
-    unknown = set(values) - set(COLUMNS)
+    unknown = values.keys() - _COLUMN_SET
     if unknown:
         raise ValueError(f"not columns of jobs: {sorted(unknown)}")
-    return {c: encoded[c] if c in encoded else encode(values.get(c)) if c in JSON_COLUMNS
-            else values.get(c, DEFAULTS.get(c)) for c in COLUMNS}
+    row: dict[str, Any] = {}
+    for column, is_json, default in _PLAN:
+        if column in encoded:
+            row[column] = encoded[column]
+        elif is_json:
+            value = values.get(column)
+            row[column] = _NULL if value is None else encode(value)   # most are None: no encoder call
+        else:
+            row[column] = values.get(column, default)
+    return row
 
 
 def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, str], event: Mapping[str, Any],

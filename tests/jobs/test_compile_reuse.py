@@ -224,3 +224,16 @@ def test_the_setting_is_what_the_app_uses(api_client, settings, tokens, demo):
                 assert j["custom_job"]["displayName"] == j["display_name"] == f"mwms-demo-{j['id'].replace('-', '')[:8]}"
                 assert j["cost"] == jobs[0]["cost"]
                 assert j["custom_job"]["jobSpec"] == jobs[0]["custom_job"]["jobSpec"]
+
+
+def test_values_that_are_not_json_are_compiled_and_never_kept(monkeypatch):
+    # A caller's own types (not a request's JSON) have no text to key them by: compiled, never kept.
+    from service.jobs import compile_reuse
+    assert compile_reuse._digest({"epochs": object()}, None) is None
+    assert compile_reuse._digest({"epochs": 3}, None) is not None
+    monkeypatch.setattr(compile_reuse, "_digest", lambda values, overrides: None)
+    reuse = CompileReuse(1 << 24)
+    job = _job()
+    built = reuse.build(TEMPLATE, PREPARED["demo"], {"epochs": 3}, None, **job)
+    assert built.entry is None and len(reuse) == 0
+    assert built.compiled == _fresh(PREPARED["demo"], {"epochs": 3}, None, **job)

@@ -61,6 +61,30 @@ def test_the_stored_job_is_what_the_response_shows(client, demo, db_url):
     assert [j["id"] for j in client.get("/v1/jobs", params={"label": "team=vision"}).json()["items"]] == [shown["id"]]
 
 
+def test_a_new_jobs_values_read_as_its_stored_row(client, demo, db_url, monkeypatch):
+    # The answer reads the new job from the values it was stored from, not from a SELECT:
+    # each of them, `compiled` (made only when read) included, is what the row holds.
+    from service.jobs.submitter import JobSubmitter
+    from service.persistence import jobrows
+    real, seen = JobSubmitter._store, []
+
+    def keep(self, *args, **kwargs):
+        seen.append(real(self, *args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(JobSubmitter, "_store", keep)
+    shown = client.post("/v1/jobs", json={"template": "mwms-demo", "labels": {"team": "vision"}}).json()
+    job, *_ = _rows(db_url, shown["id"])
+    new = seen[0].job
+    columns = [c for c in jobrows.COLUMNS if hasattr(new, c)]
+    assert "compiled" in columns, columns
+    # Only the preemption and observation columns, which a new job has at their defaults.
+    assert set(jobrows.COLUMNS) - set(columns) <= {"nominated_at", "preempt_reason", "preempt_requested_at",
+                                                   "preempted_for", "preemptions", "state_observed_at"}
+    for column in columns:
+        assert getattr(new, column) == getattr(job, column), column
+
+
 def test_a_job_without_labels_has_no_label_rows(client, demo, db_url):
     shown = client.post("/v1/jobs", json={"template": "mwms-demo"}).json()
     _, labels, events, _ = _rows(db_url, shown["id"])
