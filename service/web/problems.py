@@ -133,7 +133,10 @@ def install(app: FastAPI, max_problems: int = DEFAULT_MAX_PROBLEMS) -> None:
         title = {400: "Bad request", 404: "Not found"}.get(exc.status_code, "HTTP error")
         detail = str(exc.detail)
         if exc.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's words
-            detail = "the body is not JSON text (JSON is UTF-8); send a JSON document"
+            # What it caught is the cause: Python's JSON parser gives up past ~1,000 levels.
+            detail = ("the body's JSON is nested too deeply to read; a request body is a few levels deep: "
+                      "send it flatter") if isinstance(exc.__cause__, RecursionError) else \
+                "the body is not JSON text (JSON is UTF-8); send a JSON document"
         resp = problem(exc.status_code, title, detail, HTTP_SLUGS.get(exc.status_code, "http-error"), request)
         for k, v in (exc.headers or {}).items():
             resp.headers[k] = v

@@ -179,3 +179,15 @@ def test_metrics_without_a_token_setting_never_show_job_counts(client, demo):
     for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer"}):
         text = client.get("/metrics", headers=headers).text
         assert "trainjobs_reconcile_ticks_total" in text and "trainjobs_jobs" not in text
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/templates", "/v1/jobs?dry_run=true"])
+def test_a_body_nested_deeper_than_json_can_read_says_so(client, demo, path):
+    # Python's JSON parser stops with a RecursionError: FastAPI's answer (and the submit's own
+    # reading, service/jobs/submit_input.py) is a 400, whose words must say what is wrong.
+    for deep in ("[" * 100_000 + "]" * 100_000, '{"template": ' + '{"a": ' * 50_000 + "1" + "}" * 50_001):
+        body = assert_problem(raw_post(client, path, deep), 400)
+        assert "nested too deeply" in body["detail"], body
+    # Text that is not UTF-8 keeps its own words.
+    r = client.post(path, content=b'{"template": "\xff"}', headers={"content-type": "application/json"})
+    assert "not JSON text" in assert_problem(r, 400)["detail"]
