@@ -33,7 +33,8 @@ from typing import Any
 
 from service import jobspec
 from service.cost.schemas import CostEstimate
-from service.jobspec.validate import MAX_LABELS, check_display_name, check_labels
+from service.jobspec.compile import dumps
+from service.jobspec.validate import MAX_LABELS
 
 Key = tuple[uuid.UUID, int, str]      # template id, version, digest of the values and overrides
 
@@ -67,10 +68,6 @@ class Built:
             kept = price()
             self.entry.costs[backend] = kept    # two threads may both price it: the same figures
         return kept.model_copy()
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))   # as jobspec.compile writes the CustomJob
 
 
 def _digest(values: Mapping[str, Any] | None, overrides: Any) -> str | None:
@@ -108,8 +105,8 @@ class CompileReuse:
             spec, compiled = fresh()  # raises on any problem: nothing is kept
             return Built(compiled, self._keep(key, spec, compiled))
         # build_from's checks of what differs between the jobs of one entry: the name, the labels.
-        all_labels = {**entry.labels, **labels, **reserved_labels}
-        if check_display_name(display_name) or check_labels("labels", dict(labels)) or len(all_labels) > MAX_LABELS:
+        all_labels = jobspec.job_labels(entry.labels, labels, reserved_labels, None)
+        if jobspec.name_and_label_problems(display_name, labels) or len(all_labels) > MAX_LABELS:
             return Built(fresh()[1])  # raises: build_from's problems, in its order
         return Built(_assemble(entry, display_name, all_labels), entry)
 
@@ -122,7 +119,7 @@ class CompileReuse:
 
     def _keep(self, key: Key, spec: jobspec.JobSpec, compiled: jobspec.CompiledJob) -> _Entry | None:
         # Read at once, from the dict compile_spec wrote the JSON from (nobody else has read it yet).
-        job_spec_text = _dumps(compiled.custom_job_dict["jobSpec"])
+        job_spec_text = dumps(compiled.custom_job_dict["jobSpec"])
         weight = len(compiled.to_json_text()) + len(job_spec_text)
         if weight * LARGEST_SHARE > self.max_bytes:
             return None
@@ -150,10 +147,10 @@ class CompileReuse:
 
 def _assemble(entry: _Entry, display_name: str, labels: Mapping[str, str]) -> jobspec.CompiledJob:
     """compile_spec's CompiledJob for this name and these labels: its custom_job_json is
-    _dumps({"displayName": ..., "jobSpec": ..., "labels": ...}) (no labels: no key)."""
-    text = f'{{"displayName":{_dumps(display_name)},"jobSpec":{entry.job_spec_text}'
+    dumps({"displayName": ..., "jobSpec": ..., "labels": ...}) (no labels: no key)."""
+    text = f'{{"displayName":{dumps(display_name)},"jobSpec":{entry.job_spec_text}'
     if labels:
-        text += f',"labels":{_dumps(dict(labels))}'
+        text += f',"labels":{dumps(dict(labels))}'
     base = entry.base
     # Each job its own copy of what a reader could change (the replicas and the texts are
     # immutable); `replace` carries every other field, a field added later included.

@@ -16,10 +16,10 @@ from service.jobspec.compile import CompiledJob, Replica, compile_spec
 from service.jobspec.merge_patch import merge_patch
 from service.jobspec.spec import JobSpec, Parameter
 from service.jobspec.trial import TRIAL_ENV, Trial
-from service.jobspec.validate import check_display_name, check_labels, check_spec
+from service.jobspec.validate import MAX_LABELS, check_display_name, check_labels, check_spec
 
 __all__ = ["CompiledJob", "Prepared", "Replica", "JobSpec", "Parameter", "Trial", "build", "build_from", "check_patch",
-           "check_template", "patch_problems", "prepare",
+           "check_template", "job_labels", "name_and_label_problems", "patch_problems", "prepare",
            "env_policy", "merge_patch", "overridable", "pydantic_problems"]
 
 
@@ -235,8 +235,7 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
         problems += template.reserved
     resolved, unresolved, param_problems = _parameters(template, spec, merged, values)
     problems += param_problems
-    problems += check_display_name(display_name)
-    problems += check_labels("labels", dict(labels))
+    problems += name_and_label_problems(display_name, labels)
 
     if spec is None:
         if usable:
@@ -256,12 +255,23 @@ def build_from(template: Prepared, values: Mapping[str, Any] | None, overrides: 
     problems += [p.prefixed("spec") for p in check_spec(spec, unknown)]
     if problems:
         raise Invalid.of(problems)
-    all_labels = {**spec.labels, **labels, **(reserved_labels or {}), **(trial.labels() if trial else {})}
-    if len(all_labels) > 64:
+    all_labels = job_labels(spec.labels, labels, reserved_labels, trial)
+    if len(all_labels) > MAX_LABELS:
         raise Invalid.of([Problem("labels", f"{len(all_labels)} labels with the template's; Google allows 64",
                                   "drop some labels")])
     return spec, compile_spec(spec, display_name=display_name, labels=all_labels,
                               service_env={TRIAL_ENV: trial.trial_id} if trial else None)
+
+
+def name_and_label_problems(display_name: str, labels: Mapping[str, str]) -> list[Problem]:
+    """build_from's checks of what differs between the jobs of one compile (jobs.compile_reuse)."""
+    return check_display_name(display_name) + check_labels("labels", dict(labels))
+
+
+def job_labels(spec_labels: Mapping[str, str], labels: Mapping[str, str], reserved_labels: Mapping[str, str] | None,
+               trial: Trial | None) -> dict[str, str]:
+    """A job's CustomJob labels: the template's, the job's, trainjobs' own, a sweep trial's."""
+    return {**spec_labels, **labels, **(reserved_labels or {}), **(trial.labels() if trial else {})}
 
 
 def _merged(template: Prepared, overrides: Any) -> tuple[JobSpec | None, frozenset[str], dict | None,

@@ -126,13 +126,13 @@ class CompiledJob:
 
     def to_json_text(self) -> str:
         """`json.dumps(self.to_json())`, assembled from the JSON already written at compile time."""
-        job_spec = self.job_spec_json if self.job_spec_json is not None else _dumps(self.job_spec_dict)
-        out = (f'{{"custom_job":{self.custom_job_json},"replicas":{_dumps([r.as_dict() for r in self.replicas])},'
+        job_spec = self.job_spec_json if self.job_spec_json is not None else dumps(self.job_spec_dict)
+        out = (f'{{"custom_job":{self.custom_job_json},"replicas":{dumps([r.as_dict() for r in self.replicas])},'
                f'"job_spec":{job_spec}')
         if self.stall_timeout_seconds:
             out += f',"stall_timeout_seconds":{int(self.stall_timeout_seconds)}'
         for key, value in self._trainjobs_fields().items():
-            out += f',"{key}":{_dumps(value)}'
+            out += f',"{key}":{dumps(value)}'
         return out + "}"
 
     @classmethod
@@ -179,7 +179,7 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
     custom_job = {"displayName": display_name, "jobSpec": _camel(job_spec)}
     if labels:
         custom_job["labels"] = dict(labels)
-    compiled = CompiledJob(_dumps(custom_job), tuple(r for _, rs in pools for r in rs), _dumps(job_spec),
+    compiled = CompiledJob(dumps(custom_job), tuple(r for _, rs in pools for r in rs), dumps(job_spec),
                            spec.scheduling.stall_timeout_seconds,
                            spec.retry.model_dump(mode="json") if spec.retry is not None else None,
                            vertex=_vertex_extras(spec), priority_class=spec.priority_class)
@@ -189,7 +189,9 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
     return compiled
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
+    """JSON as the CustomJob and the stored compiled job are written (jobs.compile_reuse writes
+    a job's outer keys with it too: the same bytes)."""
     return json.dumps(obj, separators=(",", ":"))
 
 
