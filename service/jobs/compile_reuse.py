@@ -71,10 +71,11 @@ class Built:
 
 
 def _digest(values: Mapping[str, Any] | None, overrides: Any) -> str | None:
-    """None: not JSON (a caller's own types): such a submit is compiled, never reused."""
+    """None: not JSON (a caller's own types), or nested past what the encoder walks: such a
+    submit is compiled, never reused (build_from refuses overrides deeper than 16 levels)."""
     try:
         text = json.dumps([values or {}, overrides], separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -231,6 +231,12 @@ def test_values_that_are_not_json_are_compiled_and_never_kept(monkeypatch):
     from service.jobs import compile_reuse
     assert compile_reuse._digest({"epochs": object()}, None) is None
     assert compile_reuse._digest({"epochs": 3}, None) is not None
+    deep: dict = {}
+    for _ in range(5_000):   # deeper than json's encoder recurses (a RecursionError)
+        deep = {"a": deep}
+    assert compile_reuse._digest({}, deep) is None
+    assert _problems(lambda: CompileReuse(1 << 24).build(TEMPLATE, PREPARED["demo"], {}, deep, **_job())) == \
+        _problems(lambda: _fresh(PREPARED["demo"], {}, deep, **_job()))
     monkeypatch.setattr(compile_reuse, "_digest", lambda values, overrides: None)
     reuse = CompileReuse(1 << 24)
     job = _job()
