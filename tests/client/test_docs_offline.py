@@ -14,7 +14,8 @@ from service.app import create_app
 from tests.backends.localkit import settings_for, thread_server
 
 # What these pages are is the question here, not how fast they come: a megabyte of ReDoc on a
-# busy 2-core machine took longer than httpx's default 5 s once.
+# busy 2-core machine took longer than httpx's default 5 s once, and so did the landing page
+# (a fresh-clone run whose Slurm tests ran 45 % slower than the run before). Every request waits this.
 TIMEOUT = 60
 
 
@@ -62,20 +63,20 @@ def test_docs_pages_load_only_from_this_service(server, page, assets):
 
 
 def test_landing_page_links_docs_and_health(server):
-    r = httpx.get(server + "/")
+    r = httpx.get(server + "/", timeout=TIMEOUT)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     links = refs(r.text)
     for path in ("/docs", "/redoc", "/openapi.json", "/problems", "/healthz", "/readyz", "/metrics"):
         assert path in links
-        # timeout: /openapi.json is built on its first request (~1 s of CPU; httpx waits 5 s by default).
-        assert httpx.get(server + path, timeout=60).status_code == 200, path
+        # /openapi.json is built on its first request (~1 s of CPU; httpx waits 5 s by default).
+        assert httpx.get(server + path, timeout=TIMEOUT).status_code == 200, path
     assert not [ref for ref in links if not ref.startswith("/")]
     assert f"trainjobs login --url {server}" in r.text
     assert "/ui" in links  # the web UI, first
     # Without a session the UI sends a person to its sign-in page.
-    ui = httpx.get(server + "/ui", follow_redirects=True)
+    ui = httpx.get(server + "/ui", follow_redirects=True, timeout=TIMEOUT)
     assert ui.status_code == 401 and "/ui/login" in ui.text
-    assert httpx.get(server + "/ui/login").status_code == 200
+    assert httpx.get(server + "/ui/login", timeout=TIMEOUT).status_code == 200
 
 
 # A URL a script or stylesheet would fetch by itself: an image, script, style or font source,
@@ -86,11 +87,11 @@ _REMOTE_LOAD = re.compile(rb"""(?:\bsrc\s*[:=]\s*|url\(\s*)["']?(?:https?:)?//(?
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
 def test_no_asset_a_docs_page_loads_fetches_from_another_host(server, page):
     """ReDoc's bundle shows Redocly's logo from its CDN: served here pointing at our icon."""
-    for ref in refs(httpx.get(server + page).text):
+    for ref in refs(httpx.get(server + page, timeout=TIMEOUT).text):
         if ref.endswith((".js", ".css")):
             served = httpx.get(server + ref, timeout=TIMEOUT).content
             assert not _REMOTE_LOAD.findall(served), (ref, _REMOTE_LOAD.findall(served)[:5])
-    logo = httpx.get(server + "/docs-assets/favicon.png")
+    logo = httpx.get(server + "/docs-assets/favicon.png", timeout=TIMEOUT)
     assert logo.status_code == 200 and logo.headers["content-type"] == "image/png"
 
 
@@ -100,7 +101,7 @@ def test_the_pattern_catches_the_unpatched_redoc_logo():
 
 
 def test_tags_in_the_order_a_newcomer_reads(server):
-    doc = httpx.get(server + "/openapi.json", timeout=60).json()   # built on first request: slow on a busy host
+    doc = httpx.get(server + "/openapi.json", timeout=TIMEOUT).json()   # built on first request: slow on a busy host
     tags = [t["name"] for t in doc["tags"]]
     assert tags[:4] == ["jobs", "templates", "logs", "sweeps"] and tags[-1] == "interop"
     used = {tag for ops in doc["paths"].values() for op in ops.values() for tag in op.get("tags", [])}
