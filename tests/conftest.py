@@ -10,6 +10,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from sqlalchemy import text
@@ -24,6 +25,16 @@ from service.persistence.session import make_engine, make_session_factory
 # sandbox, for every Settings a test builds (an explicit value still wins).
 os.environ.setdefault("TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS",
                       '["' + str(Path(tempfile.gettempdir()) / "trainjobs-tests") + '"]')
+
+# httpx waits 5 s by default for a connection or a read. On a loaded 2-core CI host a test
+# server's answer has taken longer than that (stop 44: the landing page; stop 45: a 422 of
+# GET /v1/sweeps, both fine seconds later), failing tests that wait on a real answer. Every
+# request a test makes without its own timeout now waits up to HTTPX_TEST_TIMEOUT; a test that
+# means a short wait passes its own. The service's own httpx use always names its timeout
+# (service/webhooks/sender.py, the clients' _base.py), so this changes no behaviour under test.
+HTTPX_TEST_TIMEOUT = 60.0
+for _field in ("connect", "read", "write", "pool"):
+    setattr(httpx._config.DEFAULT_TIMEOUT_CONFIG, _field, HTTPX_TEST_TIMEOUT)
 
 # The API fixtures (settings, tokens, client, api_client, demo, live_server) for every
 # folder: the tests of one route live with its domain (tests/jobs, tests/templates, ...),
