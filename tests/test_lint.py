@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -12,6 +14,7 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing_in_service():
     """Types (pyproject.toml [tool.mypy], pydantic's plugin): the container, the settings slices
     and the backends' run states are typed so that this holds."""

@@ -11,6 +11,7 @@ LEASE = 4.0
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_partitioned_controller_is_replaced_and_stays_down(pg_database, tmp_path):
     why = netns.available()
     if why:

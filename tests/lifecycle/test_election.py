@@ -100,6 +100,7 @@ def vertex_env(fake, fake_logs) -> dict[str, str]:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_three_services_on_postgresql(pg_database, tmp_path, fake_vertex, fake_logging):  # noqa: F811
     truncate_all(pg_database)
     runs = tmp_path / "runs"
@@ -114,6 +115,7 @@ def test_three_services_on_postgresql(pg_database, tmp_path, fake_vertex, fake_l
         kill_all(runs)
 
 
+@pytest.mark.slow
 def test_two_services_on_sqlite(tmp_path, fake_vertex, fake_logging):  # noqa: F811
     db = tmp_path / "data" / "trainjobs.db"
     db.parent.mkdir()

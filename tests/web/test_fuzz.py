@@ -29,6 +29,7 @@ EXAMPLES = 40  # per operation: the whole run stays within a few minutes on 2 co
 # On SQLite, tests/web/test_openapi_conformance.py runs these checks and every other one over
 # more cases (`schemathesis run`, all phases): here the same fuzzing runs on PostgreSQL only.
 @pytest.mark.parametrize("db_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+@pytest.mark.slow
 def test_no_input_breaks_the_api(live_server, demo_live, tokens):
     schema = schemathesis.openapi.from_url(f"{live_server}/openapi.json", timeout=60)  # a busy 2-core host took >10 s once
     headers = bearer(tokens["admin"])

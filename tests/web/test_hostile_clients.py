@@ -52,6 +52,7 @@ def answer_of(s: socket.socket) -> bytes:
         out += chunk
 
 
+@pytest.mark.slow
 def test_slow_anonymous_bodies_hold_no_request_slot(tmp_path):
     """40 clients trickling bodies, ten times the request slots: an authenticated caller is
     answered normally, and the slow ones are cut when their time is up (408)."""

@@ -27,6 +27,7 @@ EXAMPLES = int(os.environ.get("TJ_SCHEMATHESIS_EXAMPLES", "30"))  # per operatio
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.slow
 def test_schemathesis_finds_no_failure(live_server, demo_live, tokens, tmp_path):
     admin = tokens["admin"]
     me = httpx.get(f"{live_server}/v1/tokens/me", headers=bearer(admin), timeout=30).json()

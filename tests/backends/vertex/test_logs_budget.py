@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.fakes.harness import fake_logging, fake_vertex, make_harness  # noqa: F401 - fixtures
 
 
@@ -57,6 +59,7 @@ def test_a_429_from_cloud_logging_pauses_every_read(make_harness, fake_logging, 
         assert h.client.get(url).status_code == 200
 
 
+@pytest.mark.slow
 def test_followers_stay_within_the_quota_and_leave_room_for_people(make_harness, fake_vertex, fake_logging,
                                                                   monkeypatch):
     """Eight followers of one job poll every 0.1 s for 90 s while lines keep coming
