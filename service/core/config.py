@@ -273,7 +273,8 @@ class Settings(BaseSettings):
     webhook_retry_jitter: float = Field(0.1, ge=0, le=1, description="Each wait varies by up to this fraction, "
                                         "so a receiver back from an outage is not hit by every retry at once")
     webhook_delivery_batch_size: int = Field(100, ge=1, le=10_000, description="Deliveries read per pass")
-    webhook_delivery_concurrency: int = Field(10, ge=1, le=200, description="Deliveries in flight at once")
+    webhook_delivery_concurrency: int = Field(10, ge=1, le=200, description="Deliveries in flight at once, and the "
+                                              "threads that look up their receivers' names (one lookup per name)")
     webhook_dispatch_interval_seconds: float = Field(
         1.0, gt=0, le=60, description="How often the controller looks for due deliveries (on PostgreSQL a "
                                       "new event also wakes it at once)")

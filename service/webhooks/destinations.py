@@ -7,12 +7,15 @@ resolves to then, and the request goes to an address that passed (sender.py):
 a name whose DNS answer changes cannot steer a delivery inside."""
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import socket
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from service.webhooks.lookups import Lookups
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -138,11 +141,11 @@ def check_all(dest: Destination, addresses: list[IP], allowed: tuple[Network, ..
             raise
 
 
-async def resolve_async(dest: Destination) -> list[IP]:
+async def resolve_async(dest: Destination, lookups: Lookups) -> list[IP]:
+    """A delivery's lookup, on the process's lookup threads (service/webhooks/lookups.py)."""
     if dest.literal is not None:
         return [dest.literal]
-    infos = await asyncio.get_running_loop().getaddrinfo(dest.host, dest.port, type=socket.SOCK_STREAM)
-    return _addresses(infos)
+    return _addresses(await lookups.resolve(dest.host, dest.port))
 
 
 # The lookups made while a webhook is created run on threads of their own, at most this many at

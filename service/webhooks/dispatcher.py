@@ -14,7 +14,6 @@ import logging
 import random
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,7 +31,7 @@ from service.persistence.models import (
     utcnow,
 )
 from service.persistence.rows import rows_changed, table_of
-from service.webhooks import events, sender, signing
+from service.webhooks import events, lookups, sender, signing
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.outbox import DISPATCHER
 
@@ -83,6 +82,7 @@ class Dispatcher(LoopService):
         self.sent = 0        # attempts made by this dispatcher (tests, metrics)
         self.failed = 0
         self._last_clean = 0.0
+        self.lookups = lookups.for_process(limits.concurrency)
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> bool:
@@ -113,10 +113,10 @@ class Dispatcher(LoopService):
         return [Due(*r) for r in rows]
 
     def _send(self, due: list[Due]) -> list[sender.Outcome]:
-        # A loop of our own per pass, with its own threads for name lookups: closing it never
-        # waits for a lookup that hangs (the attempt's deadline has already given up on it).
+        # A loop of our own per pass. Names are looked up on the process's lookup threads
+        # (service/webhooks/lookups.py): closing the loop never waits for a lookup that hangs
+        # (the attempt's deadline has already given up on it), and none is made per pass.
         loop = asyncio.new_event_loop()
-        loop.set_default_executor(ThreadPoolExecutor(self.limits.concurrency, thread_name_prefix="webhook-dns"))
         try:
             return loop.run_until_complete(self._send_all(due))
         finally:
@@ -130,7 +130,7 @@ class Dispatcher(LoopService):
                     try:
                         body = body_of(d, self.limits.max_payload_bytes)
                         headers = signing.headers(d.secret, d.message_id, int(time.time()), body)
-                        return await sender.attempt(http, d.url, body, headers,
+                        return await sender.attempt(http, d.url, body, headers, lookups=self.lookups,
                                                     allowed=self.limits.allowed_networks,
                                                     timeout=self.limits.request_timeout,
                                                     response_bytes=self.limits.response_log_bytes)

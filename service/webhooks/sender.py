@@ -12,6 +12,7 @@ import httpx
 from service.lifecycle.sanitize import clean_text
 from service.webhooks import destinations
 from service.webhooks.destinations import Network, Refused
+from service.webhooks.lookups import Lookups
 
 USER_AGENT = "trainjobs-webhooks/1"
 
@@ -32,7 +33,7 @@ def client(concurrency: int) -> httpx.AsyncClient:
 
 
 async def attempt(http: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], *,
-                  allowed: tuple[Network, ...], timeout: float, response_bytes: int) -> Outcome:
+                  lookups: Lookups, allowed: tuple[Network, ...], timeout: float, response_bytes: int) -> Outcome:
     t0 = time.monotonic()
     status: int | None = None
     kept = b""
@@ -41,7 +42,7 @@ async def attempt(http: httpx.AsyncClient, url: str, body: bytes, headers: dict[
         async with asyncio.timeout(timeout):
             dest = destinations.parse(url)
             try:
-                addresses = await destinations.resolve_async(dest)
+                addresses = await destinations.resolve_async(dest, lookups)
             except OSError as e:
                 raise Refused(f"{dest.host} does not resolve ({e.strerror or e})") from None
             if not addresses:

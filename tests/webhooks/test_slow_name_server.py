@@ -47,6 +47,26 @@ print(json.dumps(out))
 """
 
 
+# Run inside the namespace: four dispatcher passes, each with deliveries to two silent names
+# that give up after 0.3 s; then the lookup threads left behind.
+DELIVERIES = r"""
+import json, threading, uuid
+from datetime import datetime, timezone
+from service.webhooks import signing
+from service.webhooks.dispatcher import Dispatcher, Due
+from service.webhooks.limits import WebhookLimits
+d = Dispatcher(None, None, WebhookLimits(concurrency=10, request_timeout=0.3), fence=None)
+secret = signing.new_secret()
+errors = []
+for _ in range(4):
+    due = [Due(uuid.uuid4(), signing.new_message_id(), 0, datetime.now(timezone.utc), {"n": i},
+               f"https://{'a' if i % 5 else 'b'}.slow.test/h", secret, "json") for i in range(10)]
+    errors += [o.error for o in d._send(due)]
+threads = [t.name for t in threading.enumerate() if t.name.startswith(("webhook-lookup", "webhook-dns"))]
+print(json.dumps({"errors": sorted(set(errors)), "threads": threads}))
+"""
+
+
 @pytest.fixture
 def silent_dns():
     why = netns.available()
@@ -91,3 +111,20 @@ def test_the_setting_reaches_the_create():
     assert Settings().webhook_resolve_timeout_seconds == 2.0
     with pytest.raises(ValueError):
         Settings(webhook_resolve_timeout_seconds=0)
+
+
+def test_deliveries_to_a_silent_name_leave_one_lookup_thread_per_name_whatever_the_passes(silent_dns):
+    """Each dispatcher pass used to get lookup threads of its own: four passes of ten deliveries
+    left up to sixteen threads waiting on the silent server. Now one per name, across passes."""
+    run = subprocess.run(silent_dns.command([sys.executable, "-c", DELIVERIES]), capture_output=True,
+                         text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    # Each gave up at its deadline; on a slow host a pass may come after the resolver's own 3 s,
+    # and its deliveries then share that lookup's failure: either way, no answer.
+    assert "no complete answer within 0.3 s (TRAINJOBS_WEBHOOK_REQUEST_TIMEOUT_SECONDS)" in out["errors"], out
+    assert set(out["errors"]) <= {"no complete answer within 0.3 s (TRAINJOBS_WEBHOOK_REQUEST_TIMEOUT_SECONDS)",
+                                  "a.slow.test does not resolve (Temporary failure in name resolution)",
+                                  "b.slow.test does not resolve (Temporary failure in name resolution)"}, out
+    # One lookup per name at a time, and a thread only when none is idle: two threads.
+    assert sorted(out["threads"]) == ["webhook-lookup-1", "webhook-lookup-2"], out
