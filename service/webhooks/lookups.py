@@ -93,6 +93,8 @@ class Lookups:
                     self._backlog -= 1
                 else:
                     self._idle += 1
+            if future.cancelled():
+                continue   # nobody here cancels one; a thread must outlive anyone who does
             if error is not None:
                 future.set_exception(error)
             else:
