@@ -141,11 +141,12 @@ def check_all(dest: Destination, addresses: list[IP], allowed: tuple[Network, ..
             raise
 
 
-async def resolve_async(dest: Destination, lookups: Lookups) -> list[IP]:
-    """A delivery's lookup, on the process's lookup threads (service/webhooks/lookups.py)."""
+async def resolve_async(dest: Destination, lookups: Lookups, owner: object = None) -> list[IP]:
+    """A delivery's lookup, on the process's lookup threads (service/webhooks/lookups.py),
+    within its team's (`owner`'s) share of them."""
     if dest.literal is not None:
         return [dest.literal]
-    return _addresses(await lookups.resolve(dest.host, dest.port))
+    return _addresses(await lookups.resolve(dest.host, dest.port, owner))
 
 
 # The lookups made while a webhook is created run on threads of their own, at most this many at

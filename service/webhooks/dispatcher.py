@@ -51,6 +51,7 @@ class Due:
     url: str
     secret: str
     format: str
+    team_id: uuid.UUID | None = None   # whose share of the lookup threads (service/webhooks/lookups.py)
 
 
 def backoff(attempt: int, limits: WebhookLimits, rng: random.Random = random.Random()) -> float:
@@ -104,7 +105,7 @@ class Dispatcher(LoopService):
             rows = session.execute(
                 select(WebhookDelivery.id, WebhookDelivery.message_id, WebhookDelivery.attempts,
                        WebhookDelivery.created_at, WebhookDelivery.payload, WebhookSubscription.url,
-                       WebhookSubscription.secret, WebhookSubscription.format)
+                       WebhookSubscription.secret, WebhookSubscription.format, WebhookSubscription.team_id)
                 .join(WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id)
                 .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= utcnow(),
                        WebhookSubscription.paused_at.is_(None))
@@ -130,7 +131,7 @@ class Dispatcher(LoopService):
                     try:
                         body = body_of(d, self.limits.max_payload_bytes)
                         headers = signing.headers(d.secret, d.message_id, int(time.time()), body)
-                        return await sender.attempt(http, d.url, body, headers, lookups=self.lookups,
+                        return await sender.attempt(http, d.url, body, headers, lookups=self.lookups, team=d.team_id,
                                                     allowed=self.limits.allowed_networks,
                                                     timeout=self.limits.request_timeout,
                                                     response_bytes=self.limits.response_log_bytes)

@@ -8,7 +8,12 @@ every pass (a pass a second, a resolver that waits 30 s: hundreds of threads). H
 are at most `threads` (TRAINJOBS_WEBHOOK_DELIVERY_CONCURRENCY), daemons (a stopping service does
 not wait for a silent name server), and every delivery to one name waits on the one lookup
 already asked: a member's silent name holds one thread, not one per delivery. A lookup queued
-behind busy threads runs when one is free; its waiters' own timeouts bound how long they wait."""
+behind busy threads runs when one is free; its waiters' own timeouts bound how long they wait.
+
+One team's names may hold at most half of the threads (`per_owner`, at least one): a team
+whose webhooks point at many silent names cannot take every thread from the others'
+deliveries. A lookup past its team's share is refused at once (`Busy`); the delivery fails
+saying so and is retried with its backoff."""
 from __future__ import annotations
 
 import asyncio
@@ -20,11 +25,18 @@ from concurrent.futures import Future
 Key = tuple[str, int]
 
 
+class Busy(Exception):
+    """Every lookup thread this team's deliveries may hold is waiting on a name server."""
+
+
 class Lookups:
     def __init__(self, threads: int, resolve=socket.getaddrinfo) -> None:
         if threads < 1:
             raise ValueError("a lookup needs a thread")
         self.threads = threads
+        self.per_owner = max(1, threads // 2)
+        self._owners: dict[Key, object] = {}       # who asked each lookup in flight
+        self._owned: dict[object, int] = {}        # lookups in flight per owner
         self._resolve = resolve   # the system resolver; a test's own to count the calls
         self._queue: queue.SimpleQueue[tuple[Key, Future]] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -33,12 +45,19 @@ class Lookups:
         self._idle = 0      # threads waiting for a lookup, none of them claimed yet
         self._backlog = 0   # lookups queued while every thread was busy
 
-    def submit(self, host: str, port: int) -> Future:
-        """The lookup of (host, port) already in flight, or a new one queued."""
+    def submit(self, host: str, port: int, owner: object = None) -> Future:
+        """The lookup of (host, port) already in flight (whoever asked it), or a new one queued
+        for `owner` (a team id; None: no share). Raises Busy past the owner's share."""
         key = (host, port)
         with self._lock:
             future = self._in_flight.get(key)
             if future is None:
+                if owner is not None:
+                    if self._owned.get(owner, 0) >= self.per_owner:
+                        raise Busy(f"{self.per_owner} name lookups of this team's webhooks are already waiting "
+                                   "on slow name servers")
+                    self._owned[owner] = self._owned.get(owner, 0) + 1
+                    self._owners[key] = owner
                 future = Future()
                 self._in_flight[key] = future
                 self._queue.put((key, future))
@@ -60,9 +79,9 @@ class Lookups:
         with self._lock:
             return self._started
 
-    async def resolve(self, host: str, port: int) -> list:
-        """getaddrinfo(host, port, SOCK_STREAM)'s answer. Cancelling the caller (its delivery's
-        timeout) leaves the shared lookup to the others waiting on it."""
+    async def resolve(self, host: str, port: int, owner: object = None) -> list:
+        """getaddrinfo(host, port, SOCK_STREAM)'s answer (Busy: see submit). Cancelling the
+        caller (its delivery's timeout) leaves the shared lookup to the others waiting on it."""
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
 
@@ -72,7 +91,7 @@ class Lookups:
             except RuntimeError:
                 pass  # the caller's loop is closed: it stopped waiting long ago
 
-        self.submit(host, port).add_done_callback(done)
+        self.submit(host, port, owner).add_done_callback(done)
         return await waiter
 
     def _work(self) -> None:
@@ -87,6 +106,13 @@ class Lookups:
             with self._lock:
                 # The next delivery to this name asks afresh: an answer is never kept.
                 del self._in_flight[key]
+                owner = self._owners.pop(key, None)
+                if owner is not None:
+                    left = self._owned[owner] - 1
+                    if left:
+                        self._owned[owner] = left
+                    else:
+                        del self._owned[owner]
                 # Idle (or taking the backlog's next) before anyone can ask again: a thread
                 # is started only when none is idle.
                 if self._backlog:

@@ -12,7 +12,7 @@ import httpx
 from service.lifecycle.sanitize import clean_text
 from service.webhooks import destinations
 from service.webhooks.destinations import Network, Refused
-from service.webhooks.lookups import Lookups
+from service.webhooks.lookups import Busy, Lookups
 
 USER_AGENT = "trainjobs-webhooks/1"
 
@@ -33,7 +33,8 @@ def client(concurrency: int) -> httpx.AsyncClient:
 
 
 async def attempt(http: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], *,
-                  lookups: Lookups, allowed: tuple[Network, ...], timeout: float, response_bytes: int) -> Outcome:
+                  lookups: Lookups, team: object = None, allowed: tuple[Network, ...], timeout: float,
+                  response_bytes: int) -> Outcome:
     t0 = time.monotonic()
     status: int | None = None
     kept = b""
@@ -42,7 +43,9 @@ async def attempt(http: httpx.AsyncClient, url: str, body: bytes, headers: dict[
         async with asyncio.timeout(timeout):
             dest = destinations.parse(url)
             try:
-                addresses = await destinations.resolve_async(dest, lookups)
+                addresses = await destinations.resolve_async(dest, lookups, team)
+            except Busy as e:
+                raise Refused(f"{dest.host} was not looked up: {e}") from None
             except OSError as e:
                 raise Refused(f"{dest.host} does not resolve ({e.strerror or e})") from None
             if not addresses:

@@ -2,16 +2,21 @@
 lookup per name in flight, at most `threads` threads, a delivery that gives up leaves the
 others their answer, and nothing is kept once answered. The resolver here is a function that
 waits for the test's word (the system resolver on a silent name server is
-tests/webhooks/test_slow_name_server.py)."""
+tests/webhooks/test_slow_name_server.py); a team's share of the threads."""
 from __future__ import annotations
 
 import asyncio
 import socket
 import threading
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 
-from service.webhooks.lookups import Lookups, for_process
+from service.webhooks import signing
+from service.webhooks.dispatcher import Dispatcher, Due
+from service.webhooks.limits import WebhookLimits
+from service.webhooks.lookups import Busy, Lookups, for_process
 
 WAIT = 10.0
 
@@ -120,3 +125,38 @@ def test_the_process_shares_one_set_per_bound_and_a_bound_is_needed():
     assert for_process(7).threads == 7
     with pytest.raises(ValueError):
         Lookups(0)
+
+
+def test_one_team_holds_at_most_half_the_threads_and_its_deliveries_past_that_fail_saying_so():
+    resolver = GatedResolver()
+    lookups = Lookups(4, resolve=resolver)
+    assert lookups.per_owner == 2
+    lookups.submit("a1.silent.test", 443, "team-a")
+    lookups.submit("a2.silent.test", 443, "team-a")
+    with pytest.raises(Busy, match="2 name lookups of this team's webhooks are already waiting"):
+        lookups.submit("a3.silent.test", 443, "team-a")
+    lookups.submit("a1.silent.test", 443, "team-a")   # a name in flight is shared: no thread more
+    lookups.submit("a2.silent.test", 443, "team-b")   # whoever asked it
+    lookups.submit("b1.silent.test", 443, "team-b")   # the other team still gets a thread
+    wait_until(lambda: len(resolver.calls) == 3, "three lookups")
+    assert lookups.started() == 3 and lookups.in_flight() == 3
+    resolver.open.set()
+    wait_until(lambda: lookups.in_flight() == 0, "the lookups' end")
+    lookups.submit("a3.silent.test", 443, "team-a").result(WAIT)   # its share is back
+
+
+def test_the_dispatcher_gives_each_delivery_its_teams_share():
+    resolver = GatedResolver()
+    dispatcher = Dispatcher(None, None, WebhookLimits(concurrency=4, request_timeout=0.3), fence=None)
+    dispatcher.lookups = Lookups(4, resolve=resolver)
+    secret = signing.new_secret()
+    a, b = uuid.uuid4(), uuid.uuid4()
+    due = [Due(uuid.uuid4(), signing.new_message_id(), 0, datetime.now(UTC), {"n": i},
+               f"https://{host}/h", secret, "json", team)
+           for i, (host, team) in enumerate([("a1.silent.test", a), ("a2.silent.test", a),
+                                             ("a3.silent.test", a), ("b1.silent.test", b)])]
+    errors = [o.error for o in dispatcher._send(due)]
+    timeout = "no complete answer within 0.3 s (TRAINJOBS_WEBHOOK_REQUEST_TIMEOUT_SECONDS)"
+    assert errors == [timeout, timeout, "a3.silent.test was not looked up: 2 name lookups of this team's "
+                      "webhooks are already waiting on slow name servers", timeout], errors
+    resolver.open.set()
