@@ -51,7 +51,7 @@ class Due:
     url: str
     secret: str
     format: str
-    team_id: uuid.UUID | None = None   # whose share of the lookup threads (service/webhooks/lookups.py)
+    team_id: uuid.UUID   # the subscription's team: whose share of the lookup threads (webhooks/lookups.py)
 
 
 def backoff(attempt: int, limits: WebhookLimits, rng: random.Random = random.Random()) -> float:

@@ -56,11 +56,11 @@ from service.webhooks import signing
 from service.webhooks.dispatcher import Dispatcher, Due
 from service.webhooks.limits import WebhookLimits
 d = Dispatcher(None, None, WebhookLimits(concurrency=10, request_timeout=0.3), fence=None)
-secret = signing.new_secret()
+secret, team = signing.new_secret(), uuid.uuid4()
 errors = []
 for _ in range(4):
     due = [Due(uuid.uuid4(), signing.new_message_id(), 0, datetime.now(timezone.utc), {"n": i},
-               f"https://{'a' if i % 5 else 'b'}.slow.test/h", secret, "json") for i in range(10)]
+               f"https://{'a' if i % 5 else 'b'}.slow.test/h", secret, "json", team) for i in range(10)]
     errors += [o.error for o in d._send(due)]
 threads = [t.name for t in threading.enumerate() if t.name.startswith(("webhook-lookup", "webhook-dns"))]
 print(json.dumps({"errors": sorted(set(errors)), "threads": threads}))
