@@ -23,25 +23,31 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 
 # Double fork, setsid, exec with an empty environment under another name: no marker, no parent.
+# `detached` is printed once the escapee has exec'd: the pipe's write end closes on exec
+# (os.pipe's ends are close-on-exec), so the read returns then, not when the fork returned.
 ESCAPE = r'''
 import os, sys, time
+r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         os.execve("/bin/sleep", ["escaped-sleeper", "600"], {})
     os._exit(0)
+os.close(w)
 os.wait()
+os.read(r, 1)
 print("detached", flush=True)
 mode = sys.argv[1]
 if mode == "hang":
     time.sleep(600)
-elif mode == "silent":
-    # Alive until the test has seen the escapee (its gate, in the job's working directory): a
-    # stall judged before that would end the job before there is anything to check.
-    while not os.path.exists("go-silent"):
+else:
+    # Alive until the test has seen the escapee (its gate, in the job's working directory): an
+    # end or a stall before that would end the job before there is anything to check.
+    while not os.path.exists("go"):
         print("alive", flush=True)
         time.sleep(0.2)
-    time.sleep(600)
+    if mode == "silent":
+        time.sleep(600)
 '''
 
 
@@ -84,6 +90,7 @@ def test_nothing_of_a_job_outlives_it(make_client, work_dir, ending):
     api = make_client(local_cancel_grace_seconds=1.0)
     if ending == "end":
         job, uid = _escaping_job(api, "exit")
+        (run_path(api.job(job["id"])) / "work" / "go").touch()
         final = api.wait_state(job["id"], "SUCCEEDED", "FAILED")["state"]
         assert final == "SUCCEEDED"
     elif ending == "cancel":
@@ -92,7 +99,7 @@ def test_nothing_of_a_job_outlives_it(make_client, work_dir, ending):
         assert api.wait_state(job["id"], "CANCELLED", "FAILED", "SUCCEEDED")["state"] == "CANCELLED"
     else:
         job, uid = _escaping_job(api, "silent", stall_timeout_seconds=2)
-        (run_path(api.job(job["id"])) / "work" / "go-silent").touch()
+        (run_path(api.job(job["id"])) / "work" / "go").touch()
         assert api.wait_state(job["id"], "FAILED", "SUCCEEDED")["state"] == "FAILED"
     # Within seconds of its end (a cancel is reported only once nothing is left).
     if ending == "cancel":
