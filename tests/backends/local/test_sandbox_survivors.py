@@ -121,7 +121,12 @@ def test_nothing_survives_a_service_restart(db_url, work_dir, token, tmp_path):
         second = ServiceProcess(settings, tmp_path / "service-2.log")
         second.wait_ready()
         api = Api(httpx.Client(base_url=second.url, headers=bearer(token), timeout=30))
-        assert api.job(job["id"])["state"] == "RUNNING"  # followed again
+        # Followed again: the job may still have been PENDING in the database when the first
+        # service died (its logs come from the replica's files, ahead of the state), so wait for
+        # the second one to judge the run it finds, and check that it is that run, not a new one.
+        assert api.wait_state(job["id"], "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED")["state"] == "RUNNING"
+        assert read_json(run_path(api.job(job["id"])) / "state.json")["uid"] == uid
+        assert any("escaped-sleeper" in p.cmdline() for p in escapees(uid))
         # ...and the new service holds the uid's lock again (with the job's init), so the uid
         # stays taken until the job's files are given back, not only until its processes die.
         wait_for(lambda: _holds_lock(second.proc.pid, uid), "the restarted service to hold the uid's lock")

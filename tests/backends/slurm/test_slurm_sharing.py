@@ -145,7 +145,8 @@ def test_a_job_slurm_preempts_and_requeues_is_followed_and_resumes(cluster, slur
     f.until(lambda: f.job.state in TERMINAL, "the requeued job to end", 90)
     # Whole, when it fails (once, on a host loaded beyond CI's, it ended FAILED: the reason and the
     # task logs say why next time).
-    assert f.job.state == S.SUCCEEDED, (f.seen[-1].reason, f.seen[-1].error, _text(run.log("workerpool0-0"))[-2000:])
+    assert f.job.state == S.SUCCEEDED, (f.seen[-1].reason, f.seen[-1].error, _text(run.log("workerpool0-0"))[-2000:],
+                                        _text(run.batch_output)[-3000:], run.task_record("workerpool0-0", "exit"))
     assert "resumed from checkpoint step-7 (Slurm restart 1)" in run.log("workerpool0-0").read_text()
     assert sum(1 for o in f.seen if o.note) == 1   # one event per restart, however many passes saw it
     assert (run.read_state() or {}).get("slurm_restarts") == 1
