@@ -103,7 +103,9 @@ class Settings(BaseSettings):
                           "shows only process metrics: request counts, latencies, reconciler passes")
     template_cache_size: int = Field(
         256, ge=0, le=100_000, description="Template versions each API process keeps parsed and checked for "
-                                           "submits (versions never change; 0: parse on every submit)")
+                                           "submits (versions never change; 0: parse on every submit), and "
+                                           "as many templates' last read heads, which a repeat submit checks in "
+                                           "its one writing statement instead of reading them first")
     compile_cache_bytes: int = Field(
         16 * 1024 * 1024, ge=0, le=1 << 34,
         description="JSON bytes of compiled jobs each API process keeps, so that a submit of the same template "

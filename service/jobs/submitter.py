@@ -29,7 +29,7 @@ from service import jobspec
 from service.auth.service import Actor
 from service.budgets import service as budgets
 from service.capacity.placement import Placed, Placement
-from service.core.errors import Conflict, Invalid, Problem
+from service.core.errors import Conflict, DomainError, Invalid, Problem
 from service.cost.estimate import CostEstimate, Pricer
 from service.jobs import overrides_policy, precheck, relaunch
 from service.jobs import service as jobs
@@ -43,6 +43,7 @@ from service.lifecycle.states import JobState
 from service.lifecycle.wake import Wake, Waker
 from service.persistence import jobrows
 from service.persistence.autocommit import Autocommit, autocommit
+from service.persistence.jobrows import PgGuard
 from service.persistence.models import Job, utcnow
 from service.templates.cache import TemplateCache
 
@@ -163,7 +164,8 @@ class JobSubmitter:
         Raises the domain's errors (Invalid 422, Forbidden 403, NotFound 404, Conflict 409,
         Unauthorized 401, budgets.LimitExceeded) with the session rolled back or untouched."""
         # Until the work needs a transaction, each statement commits itself: a team without
-        # limits or webhooks has one read and one write (persistence.autocommit).
+        # limits or webhooks has one read and one write (persistence.autocommit), and once this
+        # process has read the template's head, one guarded write alone (`_guessed`).
         with autocommit(session) as alone:
             return self._submit(session, body, actor, alone, dry_run, idempotency_key, verify_token, relaunch_of,
                                 trial)
@@ -179,6 +181,12 @@ class JobSubmitter:
             existing = self._replay(session, actor, idempotency_key, digest)
             if existing is not None:
                 return Submitted(existing, True, None)
+        if alone.on and not dry_run and not idempotency_key:
+            head = self.template_cache.head(actor.team_id, body.template)
+            if head is not None:
+                done = self._guessed(session, body, actor, alone, head, verify_token, trial)
+                if done is not None:
+                    return done
         c = self._compile(session, body, actor, verify_token, trial)
         cost = c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
                                                                           c.backend.capabilities.runs_on))
@@ -195,14 +203,37 @@ class JobSubmitter:
             alone.end()   # the lock, or the outbox's rows, and the job commit together
         if c.tv.team_limited:
             budgets.check_submit(session, actor.team_id, actor.team, cost)
-        return self._store(session, body, actor, c, cost, idempotency_key, digest, relaunch_of, alone)
+        stored = self._store(session, body, actor, c, cost, idempotency_key, digest, relaunch_of, alone)
+        assert stored is not None   # no guard: written or raised
+        return stored
+
+    def _guessed(self, session: Session, body: JobCreate, actor: Actor, alone: Autocommit, head: precheck.Head,
+                 verify_token: str, trial: jobspec.Trial | None) -> Submitted | None:
+        """The submit in one statement: compiled from the template's head as this process last
+        read it (precheck.Head), and stored only if the statement finds everything the pre-check
+        would have read unchanged (precheck.guard). None: nothing was written, and the submit
+        runs in order (the pre-check first), so every answer but a stored job (a revoked token,
+        an archived or changed template, a problem in the body) is the ordered path's own, word
+        for word; the guess costs a compile more when it is wrong."""
+        tv = precheck.guessed(self.template_cache, head, body.template_version)
+        if tv is None:
+            return None
+        try:
+            c = self._compile(session, body, actor, verify_token, trial, guessed=tv)
+        except DomainError:
+            return None
+        cost = c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
+                                                                          c.backend.capabilities.runs_on))
+        return self._store(session, body, actor, c, cost, None, None, None, alone,
+                           guard=precheck.guard(head, actor.team_id, verify_token))
 
     def _compile(self, session: Session, body: JobCreate, actor: Actor, verify_token: str,
-                 trial: jobspec.Trial | None) -> _Compiled:
+                 trial: jobspec.Trial | None, guessed: precheck.Launchable | None = None) -> _Compiled:
         """The pre-check, the compile and every check of the result: every problem at once
-        (issue 25), the overrides policy's and the backend's with the compiler's."""
-        tv = precheck.for_submit(session, self.template_cache, actor.team_id, body.template, body.template_version,
-                                 token_hash=verify_token)
+        (issue 25), the overrides policy's and the backend's with the compiler's. `guessed`:
+        the template's head without the pre-check (see `_guessed`)."""
+        tv = guessed or precheck.for_submit(session, self.template_cache, actor.team_id, body.template,
+                                            body.template_version, token_hash=verify_token)
         if tv.archived:
             raise Conflict(f"template {body.template!r} is archived; "
                            f"POST /v1/templates/{body.template}/unarchive to use it again")
@@ -237,9 +268,10 @@ class JobSubmitter:
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
-               alone: Autocommit) -> Submitted:
+               alone: Autocommit, guard: PgGuard | None = None) -> Submitted | None:
         """The job row, its labels, first event and cost row in one transaction, committed
-        (or, `alone.on`, in one statement that commits itself); then the controller is woken."""
+        (or, `alone.on`, in one statement that commits itself); then the controller is woken.
+        `guard` (with `alone.on`): see `_guessed`; None when it did not hold (nothing written)."""
         now = utcnow()
         values = dict(id=c.job_id, team_id=actor.team_id, display_name=c.display_name, template_id=c.tv.template_id,
                       template_name=c.ref.name, template_version=c.ref.version, backend=c.backend_name,
@@ -255,8 +287,9 @@ class JobSubmitter:
         event = self.engine.creation_event(c.job_id, actor.name, now, reason=reason)
         wake = Wake.admission(c.backend_name)
         try:
-            jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(c.job_id, actor.team_id, cost),
-                               pg_also=self.waker.also(wake))
+            if not jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(c.job_id, actor.team_id, cost),
+                                      pg_also=self.waker.also(wake), guard=guard):
+                return None
             # What a listener might write from here is in a transaction (the ones there are
             # write nothing for a new job of a team without webhooks: tests/jobs/test_autocommit_submit.py).
             alone.end()

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, Table, Text, bindparam, insert, text
+from sqlalchemy import JSON, String, Table, Text, bindparam, insert, text
+from sqlalchemy import column as result_column
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from service.persistence import pgfast
@@ -38,11 +40,21 @@ DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in _JOBS.columns
 _PLAN = tuple((c, c in JSON_COLUMNS, DEFAULTS.get(c)) for c in COLUMNS)
 _COLUMN_SET = frozenset(COLUMNS)
 _NULL = json.dumps(None)
+_PG = postgresql.dialect()
 
 
 class PgAlso(NamedTuple):
     """An SQL expression PostgreSQL evaluates in the writer's statement, with its bound
     parameters (their names must not be columns'); SQLite has no use for it."""
+
+    expression: str
+    params: Mapping[str, Any]
+
+
+class PgGuard(NamedTuple):
+    """A boolean SQL expression the writer's statement checks first, with its bound parameters
+    (names start with `guard_`): false, and the statement writes nothing and evaluates no
+    `PgAlso` (jobs.fast_submit: what a submit read earlier, checked where it writes)."""
 
     expression: str
     params: Mapping[str, Any]
@@ -72,10 +84,11 @@ def job_row(values: Mapping[str, Any], *, encoded: Mapping[str, str] = {}) -> di
 
 
 def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, str], event: Mapping[str, Any],
-               cost: Mapping[str, Any] | None, *, pg_also: PgAlso | None = None) -> None:
+               cost: Mapping[str, Any] | None, *, pg_also: PgAlso | None = None, guard: PgGuard | None = None) -> bool:
     """`row`: `job_row`'s, every column of jobs with JSON columns encoded (its `labels`
     column and `labels` agree); `event`: the first event's row (lifecycle Engine.creation_event);
-    `cost`: the job_costs row (budgets.cost_row: JSON as text), None for none; `pg_also`: see PgAlso."""
+    `cost`: the job_costs row (budgets.cost_row: JSON as text), None for none; `pg_also`: see PgAlso;
+    `guard` (PostgreSQL only): see PgGuard. True when the rows were written (always, without a guard)."""
     conn = session.connection()
     if conn.dialect.name == "postgresql":
         # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked
@@ -85,8 +98,15 @@ def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, st
             params.update({f"cost_{k}": cost[k] for k in _COST_COLUMNS})
         if pg_also is not None:
             params.update(pg_also.params)
-        pgfast.execute(conn, _postgres_statement(cost is not None, pg_also.expression if pg_also else None), params)
-        return
+        also = pg_also.expression if pg_also else None
+        if guard is None:
+            pgfast.execute(conn, _postgres_statement(cost is not None, also), params)
+            return True
+        params.update(guard.params)
+        found = pgfast.first(conn, _guarded_statement(cost is not None, also, guard.expression), params)
+        return bool(found is not None and found.ok)
+    if guard is not None:
+        raise ValueError("a guarded insert is PostgreSQL's (one statement)")
     # SQLite: no round trips to save; the same rows through statements built once.
     job, label, first_event, job_cost = _sqlite_statements()
     conn.execute(job, dict(row))
@@ -95,6 +115,7 @@ def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, st
     conn.execute(first_event, dict(event))
     if cost is not None:
         conn.execute(job_cost, dict(cost))
+    return True
 
 
 @lru_cache(maxsize=8)
@@ -110,6 +131,35 @@ def _postgres_statement(with_cost: bool, also: str | None):
         f"event AS (INSERT INTO {_EVENTS.name} ({', '.join(_EVENT_COLUMNS)}) "
         f"VALUES ({', '.join(':event_' + c for c in _EVENT_COLUMNS)}))"
         f"{cost} SELECT {also or '1'}")
+
+
+@lru_cache(maxsize=8)
+def _guarded_statement(with_cost: bool, also: str | None, guard: str):
+    # The guard once, in a CTE every insert reads: each inserts only where it holds (a child row
+    # without its job would fail the foreign keys at the statement's end), and the NOTIFY is
+    # evaluated only then (CASE evaluates the branch taken; pg_notify is volatile).
+    # A SELECT's values are typed by their own expression, not by the column they go to (as a
+    # VALUES list's are): each is cast to its column's type, strings to text (a cast to
+    # varchar(n) would cut a long value where the insert refuses it).
+    values = [_typed(_JOBS, c, c) for c in COLUMNS]
+    cost = (f", cost AS (INSERT INTO {_COSTS.name} ({', '.join(_COST_COLUMNS)}) "
+            f"SELECT {', '.join(_typed(_COSTS, c, 'cost_' + c) for c in _COST_COLUMNS)} FROM guard WHERE guard.ok)"
+            ) if with_cost else ""
+    return text(
+        f"WITH guard AS (SELECT ({guard}) AS ok), "
+        f"job AS (INSERT INTO {_JOBS.name} ({', '.join(COLUMNS)}) SELECT {', '.join(values)} FROM guard WHERE guard.ok), "
+        f"labels AS (INSERT INTO {_LABELS.name} (job_id, key, value) "
+        f"SELECT CAST(:id AS uuid), l.key, l.value FROM guard, json_each_text(CAST(:labels AS json)) AS l WHERE guard.ok), "
+        f"event AS (INSERT INTO {_EVENTS.name} ({', '.join(_EVENT_COLUMNS)}) "
+        f"SELECT {', '.join(_typed(_EVENTS, c, 'event_' + c) for c in _EVENT_COLUMNS)} FROM guard WHERE guard.ok)"
+        f"{cost} SELECT guard.ok, CASE WHEN guard.ok THEN {also or '1'} END AS also FROM guard"
+    ).columns(result_column("ok"), result_column("also"))
+
+
+def _typed(table: Table, name: str, param: str) -> str:
+    kind = table.c[name].type
+    sql = "text" if isinstance(kind, String) else kind.compile(dialect=_PG)
+    return f"CAST(:{param} AS {sql})"
 
 
 def _cost_value(column: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from typing import Any
 
 from service.jobspec import Prepared
 
@@ -17,12 +18,30 @@ Key = tuple[uuid.UUID, int]
 
 
 class TemplateCache:
-    """Least recently used first out, at most `size` versions (TRAINJOBS_TEMPLATE_CACHE_SIZE)."""
+    """Least recently used first out, at most `size` versions (TRAINJOBS_TEMPLATE_CACHE_SIZE),
+    and at most `size` heads: what a submit last read of a template (jobs.precheck.Head), a guess
+    that the next submit checks in the statement that writes its job (never trusted alone)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[Key, Prepared] = OrderedDict()
+        self._heads: OrderedDict[tuple[uuid.UUID, str], Any] = OrderedDict()
         self._lock = threading.Lock()  # requests run in a thread pool
+
+    def head(self, team_id: uuid.UUID, name: str) -> Any:
+        with self._lock:
+            return self._heads.get((team_id, name))
+
+    def keep_head(self, team_id: uuid.UUID, name: str, head: Any) -> None:
+        """`head` None: forget it (the next submit reads the template first)."""
+        with self._lock:
+            if head is None or self.size <= 0:
+                self._heads.pop((team_id, name), None)
+                return
+            self._heads[(team_id, name)] = head
+            self._heads.move_to_end((team_id, name))
+            while len(self._heads) > self.size:
+                self._heads.popitem(last=False)
 
     def get(self, key: Key) -> Prepared | None:
         with self._lock:
@@ -42,3 +61,7 @@ class TemplateCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def heads_kept(self) -> int:
+        return len(self._heads)

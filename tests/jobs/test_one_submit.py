@@ -166,10 +166,11 @@ def test_a_retry_attempt_and_a_first_submit_are_written_by_the_one_writer(client
 
 
 @pytest.mark.postgres
-def test_a_plain_submit_is_two_statements_on_postgresql_its_wake_included(api_client, pg_database, tmp_path,
+def test_a_repeat_submit_is_one_statement_on_postgresql_its_wake_included(api_client, pg_database, tmp_path,
                                                                            monkeypatch):
-    """The pre-check, then the job's rows with the NOTIFY in the same statement: the wake
-    through lifecycle.wake adds no round trip (the bench's POST /v1/jobs path)."""
+    """The job's rows under the guard of what the pre-check would read, with the NOTIFY in the
+    same statement: the wake through lifecycle.wake adds no round trip (the bench's POST
+    /v1/jobs path; the first submit read the template's head: tests/jobs/test_guessed_submit.py)."""
     truncate_all(pg_database)
     with api_client(_settings(pg_database, tmp_path), make_token(pg_database)) as client:
         assert client.post("/v1/templates", json=DEMO).status_code == 201
@@ -184,5 +185,5 @@ def test_a_plain_submit_is_two_statements_on_postgresql_its_wake_included(api_cl
         monkeypatch.setattr(psycopg.Cursor, "execute", counting)
         assert client.post("/v1/jobs", json={"template": "mwms-demo"}).status_code == 201
         monkeypatch.undo()
-    assert len(sent) == 2, sent
-    assert "pg_notify" in sent[1] and "INSERT INTO jobs" in sent[1]
+    assert len(sent) == 1, sent
+    assert "pg_notify" in sent[0] and "INSERT INTO jobs" in sent[0] and "EXISTS" in sent[0]
