@@ -138,10 +138,11 @@ def print_parts(stats: pstats.Stats, n: int, cpu: float) -> None:
         ("FastAPI + the route's own input (body, query, header, token)",
          cum["route"] - cum["endpoint"] + cum.get("input", 0.0)),
         ("request thread trip, session open/close", cum["endpoint"] - cum.get("input", 0.0) - cum["submit_view"]),
-        ("pre-check (template head, token, webhooks, limits: 1 query)", cum["precheck"]),
-        ("compile: parameters, CustomJob, checks", cum["compile"] - cum["precheck"]),
+        # A repeat submit runs no pre-check (jobs.precheck.guard): 0 in the steady state.
+        ("pre-check (first submit of a template, or a failed guard)", cum.get("precheck", 0.0)),
+        ("compile: parameters, CustomJob, checks", cum["compile"] - cum.get("precheck", 0.0)),
         ("price (kept from the first submit of the same values)", cum["price"]),
-        ("store: values, insert statement, outbox, commit", cum["store"]),
+        ("store: values, the guarded insert statement, commit", cum["store"]),
         ("other submit work (idempotency, limits)", cum["submit"] - cum["compile"] - cum["price"] - cum["store"]),
         ("answer: job view (replica env), JSON", cum["submit_view"] - cum["submit"]),
     ]
