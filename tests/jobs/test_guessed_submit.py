@@ -15,17 +15,17 @@ from service.lifecycle.wake import CHANNEL
 from service.persistence import jobrows
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel, WebhookDelivery
 from tests.apikit import DEMO, assert_problem
-from tests.conftest import make_token, truncate_all
+from tests.conftest import make_token
 from tests.jobs.wire import Wire
 from tests.webhooks.conftest import LOOPBACK
 
 BODY = {"template": "mwms-demo", "parameters": {"epochs": 2}, "labels": {"team": "vision"}}
+# PostgreSQL's alone (SQLite's submit is transactional: no guess).
+pytestmark = pytest.mark.parametrize("db_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 @pytest.fixture
 def wire(client, demo, db_url):
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the guarded statement is PostgreSQL's (SQLite's submit is transactional)")
     # One submit first: the token is then in the auth cache and the template's head is kept.
     assert client.post("/v1/jobs", json={"template": "mwms-demo", "labels": {"warm": "up"}}).status_code == 201
     w = Wire(client.app.state.services.session_factory.kw["bind"])
@@ -114,8 +114,6 @@ def test_budgets_added_since_the_head_was_read_take_the_lock_and_are_enforced(cl
 
 
 def test_a_webhook_added_elsewhere_gets_its_delivery(api_client, db_url, tmp_path, receiver_url="http://127.0.0.1:9/hook"):
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the guarded statement is PostgreSQL's")
     settings = Settings(database_url=db_url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False,
                         webhook_allowed_networks=LOOPBACK)
@@ -130,15 +128,13 @@ def test_a_webhook_added_elsewhere_gets_its_delivery(api_client, db_url, tmp_pat
                             .where(WebhookDelivery.job_id == job["id"])) == 1
 
 
-@pytest.mark.postgres
-def test_a_guard_that_fails_notifies_nobody(api_client, pg_database, tmp_path):
+def test_a_guard_that_fails_notifies_nobody(api_client, db_url, tmp_path):
     """A process that does not control sends the controller's wake in the guarded statement:
     only when the guard holds (pg_notify is in the CASE's branch taken)."""
-    truncate_all(pg_database)
-    plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
-    settings = Settings(database_url=pg_database, backends=["local"], local_work_dir=tmp_path / "runs",
+    plain = db_url.replace("postgresql+psycopg://", "postgresql://")
+    settings = Settings(database_url=db_url, backends=["local"], local_work_dir=tmp_path / "runs",
                         local_max_running_jobs=0, run_reconciler=False, seed_demo_template=False)
-    with api_client(settings, make_token(pg_database)) as client, \
+    with api_client(settings, make_token(db_url)) as client, \
             psycopg.connect(plain, autocommit=True) as listener, psycopg.connect(plain, autocommit=True) as other:
         assert client.post("/v1/templates", json=DEMO).status_code == 201
         listener.execute(f"LISTEN {CHANNEL}")
@@ -158,8 +154,6 @@ def test_a_guard_that_fails_notifies_nobody(api_client, pg_database, tmp_path):
 def test_the_guarded_insert_refuses_a_value_too_long_as_the_plain_one_does(client, demo, db_url):
     """Its values are cast to their columns' types: strings to text, so a varchar(n) column
     still refuses a longer value (a cast to varchar(n) would cut it silently)."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the guarded statement is PostgreSQL's")
     r = client.post("/v1/jobs", json=BODY)
     assert r.status_code == 201
     with client.app.state.services.session_factory() as s:
