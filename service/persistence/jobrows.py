@@ -54,7 +54,7 @@ class PgAlso(NamedTuple):
 class PgGuard(NamedTuple):
     """A boolean SQL expression the writer's statement checks first, with its bound parameters
     (names start with `guard_`): false, and the statement writes nothing and evaluates no
-    `PgAlso` (jobs.fast_submit: what a submit read earlier, checked where it writes)."""
+    `PgAlso` (jobs.submitter `_guessed`: what a submit read earlier, checked where it writes)."""
 
     expression: str
     params: Mapping[str, Any]
