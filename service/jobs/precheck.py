@@ -18,7 +18,7 @@ from service.persistence import pgfast
 from service.persistence.jobrows import PgGuard
 from service.persistence.models import ApiToken, TeamLimits, Template, WebhookSubscription
 from service.templates import service as templates
-from service.templates.cache import TemplateCache
+from service.templates.cache import Head, TemplateCache
 
 
 @dataclass(frozen=True)
@@ -50,18 +50,6 @@ _HEAD = select(
     exists().where(_LIM.team_id == _T.team_id).label("team_limited"),
 ).where(_T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
 _TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)))
-
-
-@dataclass(frozen=True)
-class Head:
-    """A template's head as a submit read it, kept (TemplateCache.keep_head) only when the
-    template was not archived and its team had no active webhook and no budgets: the next
-    submit of it may then skip the pre-check and write its job in one statement guarded by
-    `guard()`, which checks all of it again where it writes."""
-
-    template_id: uuid.UUID
-    name: str
-    latest_version: int
 
 
 def guessed(cache: TemplateCache, head: Head, version: int | None) -> Launchable | None:

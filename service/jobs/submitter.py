@@ -45,7 +45,7 @@ from service.persistence import jobrows
 from service.persistence.autocommit import Autocommit, autocommit
 from service.persistence.jobrows import PgGuard
 from service.persistence.models import Job, utcnow
-from service.templates.cache import TemplateCache
+from service.templates.cache import Head, TemplateCache
 
 # The Idempotency-Key a client may send (the API's header, the UI form's hidden key):
 # printable ASCII without spaces, 255 characters at most. Keys outside it (with spaces)
@@ -188,8 +188,7 @@ class JobSubmitter:
                 if done is not None:
                     return done
         c = self._compile(session, body, actor, verify_token, trial)
-        cost = c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
-                                                                          c.backend.capabilities.runs_on))
+        cost = self._price(c)
         if dry_run:
             view = c.backend.launch_view(c.job_id, c.compiled, None)
             return Previewed(JobPreview(display_name=c.display_name, template=c.ref, backend=c.backend_name,
@@ -207,10 +206,10 @@ class JobSubmitter:
         assert stored is not None   # no guard: written or raised
         return stored
 
-    def _guessed(self, session: Session, body: JobCreate, actor: Actor, alone: Autocommit, head: precheck.Head,
+    def _guessed(self, session: Session, body: JobCreate, actor: Actor, alone: Autocommit, head: Head,
                  verify_token: str, trial: jobspec.Trial | None) -> Submitted | None:
         """The submit in one statement: compiled from the template's head as this process last
-        read it (precheck.Head), and stored only if the statement finds everything the pre-check
+        read it (templates.cache.Head), and stored only if the statement finds everything the pre-check
         would have read unchanged (precheck.guard). None: nothing was written, and the submit
         runs in order (the pre-check first), so every answer but a stored job (a revoked token,
         an archived or changed template, a problem in the body) is the ordered path's own, word
@@ -222,10 +221,13 @@ class JobSubmitter:
             c = self._compile(session, body, actor, verify_token, trial, guessed=tv)
         except DomainError:
             return None
-        cost = c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
-                                                                          c.backend.capabilities.runs_on))
-        return self._store(session, body, actor, c, cost, None, None, None, alone,
+        return self._store(session, body, actor, c, self._price(c), None, None, None, alone,
                            guard=precheck.guard(head, actor.team_id, verify_token))
+
+    def _price(self, c: _Compiled) -> CostEstimate:
+        """The job's estimate: kept with its reused compile, else priced now."""
+        return c.built.cost(c.backend_name, lambda: self.pricer.estimate(c.compiled.custom_job_dict, c.backend_name,
+                                                                          c.backend.capabilities.runs_on))
 
     def _compile(self, session: Session, body: JobCreate, actor: Actor, verify_token: str,
                  trial: jobspec.Trial | None, guessed: precheck.Launchable | None = None) -> _Compiled:

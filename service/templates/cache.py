@@ -10,29 +10,41 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass
 
 from service.jobspec import Prepared
 
 Key = tuple[uuid.UUID, int]
 
 
+@dataclass(frozen=True)
+class Head:
+    """A template's head as a submit read it (jobs.precheck), kept only when the template was not
+    archived and its team had no active webhook and no budgets: the next submit of it may skip
+    the pre-check and write its job in one statement guarded by `jobs.precheck.guard`, which
+    checks all of it again where it writes."""
+
+    template_id: uuid.UUID
+    name: str
+    latest_version: int
+
+
 class TemplateCache:
     """Least recently used first out, at most `size` versions (TRAINJOBS_TEMPLATE_CACHE_SIZE),
-    and at most `size` heads: what a submit last read of a template (jobs.precheck.Head), a guess
+    and at most `size` heads: what a submit last read of a template (Head), a guess
     that the next submit checks in the statement that writes its job (never trusted alone)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[Key, Prepared] = OrderedDict()
-        self._heads: OrderedDict[tuple[uuid.UUID, str], Any] = OrderedDict()
+        self._heads: OrderedDict[tuple[uuid.UUID, str], Head] = OrderedDict()
         self._lock = threading.Lock()  # requests run in a thread pool
 
-    def head(self, team_id: uuid.UUID, name: str) -> Any:
+    def head(self, team_id: uuid.UUID, name: str) -> Head | None:
         with self._lock:
             return self._heads.get((team_id, name))
 
-    def keep_head(self, team_id: uuid.UUID, name: str, head: Any) -> None:
+    def keep_head(self, team_id: uuid.UUID, name: str, head: Head | None) -> None:
         """`head` None: forget it (the next submit reads the template first)."""
         with self._lock:
             if head is None or self.size <= 0:

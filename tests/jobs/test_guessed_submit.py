@@ -1,4 +1,4 @@
-"""A submit guessed from the template's head (jobs.submitter `_guessed`, jobs.precheck.Head and
+"""A submit guessed from the template's head (jobs.submitter `_guessed`, templates.cache.Head and
 guard): once a process has read a template's head for a team without webhooks or budgets, the
 next submit of it is one guarded statement on PostgreSQL. What must hold: it is one statement,
 and whatever changed behind the process's back since the head was read (another process: a

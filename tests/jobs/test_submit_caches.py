@@ -85,7 +85,7 @@ def test_the_cache_keeps_at_most_its_size(api_client, settings, tokens, demo, cl
                     job = c.post("/v1/jobs", json={"template": name}).json()
                     assert _workers(job) == i + 1
             assert len(c.app.state.services.template_cache) == size
-            assert c.app.state.services.template_cache.heads_kept == size   # the heads too (precheck.Head)
+            assert c.app.state.services.template_cache.heads_kept == size   # the heads too (templates.cache.Head)
 
 
 def test_a_revoked_token_is_refused_on_the_next_request(client, db_url, demo):
