@@ -145,8 +145,12 @@ def test_a_job_slurm_preempts_and_requeues_is_followed_and_resumes(cluster, slur
     f.until(lambda: f.job.state in TERMINAL, "the requeued job to end", 90)
     # Whole, when it fails (once, on a host loaded beyond CI's, it ended FAILED: the reason and the
     # task logs say why next time).
-    assert f.job.state == S.SUCCEEDED, (f.seen[-1].reason, f.seen[-1].error, _text(run.log("workerpool0-0"))[-2000:],
-                                        _text(run.batch_output)[-3000:], run.task_record("workerpool0-0", "exit"))
+    # One string (pytest cuts a tuple's repr short): the reason, the batch script's output (srun's
+    # errors, "step failed with status N"), and each task's exit record and log tail.
+    tasks = ["workerpool0-0"] + (["workerpool1-0"] if workers else [])
+    assert f.job.state == S.SUCCEEDED, "\n".join(
+        [f"reason: {f.seen[-1].reason}", f"slurm.out:\n{_text(run.batch_output)[-3000:]}"]
+        + [f"{t} exit: {run.task_record(t, 'exit')}\n{t} log:\n{_text(run.log(t))[-2000:]}" for t in tasks])
     assert "resumed from checkpoint step-7 (Slurm restart 1)" in run.log("workerpool0-0").read_text()
     assert sum(1 for o in f.seen if o.note) == 1   # one event per restart, however many passes saw it
     assert (run.read_state() or {}).get("slurm_restarts") == 1
