@@ -495,6 +495,16 @@ class Settings(BaseSettings):
         300.0, gt=0, le=86_400, description="How long a task waits on its node for every other task of its job "
                                             "to publish its address before it gives up (exit 3)")
 
+    # Simulated backend (docs/sim.md): a job is a timer, no process starts; for benchmarks and replays.
+    sim_speed: float = Field(1.0, gt=0, le=1_000_000, description="Time scale: a job of 10 s runs 10/speed s")
+    sim_default_duration_seconds: int = Field(60, ge=0, description="A job without the label sim-duration-seconds")
+    sim_max_duration_seconds: int = Field(30 * 86_400, ge=1, le=10 * 365 * 86_400,
+                                          description="Longest sim-duration-seconds a job may name (422 past it)")
+    sim_capacity: dict[str, int] = Field(default_factory=dict, description='What the sim offers (GET /v1/capacity), '
+                                         'e.g. {"core": 512}; applied only as TRAINJOBS_CAPACITY or the API sets it')
+    sim_max_running_jobs: int | None = Field(None, ge=0, description="Sim jobs running at once; the rest wait in "
+                                             "QUEUED. Default: no cap of ours")
+
 def default_local_work_dir(database_url: str) -> Path:
     from sqlalchemy.engine import make_url
 

@@ -26,7 +26,7 @@ def test_the_packaged_backends_are_known_without_importing_them():
             "m != 'service.backends.registry'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          check=True).stdout.splitlines()
-    assert out == ["['local', 'slurm', 'vertex']", "[]"]
+    assert out == ["['local', 'sim', 'slurm', 'vertex']", "[]"]
 
 
 def test_only_the_enabled_backends_are_imported(tmp_path):
@@ -40,7 +40,7 @@ def test_only_the_enabled_backends_are_imported(tmp_path):
 
 def test_an_unknown_name_builds_nothing_and_says_what_is_known(tmp_path):
     settings = Settings(database_url=f"sqlite:///{tmp_path}/db.sqlite", backends=["local", "kubernetes"])
-    with pytest.raises(ValueError, match=r"unknown backend 'kubernetes' .* known: local, slurm, vertex"):
+    with pytest.raises(ValueError, match=r"unknown backend 'kubernetes' .* known: local, sim, slurm, vertex"):
         make_backends(settings)
 
 
@@ -82,8 +82,8 @@ class _Other(Backend):
 
 
 # What an import contract cannot see: a backend's name compared or spelled as a module path.
-_NAMED = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](local|vertex|slurm)["']|["'](local|vertex|slurm)["']\s*(==|!=)|"""
-                    r"""service\.backends\.(local|vertex|slurm)\b""")
+_NAMED = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](local|vertex|slurm|sim)["']|["'](local|vertex|slurm|sim)["']\s*(==|!=)|"""
+                    r"""service\.backends\.(local|vertex|slurm|sim)\b""")
 
 
 def test_nothing_above_the_backends_names_one():
