@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from service.scheduling.model import DEFAULT_SHARE, Resources, Running, Share
+from service.scheduling.model import DEFAULT_SHARE, SLOT, Resources, Running, Share, quota_part
 
 
 class Ledger:
@@ -98,7 +98,11 @@ class Ledger:
         s = self.share(team)
         self._team(team)
         held, promised = self.held[team], self.promised.get(team, {})
-        return all(held.get(r, 0) + promised.get(r, 0) + d <= s.nominal.get(r, 0) for r, d in demand.items() if d)
+        asked = quota_part(demand)
+        # A job that asks for nothing a quota governs (only a launch slot, or nothing arbitrated)
+        # has no guarantee to invoke: it is never "inside" a nominal quota.
+        return bool(asked) and all(held.get(r, 0) + promised.get(r, 0) + d <= s.nominal.get(r, 0)
+                                   for r, d in asked.items())
 
     def promise(self, team: str, demand: Resources) -> None:
         """Running jobs are being stopped for a job of `team` that needs `demand`."""
@@ -109,7 +113,7 @@ class Ledger:
 
     def borrows(self, team: str) -> bool:
         nominal = self.share(team).nominal
-        return any(u > nominal.get(r, 0) for r, u in self._team(team).items())
+        return any(u > nominal.get(r, 0) for r, u in quota_part(self._team(team)).items())
 
     def add(self, team: str, demand: Resources) -> None:
         self._hold(team, demand, 1)
@@ -159,15 +163,16 @@ class Ledger:
     def fair_key(self, team: str) -> tuple[float, float, float]:
         """(borrowed share, whole share, jobs), each the largest over the resources and divided by
         the team's weight: the team with the smallest goes first. A team inside its nominal quota
-        borrows nothing (0); between those, the smaller dominant share of use goes first; between
-        those (no capacity arbitrated: a backend's max_running is the only limit), the team
-        running fewer jobs."""
+        borrows nothing (0); between those, the smaller dominant share of use goes first (launch
+        slots are a resource here: with no capacity set they are the only one, so the team running
+        fewer jobs goes first); then the team running fewer jobs."""
         s, use = self.share(team), self._team(team)
         borrowed = whole = 0.0
         for r, u in use.items():
             c = self.capacity.get(r, 0)
             if c > 0 and u > 0:
-                borrowed = max(borrowed, max(0, u - s.nominal.get(r, 0)) / c)
+                if r != SLOT:       # no quota names a slot: holding one borrows nothing
+                    borrowed = max(borrowed, max(0, u - s.nominal.get(r, 0)) / c)
                 whole = max(whole, u / c)
         w = s.weight if s.weight > 0 else 1e-9
         return borrowed / w, whole / w, self.jobs.get(team, 0) / w
@@ -193,10 +198,11 @@ def borrowed_jobs(running: Iterable[Running], shares: Mapping[str, Share]) -> se
     for team, jobs in by_team.items():
         left = dict(shares.get(team, DEFAULT_SHARE).nominal)
         for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, str(j.job_id))):
-            if all(d <= left.get(r, 0) for r, d in job.demand.items() if d):
-                for r, d in job.demand.items():
-                    if d:
-                        left[r] -= d
+            asked = quota_part(job.demand)
+            # A job that asks for nothing a quota governs borrows nothing (its launch slot included).
+            if all(d <= left.get(r, 0) for r, d in asked.items()):
+                for r, d in asked.items():
+                    left[r] -= d
             else:
                 out.add(job.job_id)
     return out

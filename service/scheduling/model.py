@@ -2,7 +2,14 @@
 
 Resources are named counts: "vcpu", "gpu:NVIDIA_TESLA_A100", "core" ... A backend says what it
 offers (capacity) and what each job of it asks (demand) in the same names; the scheduler never
-interprets a name, so a new kind of resource needs no change here. Missing keys are 0."""
+interprets a name, so a new kind of resource needs no change here. Missing keys are 0.
+
+One name is the scheduler's own: SLOT, a backend's launch slots (its limit on the jobs it runs at
+once, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS say). Every job holds one; the capacity counts them like
+cores, so a full backend is arbitrated (fair order, reclaim from borrowers, priority) as any other
+resource is. No quota names it: a team's nominal quota, borrowing and lending limits are in the
+operator's resources, and a job inside its nominal quota there reclaims a slot too. The operator's
+resource names (service/capacity/schemas.py) can never be "#slots"."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
@@ -11,6 +18,12 @@ from enum import Enum
 
 Resources = Mapping[str, int]
 JobId = Hashable
+SLOT = "#slots"
+
+
+def quota_part(demand: Resources) -> dict[str, int]:
+    """The part of a demand that quotas govern: everything but the launch slot."""
+    return {r: n for r, n in demand.items() if n and r != SLOT}
 
 
 @dataclass(frozen=True)
@@ -37,8 +50,11 @@ class Running:
     stopping: a stop is under way (a preemption or a cancel); stopping_for: the waiting job a
     preemption is for, whose start it then waits for. expected_end: when it will have ended at
     the latest (its start plus its time limit), for the estimates; None if unknown.
-    preemptible: False once the job was preempted as often as the policy allows, so that every
-    job ends in the end (two teams cannot take the same capacity from each other for ever)."""
+    preemptible: False once the job was preempted as often as the policy allows: then no longer
+    for priority, so that every job ends in the end (two classes cannot take the same capacity from each other for
+    ever). It never shields borrowed capacity: a borrowed job is always reclaimable by a team
+    inside its nominal quota (as in Kueue), or a job preempted three times would keep what it
+    borrowed for good."""
     job_id: JobId
     team: str
     priority: int

@@ -5,8 +5,10 @@ Two reasons allow it (Kueue's reclaimWithinCohort and withinClusterQueue):
   other teams use capacity beyond theirs. Their borrowed jobs may go, whatever their priority.
 - priority: the waiting job's class may preempt; jobs of a lower priority may go: borrowed
   jobs of other teams, and its own team's jobs.
-Never a job inside its team's nominal quota for another team's sake, nor one preempted as often
-as the policy allows (the lifecycle says so: Running.preemptible). Candidates in order:
+Never a job inside its team's nominal quota for another team's sake, nor, for priority, one
+preempted as often as the policy allows (the lifecycle says so: Running.preemptible). A borrowed
+job stays reclaimable whatever happened to it before: the cap must not be a way to keep borrowed
+capacity (a job with no time limit would keep it for ever). Candidates in order:
 other teams' borrowed jobs first, then lowest priority, then youngest. As few as needed:
 taken in that order until the job fits, then each one put back if the job still fits without it."""
 from __future__ import annotations
@@ -27,9 +29,9 @@ def choose_victims(ledger: Ledger, job: Waiting, running: Iterable[Running], bor
     others: list[tuple[Running, PreemptionKind]] = []
     own: list[tuple[Running, PreemptionKind]] = []
     for v in running:
-        if v.stopping or not v.preemptible or v.job_id in taken or not any(v.demand.get(r, 0) for r in short):
+        if v.stopping or v.job_id in taken or not any(v.demand.get(r, 0) for r in short):
             continue
-        lower = job.may_preempt and v.priority < job.priority
+        lower = job.may_preempt and v.priority < job.priority and v.preemptible
         if v.team == job.team:
             if lower:
                 own.append((v, PreemptionKind.PRIORITY))

@@ -7,14 +7,17 @@ wherever they stand in their team's queue. Then the jobs that waited past
 Policy.starve_after_s, oldest first. Each of these keeps the
 capacity that is free for it, so capacity accrues to it as running jobs end. Then the rest.
 Between teams by fair share (the team that borrows least beyond its nominal quota, weighted,
-goes first; then the smallest dominant share, Ghodsi et al.'s DRF), within a team by priority,
-then age. A job that does not fit now holds back nobody: the next one is tried. Strict
-first-come-first-served is gone on purpose.
+goes first; then the smallest dominant share, Ghodsi et al.'s DRF, launch slots counted as a
+resource; then the fewest jobs running), then the team served least recently (its last start on
+this backend: with one launch slot, teams take turns), then the oldest waiting job: never a
+team's name. Within a team by priority, then age. A job that does not fit now holds back nobody:
+the next one is tried. Strict first-come-first-served is gone on purpose.
 
 Pure: the same inputs give the same decision. Times are seconds on any one clock."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -32,22 +35,27 @@ from service.scheduling.model import (
     Running,
     Share,
     Waiting,
+    quota_part,
 )
 from service.scheduling.preemption import choose_victims
 
 
 def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
-             waiting: Sequence[Waiting], now: float, policy: Policy = Policy(), *, explain: bool = True) -> Decision:
+             waiting: Sequence[Waiting], now: float, policy: Policy = Policy(), *, explain: bool = True,
+             served: Mapping[str, float] | None = None) -> Decision:
     """explain=False: `queue` stays empty (no positions, reasons or start estimates): the
     controller acts on `admit` and `preempt` alone, and with 10,000 waiting jobs the words and
-    estimates cost more than the decision (GET /v1/queue computes them, cached)."""
-    return _Pass(capacity, shares, running, waiting, now, policy).run(explain)
+    estimates cost more than the decision (GET /v1/queue computes them, cached).
+    served: each team's last start on this backend (a team not named was never served), the
+    tie-break between teams that stand alike now."""
+    return _Pass(capacity, shares, running, waiting, now, policy, served or {}).run(explain)
 
 
 class _Pass:
-    def __init__(self, capacity, shares, running, waiting, now, policy):
+    def __init__(self, capacity, shares, running, waiting, now, policy, served):
         self.ledger = Ledger(capacity, shares, running)
         self.running, self.waiting, self.now, self.policy = running, waiting, now, policy
+        self.served = dict(served)   # a start in this pass serves its team now
         self.borrowed = borrowed_jobs(running, shares)
         self.stopping_for: dict[JobId, int] = {}
         for job in running:
@@ -130,6 +138,8 @@ class _Pass:
         for team, q in queues.items():
             q.sort(key=lambda j: (-j.priority, j.queued_at, str(j.job_id)), reverse=True)
             heap.append((self._team_key(team, q[-1]), team))
+        # The key ends in the head job's age and id, which no two teams share: the team's name
+        # never decides (it used to: at default settings teams were served in name order).
         heapq.heapify(heap)
         while heap:
             _, team = heapq.heappop(heap)
@@ -144,7 +154,7 @@ class _Pass:
         if known is None or known[0] != self.epoch:
             known = self.keys[key] = (self.epoch, (not self.ledger.within_nominal(team, head.demand),
                                                    *self.ledger.fair_key(team)))
-        return known[1]
+        return (*known[1], self.served.get(team, -math.inf), head.queued_at, str(head.job_id))
 
     def _consider(self, job: Waiting, *, urgent: bool) -> None:
         """Starts the job, preempts for it, keeps capacity for it, or lets it wait. Nothing that
@@ -160,6 +170,7 @@ class _Pass:
             return self._wait_hopeless(job, kind)
         if ledger.fits(job.team, job.demand):
             ledger.add(job.team, job.demand)
+            self.served[job.team] = self.now
             self.decision.admit.append(Admitted(job.job_id, job.team, self._admit_why(job)))
             return None
         if job.job_id in self.stopping_for:
@@ -189,8 +200,11 @@ class _Pass:
         self.left.append((job, ""))
 
     def _admit_why(self, job: Waiting) -> str:
-        borrows = self.ledger.borrows(job.team)
-        return f"fits; team {job.team} {'borrows idle capacity' if borrows else 'is inside its nominal quota'}"
+        if self.ledger.borrows(job.team):
+            return f"fits; team {job.team} borrows idle capacity"
+        if self.ledger.share(job.team).nominal and quota_part(job.demand):
+            return f"fits; team {job.team} is inside its nominal quota"
+        return "fits"
 
 
 def _preempt_why(victim: Running, job: Waiting, kind) -> str:

@@ -162,10 +162,22 @@ def test_estimated_start_from_the_running_jobs_time_limits():
     assert starts == {"w1": 100.0, "w2": 300.0, "w3": None}
 
 
-def test_a_job_preempted_as_often_as_allowed_is_no_longer_a_victim():
+def test_a_borrowed_job_is_reclaimed_however_often_it_was_preempted_before():
+    """Issue 47.3: the per-job cap used to shield a borrower for good (three reclaims, or three
+    preemptions by its own team's urgent jobs, and the borrowed capacity was never given back)."""
     shares = {t: Share(nominal={"core": 1}) for t in "ab"}
     running = [run("a0", "a", started=0), run("a1", "a", started=1), run("a2", "a", started=2, preemptible=False),
                run("a3", "a", started=3, preemptible=False)]
     d = schedule(CORES, shares, running, [wait("b0", "b", queued=10)], now=10)
-    # a3 would go first (youngest borrowed), but it has been preempted enough: a1 goes instead.
-    assert [p.job_id for p in d.preempt] == ["a1"]
+    # a3 is the youngest borrowed job: reclaimed, whatever its count.
+    assert [(p.job_id, p.kind) for p in d.preempt] == [("a3", PreemptionKind.RECLAIM)]
+
+
+def test_a_job_preempted_as_often_as_allowed_is_no_longer_preempted_for_priority():
+    urgent = wait("u", "a", cores=2, priority=10, queued=5, may_preempt=True)
+    full = [run("a0", "a", started=0, preemptible=False), run("a1", "a", started=1, preemptible=False),
+            run("a2", "a", cores=2, started=2)]
+    d = schedule({"core": 4}, {}, full, [urgent], now=10)
+    assert [p.job_id for p in d.preempt] == ["a2"]       # not a0 and a1, younger but capped
+    capped = [full[0], full[1], run("a2", "a", cores=2, started=2, preemptible=False)]
+    assert schedule({"core": 4}, {}, capped, [urgent], now=10).preempt == []
