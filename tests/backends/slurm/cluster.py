@@ -13,6 +13,7 @@ launcher picks a free port per task rather than a fixed one.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -222,6 +223,11 @@ PartitionName=urgent Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP Prio
                                capture_output=True, timeout=30)
             return False
         self._wait(in_service, f"node {node} to be back in service", timeout)
+
+    def squeue_json(self) -> dict:
+        """Every job Slurm still lists, as `squeue --json --states=all` (22.05's --json lists all
+        jobs whatever -j says)."""
+        return json.loads(self.run("squeue", "--json", "--states=all"))
 
     def jobs_active(self) -> list[str]:
         return [j for j in self.run("squeue", "-h", "-t", "PD,R,CG,S,CF", "-o", "%i").split() if j]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -70,6 +71,22 @@ class Follower:
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def release_after_the_requeues_second(cluster, ref: str) -> None:
+    """`scontrol update StartTime=now` for a job Slurm requeued, once the clock is past the
+    second of its requeue. slurmd revokes the first run's credential at the requeue and refuses
+    any launch credential made in that same second ("Job N already killed, do not launch batch
+    job"; slurmctld: "Killing non-startable batch JobId=N: Job credential revoked"): the job
+    then ends FAILED, batch script status 1. Slurm's own hold (about two minutes) never meets
+    this; a release at once did, about one run in five. A requeue resets the job's submit_time
+    to its own second (squeue --json)."""
+    def requeued_at() -> int | None:
+        job = next((j for j in cluster.squeue_json()["jobs"] if str(j.get("job_id")) == ref), None)
+        return job["submit_time"] if job and job.get("restart_cnt") else None
+    second = wait_for(requeued_at, f"Slurm job {ref} to show its requeue", 30)
+    wait_for(lambda: time.time() >= second + 1, f"the clock to pass the second of job {ref}'s requeue", 5)
+    cluster.run("scontrol", "update", f"JobId={ref}", "StartTime=now")
 
 
 def _sbatch_args(backend: SlurmBackend) -> list[list[str]]:
@@ -140,7 +157,7 @@ def test_a_job_slurm_preempts_and_requeues_is_followed_and_resumes(cluster, slur
     # Slurm holds a requeued job back for a while (its BeginTime); an admin may let it go now.
     wait_for(lambda: cluster.run("squeue", "-h", "--states=all", "-j", urgent, "-o", "%T").strip() == "COMPLETED",
              "the urgent job to run", 60)
-    cluster.run("scontrol", "update", f"JobId={ref}", "StartTime=now")
+    release_after_the_requeues_second(cluster, ref)
     (gate / "go").touch()
     f.until(lambda: f.job.state in TERMINAL, "the requeued job to end", 90)
     # Whole, when it fails (once, on a host loaded beyond CI's, it ended FAILED: the reason and the
