@@ -52,6 +52,58 @@ def test_bad_capacity_is_a_clear_422(client, operator, body, field):
     assert_problem(r, 422)
 
 
+@pytest.mark.parametrize("path, body, field, words", [
+    ("/v1/capacity/local", {"resources": {"core": True}}, "resources.core", "not a boolean"),
+    ("/v1/capacity/local", {"resources": {"core": 2.0}}, "resources.core", "not a fractional number"),
+    ("/v1/capacity/local", {"resources": {"core": "4"}}, "resources.core", "not a string"),
+    ("/v1/teams/alpha/shares/local", {"nominal": {"core": True}}, "nominal.core", "not a boolean"),
+    ("/v1/teams/alpha/shares/local", {"borrowing_limit": {"gpu": False}}, "borrowing_limit.gpu", "not a boolean"),
+    ("/v1/teams/alpha/shares/local", {"lending_limit": {"core": 1.5}}, "lending_limit.core", "whole number"),
+    ("/v1/teams/alpha/shares/local", {"weight": 5e-324}, "weight", "greater than or equal to 0.001"),
+    ("/v1/teams/alpha/shares/local", {"weight": 0.0009}, "weight", "greater than or equal to 0.001"),
+    ("/v1/teams/alpha/shares/local", {"weight": True}, "weight", "not a boolean"),
+    ("/v1/teams/alpha/shares/local", {"weight": "2"}, "weight", "not a string"),
+    ("/v1/teams/alpha/shares/local", {"weight": 1001}, "weight", "less than or equal to 1000"),
+    ("/v1/priority-classes/urgent", {"value": True}, "value", "not a boolean"),
+    ("/v1/priority-classes/urgent", {"value": 10.0}, "value", "whole number"),
+    ("/v1/priority-classes/urgent", {"value": 1, "preempts": 1}, "preempts", "true or false"),
+    ("/v1/priority-classes/urgent", {"value": 1, "preempts": "yes"}, "preempts", "true or false")])
+def test_counts_weights_and_flags_are_what_they_say(client, operator, path, body, field, words):
+    """A JSON boolean is no count (true was stored as 1), 2.0 is no count either (refused rather
+    than rounded), a weight is a number from 0.001 (5e-324 was stored and made the team's share
+    infinite to the scheduler), a flag is true or false: each a 422 naming the field, nothing stored."""
+    r = client.put(path, json=body, headers=operator)
+    problem = assert_problem(r, 422, field)
+    message = next(e["message"] for e in problem["errors"] if e["field"] == field)
+    assert words in message, problem
+    assert problem["detail"].startswith(field), problem
+    assert client.get("/v1/audit", headers=operator).json()["items"] == []
+
+
+def test_whole_numbers_and_bounded_weights_are_taken(client, operator):
+    r = client.put("/v1/capacity/local", json={"resources": {"core": 4, "gpu": 0}}, headers=operator)
+    assert r.status_code == 200 and r.json()["resources"] == {"core": 4, "gpu": 0}, r.text
+    for weight in (0.001, 2, 1000):
+        r = client.put("/v1/teams/alpha/shares/local", json={"nominal": {"core": 1}, "weight": weight}, headers=operator)
+        assert r.status_code == 200 and r.json()["weight"] == weight, r.text
+    r = client.put("/v1/priority-classes/low", json={"value": -5, "preempts": False}, headers=operator)
+    assert r.status_code == 200 and (r.json()["value"], r.json()["preempts"]) == (-5, False), r.text
+
+
+def test_a_weight_stored_before_the_bound_still_reads_and_can_be_corrected(client, operator, session_factory):
+    from service.persistence.models import Team, TeamShare
+
+    with session_factory() as s:
+        team = s.query(Team).filter_by(name="alpha").one()
+        s.add(TeamShare(team_id=team.id, backend="local", nominal={"core": 1}, weight=5e-324))
+        s.commit()
+    r = client.get("/v1/teams/alpha/shares/local", headers=operator)
+    assert r.status_code == 200 and r.json()["weight"] == 5e-324, r.text
+    r = client.put("/v1/teams/alpha/shares/local", json={"nominal": {"core": 1}, "weight": 1}, headers=operator)
+    assert r.status_code == 200, r.text
+    assert client.get("/v1/audit", headers=operator).json()["items"][0]["before"]["weight"] == 5e-324
+
+
 def test_unknown_backend_and_too_many_resources(client, operator, settings):
     r = client.put("/v1/capacity/vertex", json={"resources": {"vcpu": 8}}, headers=operator)
     assert_problem(r, 404)
