@@ -39,10 +39,10 @@ def page(run: SimRun | None, tasks: Sequence[str], chief: str, since: str | None
         for n in range(offsets.get(task, 0), len(lines)):
             ms, message = lines[n]
             if ms <= now_ms:
-                waiting.append((ms, order, n, task, message))
+                waiting.append((ms, n, order, task, message))   # same time: line by line
     waiting.sort()
     out = []
-    for ms, _order, n, task, message in waiting[:limit]:
+    for ms, n, _order, task, message in waiting[:limit]:
         offsets[task] = n + 1
         out.append(LogLine(_encode(offsets), task, "stdout", at(ms), message))
     return LogPage(out, _encode(offsets) if out or since else None, more=len(waiting) > limit)
