@@ -29,6 +29,7 @@ def test_a_job_runs_its_duration_then_succeeds_with_its_logs(start):
     run = run_of(done)
     assert (run.run_ms, run.exit_code, run.stop_ms) == (1000, 0, None)
     assert seconds(done["started_at"], done["ended_at"]) == 1.0      # its timer, not the poll's
+    assert done["resources"]["sim"].startswith("a timer of 10 s at speed 10, then the chief exits with status 0")
 
     lines = api.all_logs(job["id"])
     tasks = ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
