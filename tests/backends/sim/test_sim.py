@@ -4,6 +4,7 @@ its label names, ends as its label says, is cancelled, fails and is retried, ans
 with a 422, and is followed by a restarted service from its row alone."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -114,3 +115,25 @@ def test_a_restarted_service_follows_the_running_job_from_its_row(start):
     assert time.time() * 1000 >= end_ms and done["state"] == "SUCCEEDED"
     assert seconds(done["started_at"], done["ended_at"]) == 5.0
     assert states(api, job["id"]) == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
+
+
+def test_the_default_duration_and_the_running_cap_are_settings(start):
+    api = Api(start(sim_default_duration_seconds=3600, sim_max_running_jobs=1))
+    template(api, "plain")      # no sim label: the default duration
+    first, second = submit(api, "plain"), submit(api, "plain")
+    assert run_of(api.wait_state(first["id"], "RUNNING")).run_ms == 3_600_000
+    assert api.job(second["id"])["state"] == "QUEUED"       # one at a time
+    assert api.c.post(f"/v1/jobs/{first['id']}/cancel").status_code == 202
+    assert api.wait_state(second["id"], "RUNNING")["state"] == "RUNNING"   # its slot freed
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ({"sim_default_duration_seconds": 600, "sim_max_duration_seconds": 60},
+     "TRAINJOBS_SIM_DEFAULT_DURATION_SECONDS=600 is above TRAINJOBS_SIM_MAX_DURATION_SECONDS=60"),
+    ({"sim_capacity": {"core": -1}}, "TRAINJOBS_SIM_CAPACITY names {'core': -1}"),
+])
+def test_settings_that_could_never_work_refuse_to_start(tmp_path, values, says):
+    from service.slices import make_backends
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        make_backends(settings(f"sqlite:///{tmp_path}/db.sqlite", **values))
