@@ -258,7 +258,7 @@ class JobSubmitter:
                           "once these are fixed", problems=first.problems) from None
         compiled = built.compiled
         if backend is not None:
-            problems += backend.check_launchable(compiled)
+            problems += backend.check_launchable(compiled) + backend.check_for_team(compiled, actor.team)
         problems += retries.limit_problems(compiled.retry, self.engine.retry_limits)
         if problems:
             raise Invalid.of(problems)

@@ -242,6 +242,10 @@ class Checks(Protocol):
         """Backend-specific refusals, before the job is stored (e.g. no Reduction Server locally)."""
         return []
 
+    def check_for_team(self, compiled: CompiledJob, team: str) -> list[Problem]:
+        """Refusals that depend on the team submitting it (Slurm: an account label not the team's)."""
+        return []
+
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
         """The CustomJob and replica environments exactly as this backend launches them
         (defaults it adds, local paths and ports once known), and the facts the layers above

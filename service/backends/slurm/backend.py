@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service.backends.slurm import log_reader, poller, preflight, replicas, script
+from service.backends.slurm import log_reader, placement, poller, preflight, replicas, script
 from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
@@ -108,6 +108,11 @@ class SlurmBackend(Backend):
     def check_launchable(self, compiled: CompiledJob) -> list[Problem]:
         return script.check(compiled, self.cfg)
 
+    def check_for_team(self, compiled: CompiledJob, team: str) -> list[Problem]:
+        """A `slurm-account` label against the account TRAINJOBS_SLURM_TEAM_ACCOUNTS gives the team."""
+        problem = placement.conflict(compiled, self.cfg, "account", team)
+        return [problem] if problem is not None else []
+
     def run_of(self, job_id: uuid.UUID | str) -> SlurmRun:
         if self.cfg.work_dir is None:
             raise RuntimeError("TRAINJOBS_SLURM_WORK_DIR is not set")
@@ -157,8 +162,8 @@ class SlurmBackend(Backend):
             return SubmitResult(reason=f"an earlier sbatch of this job may still land; looking it up by its name "
                                        f"before submitting again (for {self.capabilities.resubmit_after_seconds:g} s)")
         try:   # the team's account and the class's QoS, before anything is written
-            script.arbitrated(job.compiled, self.cfg, job.team, job.priority_class)
-        except script.PlacementConflict as e:
+            placement.arbitrated(job.compiled, self.cfg, job.team, job.priority_class)
+        except placement.PlacementConflict as e:
             raise PermanentBackendError(str(e), details={"slurm_state": None, "slurm_reason": None,
                                                           "slurm_job_id": None}) from e
         run = self.run_of(job.id)

@@ -21,12 +21,12 @@ import uuid
 from dataclasses import dataclass
 
 from service.backends.slurm.config import NAME, SlurmConfig
+from service.backends.slurm.placement import LABELS, arbitrated, conflict, mapped, placement
 from service.core.errors import Problem
 from service.jobspec import CompiledJob, Replica
 from service.jobspec.spec import DEFAULT_TRAINER_COMMAND
 
 JOB_NAME_PREFIX = "trainjobs-"
-LABELS = {"partition": "slurm-partition", "account": "slurm-account", "qos": "slurm-qos"}
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _VCPUS = re.compile(r"-(\d+)(g)?$")
 
@@ -54,46 +54,17 @@ def groups_of(compiled: CompiledJob) -> list[Group]:
     return [Group(rs[0].tf_role or "reduction_server", tuple(rs)) for _, rs in sorted(by_pool.items())]
 
 
-def placement(compiled: CompiledJob, cfg: SlurmConfig) -> dict[str, str | None]:
-    """partition, account, qos: the template's labels, else the settings."""
-    labels = compiled.custom_job_dict.get("labels") or {}
-    return {key: labels.get(label) or getattr(cfg, key) for key, label in LABELS.items()}
-
-
-def arbitrated(compiled: CompiledJob, cfg: SlurmConfig, team: str | None,
-               priority_class: str | None) -> dict[str, str | None]:
-    """placement(), with the account of the job's team (TRAINJOBS_SLURM_TEAM_ACCOUNTS) and the
-    QoS of its priority class (TRAINJOBS_SLURM_PRIORITY_QOS) where the operator mapped them: those
-    are what Slurm's fair share and QoS preemption judge by, so a member's label cannot move a job
-    to another team's account or a stronger QoS. A label naming something else is refused
-    (PlacementConflict), never silently replaced."""
-    where = placement(compiled, cfg)
-    labels = compiled.custom_job_dict.get("labels") or {}
-    for key, mapped, setting in (("account", cfg.team_accounts.get(team or ""), "TRAINJOBS_SLURM_TEAM_ACCOUNTS"),
-                                 ("qos", cfg.priority_qos.get(priority_class or ""), "TRAINJOBS_SLURM_PRIORITY_QOS")):
-        if mapped is None:
-            continue
-        asked = labels.get(LABELS[key])
-        if asked and asked != mapped:
-            owner = f"team {team!r}" if key == "account" else f"priority class {priority_class!r}"
-            raise PlacementConflict(f"labels.{LABELS[key]}={asked!r}, but {setting} gives {owner} the {key} "
-                                    f"{mapped!r}: remove the label (or name {mapped!r})")
-        where[key] = mapped
-    return where
-
-
-class PlacementConflict(ValueError):
-    """A label that names another account or QoS than the operator mapped for the job."""
-
-
 def check(compiled: CompiledJob, cfg: SlurmConfig) -> list[Problem]:
+    """Refusals at submit that need no team: Reduction Server, each label's Slurm name and
+    ALLOWED_* list, and a `slurm-qos` label against the class's QoS (placement.py; the account
+    against the team's: check_for_team)."""
     problems = []
     if any(r.tf_role is None for r in compiled.replicas):
         problems.append(Problem("reduction_server", "Reduction Server pools cannot run on Slurm (Google's reducer "
                                 "image needs Vertex AI)", 'remove it with "overrides": {"reduction_server": null}'))
     for key, value in placement(compiled, cfg).items():
-        if value is None:
-            continue
+        if value is None or mapped(cfg, key):
+            continue   # a mapped key's label is judged against the job's team or class (conflict())
         if not NAME.match(value):
             problems.append(Problem(f"labels.{LABELS[key]}", f"{value!r} is not a Slurm {key} name",
                                     "use letters, digits, _ . -"))
@@ -102,7 +73,8 @@ def check(compiled: CompiledJob, cfg: SlurmConfig) -> list[Problem]:
             # operator's list decides which partition, account or QoS trainjobs may use.
             problems.append(Problem(f"labels.{LABELS[key]}", f"{key} {value!r} is not open to trainjobs here",
                                     f"use one of: {', '.join(cfg.allowed(key))}"))
-    return problems
+    qos = conflict(compiled, cfg, "qos", compiled.priority_class)
+    return problems + ([qos] if qos is not None else [])
 
 
 def cpus(replica_pool: dict, cfg: SlurmConfig) -> int:
