@@ -97,7 +97,10 @@ class SimBackend(Backend):
         out: list[Observation] = []
         for job in jobs:
             run = parse(job.backend_ref)
-            if run is None:
+            if run is None and job.backend_ref is None:   # a launch attempt that never returned: nothing runs
+                if job.state == S.CANCELLING:
+                    out.append(Observation(job.id, state=S.CANCELLED, reason="cancelled before it started"))
+            elif run is None:
                 reason = f"{job.backend_ref!r} is not a reference the sim backend wrote, so it cannot follow the job"
                 out.append(Observation(job.id, state=S.FAILED, reason=reason, error={"code": None, "message": reason}))
             else:

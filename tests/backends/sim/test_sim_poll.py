@@ -68,3 +68,13 @@ def test_a_preemption_is_reported_then_forgotten():
     for _ in range(FORGET_AFTER_PASSES + 1):
         sim.begin_pass()                  # applied: the job is polled no more
     assert sim._stops == {}
+
+
+def test_a_job_without_a_run_is_cancelled_or_failed_by_what_its_row_says():
+    sim = _backend(Clock())
+    never = JobHandle(uuid.uuid4(), S.CANCELLING, None, _no_compiled, datetime.now(UTC))
+    (cancelled,) = sim.poll([never])
+    assert cancelled.state == S.CANCELLED
+    assert sim.poll([JobHandle(uuid.uuid4(), S.PENDING, None, _no_compiled, datetime.now(UTC))]) == []
+    (lost,) = sim.poll([JobHandle(uuid.uuid4(), S.RUNNING, "elsewhere:/runs/1", _no_compiled, datetime.now(UTC))])
+    assert lost.state == S.FAILED and "'elsewhere:/runs/1' is not a reference the sim backend wrote" in lost.reason
