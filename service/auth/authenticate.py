@@ -17,12 +17,14 @@ from service.auth.cache import TokenCache
 from service.auth.service import Actor, hash_token, resolve, unknown_token
 from service.core.credentials import bearer_secret
 from service.core.errors import Forbidden, Unauthorized
+from service.core.text import with_article
 from service.persistence.models import ApiToken, Team
 
 Role = Literal["viewer", "member", "admin", "operator"]
 _WHAT = {"viewer": "read", "member": "submit and cancel jobs", "admin": "manage templates, tokens and webhooks",
-         "operator": "set the service's capacity, team shares and priority classes (an operator token, made on the "
-                     "service's host: trainjobs tokens create --role operator)"}
+         "operator": "set the service's capacity, team shares and priority classes"}
+# Where a token of the role comes from, where the token API cannot make one.
+_HOW = {"operator": " (made on the service's host: trainjobs tokens create --role operator)"}
 
 
 def missing_token() -> Unauthorized:
@@ -41,7 +43,8 @@ def bearer_hash(authorization: str | None) -> str:
 
 def check_role(actor: Actor, role: Role) -> Actor:
     if not actor.can(role):
-        raise Forbidden(f"your token's role is {actor.role}; to {_WHAT[role]} you need a {role} token")
+        raise Forbidden(f"your token's role is {actor.role}; to {_WHAT[role]} you need {with_article(role)} token"
+                        f"{_HOW.get(role, '')}")
     return actor
 
 

@@ -17,7 +17,7 @@ from service.core.errors import Forbidden, Invalid, Problem
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import Backend
 from service.persistence.models import PriorityClass
-from service.scheduling.explain import words
+from service.scheduling.explain import amount
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Placement:
         demand = demand_of(compiled) if callable(demand_of) else {}
         capacity = self._capacity(session, backend_name)
         asked = snapshot.arbitrated(demand, capacity)
-        problems = [Problem("backend", f"the job asks {n} {words(r)}; backend {backend_name} has {capacity[r]} in all",
+        problems = [Problem("backend", f"the job asks {amount(n, r)}; backend {backend_name} has {capacity[r]} in all",
                             f"ask for fewer (replicas, machine type, accelerators), or an operator raises the capacity "
                             f"(PUT /v1/capacity/{backend_name})")
                     for r, n in sorted(asked.items()) if n > capacity[r]]
@@ -77,7 +77,7 @@ class Placement:
                 limit = share.borrowing_limit.get(r)
                 if limit is not None and n > share.nominal.get(r, 0) + limit:
                     problems.append(Problem(
-                        "backend", f"the job asks {n} {words(r)}; team {team} may use at most "
+                        "backend", f"the job asks {amount(n, r)}; team {team} may use at most "
                         f"{share.nominal.get(r, 0) + limit} on backend {backend_name} (nominal quota + borrowing "
                         "limit)", "ask for fewer, or an operator raises the team's share "
                         f"(PUT /v1/teams/{team}/shares/{backend_name})"))

@@ -115,3 +115,17 @@ _REFUSED_MULTILINE = _REFUSED.replace("\\u0000-\\u001f", "\\u0000-\\u0008\\u000b
 # Pydantic annotations for request fields people read: a display name, a description.
 PlainText = _TextRule(_plain, _REFUSED)
 MultilineText = _TextRule(_multiline, _REFUSED_MULTILINE)
+
+
+# --- Words around numbers and names, for messages ---------------------------------------------------
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """The number with its noun in the number's form: '1 core', '2 cores', '0 jobs',
+    '1 worker replica'; `many` where adding an s is wrong ('1 process', '3 processes')."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def with_article(word: str) -> str:
+    """'an operator', 'an admin', 'a member': by the first letter, which is right for the
+    words it is given (role names, resource names); not for 'hour' or 'user'."""
+    return f"{'an' if word[:1].lower() in 'aeiou' and word else 'a'} {word}"

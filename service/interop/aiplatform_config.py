@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.core.errors import Problem
+from service.core.text import plural
 from service.interop import numbers
 from service.interop.legacy_machines import (
     RETIRED_ACCELERATORS,
@@ -175,7 +176,8 @@ def _pool(ti: dict, prefix: str, role: str, type_key: str, count_key: str | None
                                     f"{role} replicas: not kept", f"set {count_key} to use them"))
         return None
     if not machine_name:
-        problems.append(Problem(prefix + type_key, f"{count} {role} replicas need a machine type",
+        needs = "needs" if count == 1 else "need"
+        problems.append(Problem(prefix + type_key, f"{plural(count, role + ' replica')} {needs} a machine type",
                                 f"set {type_key}"))
         return None
     for key in sorted(set(config) - _REPLICA_KEYS):

@@ -21,6 +21,7 @@ from sqlalchemy import CursorResult, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.clock import utcnow
+from service.core.text import plural
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import BudgetExhausted, ModelClient, PermanentBackendError, TransientBackendError
 from service.lifecycle.services import LoopService
@@ -73,7 +74,7 @@ class ModelUploads(LoopService):
             return
         if r.attempts >= self.settings.max_attempts:
             return self._finish(r.job_id, now, failed=True,
-                                message=f"gave up after {r.attempts} attempts "
+                                message=f"gave up after {plural(r.attempts, 'attempt')} "
                                         "(TRAINJOBS_VERTEX_MODEL_UPLOAD_MAX_ATTEMPTS)")
         plan = client.plan(jid, CompiledJob.from_json(r.compiled), r.display_name)
         if plan is None:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Conflict, Invalid, NotFound, Problem
 from service.core.pagination import decode_time_cursor, encode_cursor
+from service.core.text import plural
 from service.lifecycle.wake import Wake, Waker, notify_controller
 from service.persistence.models import (
     Team,
@@ -37,7 +38,7 @@ def create(session: Session, team_id: uuid.UUID, body: WebhookCreate, actor: str
     count = session.execute(select(func.count()).select_from(WebhookSubscription)
                             .where(WebhookSubscription.team_id == team_id)).scalar_one()
     if count >= limits.max_per_team:
-        raise Conflict(f"your team has {count} webhooks, the most TRAINJOBS_WEBHOOK_MAX_PER_TEAM allows "
+        raise Conflict(f"your team has {plural(count, 'webhook')}, the most TRAINJOBS_WEBHOOK_MAX_PER_TEAM allows "
                        f"({limits.max_per_team}); delete one it no longer needs (DELETE /v1/webhooks/{{id}})")
     secret = new_secret()
     sub = WebhookSubscription(team_id=team_id, url=body.url, event_types=list(body.event_types),

@@ -13,7 +13,7 @@ import time
 
 from service.cli.client import render
 from service.cli.client.common import escape, print_json
-from service.core.text import visible
+from service.core.text import plural, visible
 
 # How often the status line asks the service for the job's state (QUEUED, PENDING, ...)
 # while no progress line says more; a second client, so the log stream is never held up.
@@ -47,7 +47,7 @@ def describe_event(event: dict) -> str:
     kind = event["event"]
     if kind == "train_start":
         epochs = event.get("epochs")
-        return "training started" + (f": {epochs} epochs" if isinstance(epochs, int) else "")
+        return "training started" + (f": {plural(epochs, 'epoch')}" if isinstance(epochs, int) else "")
     if kind == "train_end":
         where = event.get("model_dir")
         return "training finished" + (f"; model saved to {visible(str(where))}" if where else "")
@@ -56,7 +56,7 @@ def describe_event(event: dict) -> str:
         (f"epoch {epoch}/{epochs}" if isinstance(epochs, int) else f"epoch {epoch}")
     parts = [head]
     if isinstance(event.get("steps"), int):
-        parts.append(f"{event['steps']} steps")
+        parts.append(plural(event["steps"], "step"))
     if _metrics(event.get("metrics")):
         parts.append(_metrics(event.get("metrics")))
     return " · ".join(parts)

@@ -18,6 +18,7 @@ from service.cli.client.common import (
     stderr_console,
     stdout_console,
 )
+from service.core.text import plural
 
 STATES = ["RUNNING", "CANCELLING", "SUCCEEDED", "FAILED", "CANCELLED"]
 
@@ -125,7 +126,7 @@ def create(args) -> int:
             print(sweep.id, flush=True)
         elif args.output == "text":
             stderr_console().print(f"started sweep [bold]{sweep.id}[/] ({escape(sweep.display_name)}): "
-                                   f"{sweep.trial_count} trials, at most {sweep.max_parallel} at once")
+                                   f"{plural(sweep.trial_count, 'trial')}, at most {sweep.max_parallel} at once")
         if not args.wait:
             if args.output == "json" and not args.quiet:
                 print_json(sweep)
