@@ -98,3 +98,35 @@ def test_a_replica_that_cannot_save_still_exits(replicas, tmp_path):
     # The watchdog (the all-reduce hangs) or the failed collective (the peer's death is seen
     # first) ends it: either way it says it could not save, and exits as stopped, not failed.
     assert re.search(r"could not save (within 3 s of|after) SIGTERM", (tmp_path / "chief.err").read_text())
+
+
+def test_an_epoch_resumed_mid_way_reports_the_steps_it_ran(replicas, tmp_path):
+    """Issue 47.6: the epoch an attempt resumes at step S runs STEPS - S steps; its epoch_end said
+    `steps: STEPS` and divided STEPS batches by the time of the fewer that ran (examples/s 2.2-2.8
+    times too high). One replica, no validation (so examples/s is steps x batch / seconds)."""
+    args = [*DEMO_ARGS, "--epochs=2", f"--steps-per-epoch={STEPS}", "--batch-size=16", "--preemption-check-steps=3",
+            "--synthetic-eval-examples=0", *output_flags(tmp_path)]
+    with open(tmp_path / "first.err", "w") as err:
+        first_run = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], cwd=REPO, env=trainer_env(),
+                                     stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        for line in first_run.stdout:   # train_start goes out as epoch 1 begins: stop it inside epoch 1
+            if line.startswith("{") and json.loads(line).get("event") == "train_start":
+                break
+        os.kill(first_run.pid, signal.SIGTERM)
+        assert first_run.wait(timeout=90) == 128 + signal.SIGTERM
+        [saved] = of(events(first_run.stdout.read()), "preempted")
+    finally:
+        if first_run.poll() is None:
+            first_run.kill()
+            first_run.wait()
+    assert saved["epoch"] == 1 and 0 < saved["step"] < STEPS, saved
+
+    run = replicas.wait(replicas.start("again", args, trainer_env()))
+    assert run.returncode == 0, run.explain()
+    assert of(run.events, "train_start")[0]["initial_step"] == saved["step"]
+    resumed, whole = of(run.events, "epoch_end")
+    assert (resumed["epoch"], resumed["steps"]) == (1, STEPS - saved["step"]), resumed
+    assert (whole["epoch"], whole["steps"]) == (2, STEPS), whole
+    for end in (resumed, whole):
+        assert end["examples_per_sec"] == pytest.approx(end["steps"] * 16 / end["seconds"], rel=0.02), end
