@@ -399,7 +399,8 @@ class SlurmBackend(Backend):
                                 "source": "slurm", "slurm_state": "CANCELLED", "slurm_reason": sj.reason or None,
                                 "slurm_job_id": ref}, **kw)
         reason, error = poller.ended_error(sj)
-        self._blame(run, job.compiled, error)
+        if error.get("cause") != "preemption":
+            self._blame(run, job.compiled, error)
         if error.get("replica"):
             reason += f"; first to fail: {error['replica']} ({error['message'].split('. ', 1)[0]})"
         return Observation(job.id, state=S.FAILED, reason=reason, error=error, **kw)

@@ -28,7 +28,6 @@ _WHY = {
     "DEADLINE": (4, "reached its deadline and was stopped by Slurm"),
     "NODE_FAIL": (14, "lost a node: Slurm reported a node failure"),
     "BOOT_FAIL": (14, "could not start: a node failed to boot"),
-    "PREEMPTED": (14, "was preempted by Slurm (a higher-priority job took its nodes)"),
     "OUT_OF_MEMORY": (8, "was killed for using more memory than it was given (OUT_OF_MEMORY)"),
     "FAILED": (None, "failed"),
 }
@@ -47,6 +46,18 @@ class SlurmJob:
     time_limit: int | None   # minutes
     worst: str               # the worst component state (== state unless one ended worse)
     restarts: int = 0        # how often Slurm requeued it under this id (restart_cnt: a preemption, a node failure)
+    preempted_at: datetime | None = None   # when Slurm chose it for preemption (preempt_time; 0 when never)
+
+    @property
+    def preempted(self) -> bool:
+        """Slurm preempted this run: it ended PREEMPTED (no grace), or Slurm chose it for a
+        preemption (preempt_time) during this run and it ended within its grace time: with a
+        GraceTime the tasks get SIGTERM, a trainer saves its checkpoint and exits 143, the batch
+        script ends the job, and Slurm records FAILED (and never requeues a job that ended)."""
+        if self.final_state == "PREEMPTED":
+            return True
+        during = self.preempted_at is not None and (self.start is None or self.preempted_at >= self.start)
+        return during and self.final_state not in ("COMPLETED", "CANCELLED")
 
     @property
     def waiting(self) -> bool:
@@ -99,7 +110,8 @@ def parse(data: dict, uids: Collection[int] | None = None) -> dict[str, SlurmJob
                        end=_time(lead.get("end_time")),
                        time_limit=lead.get("time_limit") if isinstance(lead.get("time_limit"), int) else None,
                        worst=worst or "",
-                       restarts=count(lead.get("restart_cnt")))
+                       restarts=count(lead.get("restart_cnt")),
+                       preempted_at=_time(max((p.get("preempt_time") or 0 for p in parts), default=0)))
         jid = job_id_of(job.name)
         if jid is None:
             continue  # never: names without our prefix were left out above
@@ -114,8 +126,11 @@ def parse(data: dict, uids: Collection[int] | None = None) -> dict[str, SlurmJob
 
 def ended_error(job: SlurmJob) -> tuple[str, dict]:
     """(reason, error) for a job Slurm ended other than COMPLETED or CANCELLED; the backend
-    adds the failing task's exit record and log tail where it has them."""
+    adds the failing task's exit record and log tail where it has them (not to a preemption:
+    its tasks ended as they were told to)."""
     state = job.final_state
+    if job.preempted:
+        return _preempted_error(job)
     code, what = _WHY.get(state, (None, f"ended in Slurm state {state}"))
     status = job.exit_code if isinstance(job.exit_code, int) else None
     detail = f" (reason {job.reason}" + (f", batch script status {status >> 8}" if status is not None and
@@ -126,10 +141,23 @@ def ended_error(job: SlurmJob) -> tuple[str, dict]:
              "slurm_reason": job.reason, "slurm_job_id": job.slurm_id}
     if state in ("NODE_FAIL", "BOOT_FAIL"):
         error["lost"] = True            # the retry policy treats it as a replica gone without a status
-    if state == "PREEMPTED":
-        # Slurm's own preemption (PreemptMode=CANCEL, or REQUEUE of a job not requeueable): a
-        # preemption like trainjobs' own, not the job's failure; its next attempt resumes from the
-        # checkpoints in the same output folder.
-        error["cause"] = "preemption"
-        error["preempted_by"] = "slurm"
     return message, error
+
+
+def _preempted_error(job: SlurmJob) -> tuple[str, dict]:
+    """Slurm's own preemption (PreemptMode=CANCEL, REQUEUE of a job not requeueable, or any
+    mode with a GraceTime the tasks ended within): a preemption like trainjobs' own, not the
+    job's failure; the lifecycle gives it a new attempt that resumes from the checkpoints in
+    the same output folder."""
+    state, ref = job.final_state, job.slurm_id
+    when = f" at {job.preempted_at.isoformat()}" if job.preempted_at else ""
+    if state == "PREEMPTED":
+        how = "its tasks were stopped"
+    else:
+        status = job.exit_code if isinstance(job.exit_code, int) else None
+        code = f", batch script status {status >> 8}" if status is not None and status >= 256 else ""
+        how = f"its tasks had SIGTERM and ended within the grace time (Slurm says {state}{code})"
+    message = f"PREEMPTED: Slurm job {ref} was preempted by Slurm{when} (a higher-priority job took its nodes); {how}"
+    return message, {"code": 14, "message": message, "source": "slurm", "slurm_state": state,
+                     "slurm_reason": job.reason, "slurm_job_id": ref, "cause": "preemption", "preempted_by": "slurm",
+                     "preempted_at": job.preempted_at.isoformat() if job.preempted_at else None}

@@ -28,6 +28,9 @@ NODES = {"n1": "127.0.0.11", "n2": "127.0.0.12"}
 CPUS_PER_NODE = 8   # advertised (SlurmdParameters=config_overrides): the tests ask for 1 per task
 MEMORY_MB = 2000
 START_TIMEOUT = 30.0
+# Partition `grace` is `debug` with a preemption GraceTime (the common setting): a job `urgent`
+# preempts there gets SIGTERM and this long to end before SIGKILL.
+GRACE_SECONDS = 20
 REQUIRED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "unshare")
 
 
@@ -126,6 +129,7 @@ PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 {node_lines}PartitionName=debug Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
 PartitionName=urgent Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP PriorityTier=2
+PartitionName=grace Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP PriorityTier=1 GraceTime={GRACE_SECONDS}
 """)
 
     # -- daemons ------------------------------------------------------------------------

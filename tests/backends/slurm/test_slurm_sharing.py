@@ -1,7 +1,9 @@
 """Slurm arbitrates its own cluster (issue 38, point 6), against the real daemons: a team's
 account and a priority class's QoS reach sbatch; a job Slurm preempts and requeues under
-the same id is followed (one event, never failed) and resumes from its checkpoint; and
-trainjobs' own preemption sends SIGTERM to the tasks, then SIGKILL once the grace is over.
+the same id is followed (one event, never failed) and resumes from its checkpoint; a job Slurm
+preempts otherwise (not requeueable, or with a GraceTime it ended within: issue 48, point 3) is
+a preemption whose next attempt resumes; and trainjobs' own preemption sends SIGTERM to the
+tasks, then SIGKILL once the grace is over, its error where docs/slurm.md says (issue 48, point 4).
 
 The test cluster (cluster.py) preempts by partition (PreemptType=preempt/partition_prio,
 PreemptMode=REQUEUE, partition `urgent` above `debug`): QoS preemption needs slurmdbd, which
@@ -17,12 +19,16 @@ from pathlib import Path
 import pytest
 
 from service import jobspec
+from service.auth.service import get_or_create_team
 from service.backends.slurm import SlurmBackend, SlurmConfigError, poller
 from service.backends.slurm.entry import slurm_config_of
 from service.lifecycle.protocol import JobHandle, Observation, PermanentBackendError
 from service.lifecycle.states import TERMINAL, JobState
-from service.persistence.models import utcnow
+from service.persistence.models import TeamShare, utcnow
+from service.persistence.session import make_engine, make_session_factory
+from tests.backends.slurm.cluster import GRACE_SECONDS
 from tests.backends.slurm.conftest import JOB_USER, slurm_settings, spec
+from tests.conftest import bearer, make_token
 from tests.waiting import wait_for
 
 S = JobState
@@ -179,6 +185,95 @@ def test_a_job_slurm_preempts_and_requeues_is_followed_and_resumes(cluster, slur
         assert run.task_record("workerpool1-0", "exit")["exit_code"] == 0
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)   # the lifecycle's part is the same on both
+@pytest.mark.parametrize("partition, requeue", [("debug", True), ("debug", False), ("grace", True), ("grace", False)],
+                         ids=["no-grace-requeue", "no-grace-no-requeue", f"grace-{GRACE_SECONDS}s-requeue",
+                              f"grace-{GRACE_SECONDS}s-no-requeue"])
+def test_a_job_slurm_preempts_resumes_from_the_checkpoint_it_saved_on_sigterm(make_slurm_client, cluster, tmp_path,
+                                                                                partition, requeue):
+    """A job `urgent` preempts, its partition with or without a GraceTime, requeueable or not.
+    Its task saves a checkpoint on SIGTERM and exits 143 (as the packaged trainer does). Without a
+    grace and requeueable, Slurm requeues it: one event, same job, same run folder. Otherwise it
+    ends (PREEMPTED; or, with a grace, FAILED 143 with Slurm's preempt_time, which Slurm never
+    requeues): FAILED as a preemption by Slurm, and its next attempt resumes from that checkpoint."""
+    api = make_slurm_client(slurm_partition=partition, slurm_requeue=requeue, slurm_cpus_per_task=8)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    os.chmod(gate, 0o777)
+    api.template("long", spec(["--checkpoint", "--save-on-term", "--wait-file", str(gate / "go")]))
+    first = api.submit("long")["id"]
+    ref = api.wait_state(first, "RUNNING", "FAILED")["backend_ref"]
+    wait_for(lambda: "saved checkpoint step-7" in _log_text(api, first), "its SIGTERM handler to be in place", 30)
+    cluster.run("sbatch", "--parsable", f"--uid={JOB_USER}", "--chdir=/tmp", "--output=/dev/null", "-p", "urgent",
+                "-N2", "--exclusive", "--wrap", "true")
+    if partition == "debug" and requeue:
+        wait_for(lambda: any("requeued by Slurm (preempted)" in (e.get("reason") or "") for e in api.events(first)),
+                 "the requeue's event", 60)
+        release_after_the_requeues_second(cluster, ref)
+        (gate / "go").touch()
+        done = api.wait_state(first, "SUCCEEDED", "FAILED", timeout=90)
+        assert done["state"] == "SUCCEEDED" and done["attempt"] == 1 and done["backend_ref"] == ref, done
+        assert "resumed from checkpoint step-9 (Slurm restart 1)" in _log_text(api, first)
+        return
+    ended = api.wait_state(first, "FAILED", "SUCCEEDED", timeout=90)
+    error = ended["error"]
+    # Where docs/slurm.md says: the job's own error names the preemption and who made it.
+    assert error["cause"] == "preemption" and error["preempted_by"] == "slurm", error
+    assert error["kind"] == "slurm" and error["for_job"] is None, error
+    assert error["message"].startswith("preempted by its backend's own scheduler (slurm): PREEMPTED: Slurm job"), error
+    if partition == "grace":   # ended FAILED 143 within its grace: Slurm's preempt_time says why
+        assert error["backend_error"]["preempted_at"], error
+    assert error["backend_error"]["slurm_job_id"] == ref and error["backend_error"]["preempted_by"] == "slurm"
+    assert error["backend_error"]["slurm_state"] == ("FAILED" if partition == "grace" else "PREEMPTED"), error
+    assert ended["retried_by"], ended   # a new attempt at once, outside any retry policy
+    (gate / "go").touch()
+    second = api.wait_state(ended["retried_by"], "SUCCEEDED", "FAILED", timeout=90)
+    assert second["state"] == "SUCCEEDED" and second["attempt"] == 2, second
+    assert "resumed from checkpoint step-9 (Slurm restart 0)" in _log_text(api, second["id"])
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_job_trainjobs_preempts_on_slurm_says_so_where_the_docs_say(make_slurm_client, db_url, cluster, tmp_path):
+    """trainjobs' own queue reclaims team beta's guaranteed CPUs from team alpha's borrowed job:
+    TERM to its tasks, which save a checkpoint and exit 143; the job ends FAILED as a preemption
+    by trainjobs (docs/slurm.md: cause and kind in the job's error, `preempted_by` only in its
+    `backend_error`) and its next attempt, once beta's job is done, resumes from that checkpoint."""
+    engine = make_engine(db_url)
+    try:
+        with make_session_factory(engine)() as session:
+            beta_team = get_or_create_team(session, "beta")
+            session.add(TeamShare(team_id=beta_team.id, backend="slurm", nominal={"vcpu": 8}, borrowing_limit={},
+                                  lending_limit={}, weight=1.0))
+            session.commit()
+    finally:
+        engine.dispose()
+    beta = bearer(make_token(db_url, "beta", "admin"))
+    api = make_slurm_client(capacity={"slurm": {"vcpu": 8}}, slurm_cpus_per_task=8, preemption_grace_seconds=30.0)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    os.chmod(gate, 0o777)
+    api.template("long", spec(["--checkpoint", "--save-on-term", "--wait-file", str(gate / "go")]))
+    first = api.submit("long")["id"]
+    ref = api.wait_state(first, "RUNNING", "FAILED")["backend_ref"]
+    wait_for(lambda: "saved checkpoint step-7" in _log_text(api, first), "its SIGTERM handler to be in place", 30)
+    r = api.c.post("/v1/templates", json={"name": "short", "spec": spec(["--lines", "1"])}, headers=beta)
+    assert r.status_code == 201, r.text
+    r = api.c.post("/v1/jobs", json={"template": "short", "backend": "slurm"}, headers=beta)
+    assert r.status_code == 201, r.text
+    ended = api.wait_state(first, "FAILED", "SUCCEEDED", timeout=90)
+    error = ended["error"]
+    assert error["cause"] == "preemption" and error["kind"] == "reclaim" and "preempted_by" not in error, error
+    assert error["backend_error"]["preempted_by"] == "trainjobs" and error["backend_error"]["slurm_job_id"] == ref
+    (gate / "go").touch()
+    second = api.wait_state(ended["retried_by"], "SUCCEEDED", "FAILED", timeout=90)
+    assert second["state"] == "SUCCEEDED" and second["attempt"] == 2, second
+    assert "resumed from checkpoint step-9 (Slurm restart 0)" in _log_text(api, second["id"])
+
+
+def _log_text(api, job_id: str) -> str:
+    return "\n".join(line["message"] for line in api.all_logs(job_id))
+
+
 def test_preempt_sends_term_then_kill_after_the_grace(cluster, slurm_work_dir, tmp_path):
     backend = _backend(cluster, slurm_work_dir, tmp_path)
     marks = tmp_path / "marks"
@@ -220,6 +315,19 @@ def test_a_job_slurm_ends_preempted_is_a_preemption_by_slurm():
                          nodes=("n1",), start=None, end=None, time_limit=None, worst="PREEMPTED")
     _, error = poller.ended_error(sj)
     assert error["cause"] == "preemption" and error["preempted_by"] == "slurm" and error["slurm_state"] == "PREEMPTED"
+
+
+def test_a_preemption_of_an_earlier_run_is_not_this_runs_end():
+    """preempt_time before the run's start: an earlier run's preemption (Slurm requeued it); this
+    run's own failure is the job's failure, not a preemption."""
+    from datetime import UTC, datetime
+    earlier, start = datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    sj = poller.SlurmJob(slurm_id="7", name="trainjobs-x", state="FAILED", reason="NonZeroExitCode", exit_code=256,
+                         nodes=("n1",), start=start, end=None, time_limit=None, worst="FAILED", restarts=1,
+                         preempted_at=earlier)
+    assert "cause" not in poller.ended_error(sj)[1]
+    during = poller.ended_error(poller.SlurmJob(**{**sj.__dict__, "preempted_at": start}))[1]
+    assert during["cause"] == "preemption" and during["slurm_state"] == "FAILED"
 
 
 def test_the_mappings_come_from_the_environment(monkeypatch, tmp_path):

@@ -62,7 +62,18 @@ def main() -> int:
     p.add_argument("--on-term", help="on SIGTERM, append a line to this file and go on (a task that needs the KILL)")
     p.add_argument("--checkpoint", action="store_true",
                    help="resume from AIP_CHECKPOINT_DIR/ckpt if an earlier run left it, else write it")
+    p.add_argument("--save-on-term", action="store_true",
+                   help="on SIGTERM, save checkpoint step-9 and exit 143, as the packaged trainer does")
     a = p.parse_args()
+    if a.save_on_term:
+        def _save(_signum, _frame):
+            ckpt = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "ckpt")
+            os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+            with open(ckpt, "w") as f:
+                f.write("step-9")
+            print("saved checkpoint step-9 on SIGTERM; exiting", flush=True)
+            os._exit(143)
+        signal.signal(signal.SIGTERM, _save)
     if a.on_term:
         def _term(_signum, _frame):
             with open(a.on_term, "a") as f:
