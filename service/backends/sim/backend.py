@@ -28,6 +28,7 @@ from service.lifecycle.protocol import (
     LaunchView,
     LogPage,
     Observation,
+    PermanentBackendError,
     SubmitResult,
     default_launch_view,
 )
@@ -86,6 +87,12 @@ class SimBackend(Backend):
         self._stops.clear()   # the next controller sends its preemptions again
 
     def submit(self, job: JobHandle) -> SubmitResult:
+        # Checked at submit; checked again here because the settings may have changed since (a
+        # lower TRAINJOBS_SIM_MAX_DURATION_SECONDS): the job fails saying so, it is never shortened.
+        problems = labels.problems(job.compiled, self.settings)
+        if problems:
+            raise PermanentBackendError("; ".join(f"{p.field}: {p.message}: {p.fix}" for p in problems),
+                                        code="invalid_sim_labels")
         asked = labels.asked(job.compiled, self.settings)
         run = SimRun(self._now_ms(), round(asked.duration_seconds * 1000 / self.settings.speed), asked.exit_code)
         return SubmitResult(backend_ref=run.ref, state=S.PENDING, reason=(

@@ -73,12 +73,11 @@ def problems(compiled: CompiledJob, settings: SimSettings) -> list[Problem]:
 
 
 def asked(compiled: CompiledJob, settings: SimSettings) -> Asked:
-    """The job's duration (unscaled) and exit status; labels the submit checked (problems())."""
+    """The job's duration (unscaled) and exit status, from labels problems() found nothing wrong with."""
     labels = labels_of(compiled)
     duration = _whole(labels.get(DURATION, ""))
     code = _whole(labels.get(EXIT_CODE, ""))
-    return Asked(settings.default_duration_seconds if duration is None else min(duration, settings.max_duration_seconds),
-                 0 if code is None else min(code, MAX_EXIT_CODE))
+    return Asked(settings.default_duration_seconds if duration is None else duration, 0 if code is None else code)
 
 
 def demand(compiled: CompiledJob) -> dict[str, int]:

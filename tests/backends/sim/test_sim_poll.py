@@ -6,10 +6,12 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+
 from service.backends.sim.backend import FORGET_AFTER_PASSES, SimBackend
 from service.backends.sim.runs import SimRun
 from service.backends.sim.settings import SimSettings
-from service.lifecycle.protocol import JobHandle
+from service.lifecycle.protocol import JobHandle, PermanentBackendError
 from service.lifecycle.states import JobState
 
 S = JobState
@@ -78,3 +80,15 @@ def test_a_job_without_a_run_is_cancelled_or_failed_by_what_its_row_says():
     assert sim.poll([JobHandle(uuid.uuid4(), S.PENDING, None, _no_compiled, datetime.now(UTC))]) == []
     (lost,) = sim.poll([JobHandle(uuid.uuid4(), S.RUNNING, "elsewhere:/runs/1", _no_compiled, datetime.now(UTC))])
     assert lost.state == S.FAILED and "'elsewhere:/runs/1' is not a reference the sim backend wrote" in lost.reason
+
+
+def test_a_label_the_settings_refuse_since_the_submit_fails_the_launch_saying_so():
+    from service import jobspec
+    from tests.backends.localkit import spec
+
+    _, compiled = jobspec.build(spec(["x"]), [], {}, None, display_name="t", labels={"sim-duration-seconds": "100"})
+    sim = SimBackend(SimSettings(speed=1.0, default_duration_seconds=10, max_duration_seconds=50))
+    job = JobHandle(uuid.uuid4(), S.QUEUED, None, compiled, datetime.now(UTC))
+    with pytest.raises(PermanentBackendError, match=r"labels.sim-duration-seconds: '100' is not a duration the sim "
+                                                    r"runs: a whole number of seconds from 0 to 50"):
+        sim.submit(job)   # never shortened to 50 s without a word
