@@ -30,12 +30,15 @@ class JobChange:
     # page keeps them only when they are counts (service/ui/feed.py).
     epoch: object
     epochs: object
+    # error["cause"]: "preemption" marks a FAILED attempt that was preempted (a new attempt goes on),
+    # which pages show as preempted rather than as a failure.
+    cause: object = None
 
 
 # Only the two progress numbers are read out of the JSON column, not the whole document.
 _COLUMNS = (Job.id, Job.team_id, Job.state, Job.display_name, Job.updated_at, Job.started_at, Job.ended_at,
             Job.created_at, Job.progress["epoch"].as_string().label("epoch"),
-            Job.progress["epochs"].as_string().label("epochs"))
+            Job.progress["epochs"].as_string().label("epochs"), Job.error["cause"].as_string().label("cause"))
 
 
 def _read(session: Session, q: Select) -> list[JobChange]:
@@ -66,5 +69,21 @@ def changes_since(session: Session, since: datetime) -> list[JobChange]:
 def change_of_job(job: Job) -> JobChange:
     """A job already read (jobs.service.get_job) as a change, without another query."""
     p = job.progress if isinstance(job.progress, dict) else {}
+    e = job.error if isinstance(job.error, dict) else {}
     return JobChange(job.id, job.team_id, job.state, job.display_name, job.updated_at, job.started_at, job.ended_at,
-                     job.created_at, p.get("epoch"), p.get("epochs"))
+                     job.created_at, p.get("epoch"), p.get("epochs"), e.get("cause"))
+
+
+def preempted(state: str, cause: object) -> bool:
+    """A preempted attempt: FAILED because its capacity went to another job (the controller's
+    preemption or Slurm's), with a new attempt going on from its checkpoint."""
+    return state == "FAILED" and cause == "preemption"
+
+
+def preempted_among(session: Session, team_id: uuid.UUID, job_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of the team's jobs `job_ids` are preempted attempts (one query; none without ids)."""
+    if not job_ids:
+        return set()
+    rows = session.execute(select(Job.id, Job.state, Job.error["cause"].as_string())
+                           .where(Job.team_id == team_id, Job.id.in_(list(job_ids)), Job.state == "FAILED"))
+    return {job_id for job_id, state, cause in rows if preempted(state, cause)}

@@ -14,7 +14,7 @@ from service.auth.deps import CachedMember, Member, TokenHash, Viewer
 from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
-from service.jobs import service, submit_input
+from service.jobs import queries, service, submit_input
 from service.jobs.preemptions import preemptions_of
 from service.jobs.queue_place import queue_place
 from service.jobs.schemas import (
@@ -85,7 +85,9 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
     retried_by = next((a.id for a in refs if a.attempt == job.attempt + 1), None)
     session = object_session(job) if attempts else None
     preempted = preemptions_of(session, job.team_id, attempts) if session is not None and attempts else []
-    return JobOut(**_summary_fields(job), parameters=job.parameters, overrides=job.overrides,
+    error = job.error if isinstance(job.error, dict) else {}
+    return JobOut(**_summary_fields(job), preempted=queries.preempted(job.state, error.get("cause")),
+                  parameters=job.parameters, overrides=job.overrides,
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs, preemptions=preempted,
                   waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
@@ -147,7 +149,9 @@ def list_jobs(session: SessionDep, actor: Viewer,
                                           created_after=storable_time(created_after, "created_after"),
                                           created_before=storable_time(created_before, "created_before"),
                                           limit=limit, cursor=cursor, id_prefix=id_prefix, name=name)
-    return JobPage(items=[JobSummary(**_summary_fields(j)) for j in jobs], next_cursor=next_cursor)
+    preempted = queries.preempted_among(session, actor.team_id, [j.id for j in jobs if j.state == "FAILED"])
+    return JobPage(items=[JobSummary(**_summary_fields(j), preempted=j.id in preempted) for j in jobs],
+                   next_cursor=next_cursor)
 
 
 def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:

@@ -167,6 +167,9 @@ class JobSummary(BaseModel):
     attempt: int = Field(1, description="1 for a job as launched; 2, 3... for its retries")
     retry_of: uuid.UUID | None = Field(None, description="A retry: the job's first attempt")
     relaunch_of: uuid.UUID | None = Field(None, description="Launched with POST /v1/jobs/{id}/relaunch from this job")
+    preempted: bool = Field(False, description="A FAILED attempt stopped so another job could have its capacity "
+                                               "(error.cause \"preemption\"): a new attempt goes on from its "
+                                               "checkpoint, so it is not the job's failure")
     progress: JobProgress | None = Field(None, description="Latest training progress; null until the trainer "
                                                            "reports any")
 

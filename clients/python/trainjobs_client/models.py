@@ -110,6 +110,7 @@ class JobSummary(Model):
     attempt: int = 1
     retry_of: uuid.UUID | None = None
     relaunch_of: uuid.UUID | None = None
+    preempted: bool = False   # FAILED because another job took its capacity; a new attempt goes on
 
     @property
     def final(self) -> bool:

@@ -11,7 +11,13 @@ from service.core.text import visible
 
 STATE_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
                "EXPIRED": "red", "PARTIALLY_SUCCEEDED": "yellow", "RUNNING": "cyan", "PENDING": "blue",
-               "QUEUED": "blue"}
+               "QUEUED": "blue", "PREEMPTED": "magenta"}
+
+
+def shown_state(job) -> str:
+    """The state a person reads: a preempted attempt (FAILED because another job took its
+    capacity; a new attempt goes on) is PREEMPTED, not a failure."""
+    return "PREEMPTED" if getattr(job, "preempted", False) else str(job.state)
 
 
 def state(value) -> str:
@@ -42,7 +48,7 @@ def jobs_table(jobs):
         t.add_column(col, no_wrap=col in ("STATE", "AGE"))
     for j in jobs:
         t.add_row(str(j.id), escape(j.display_name), escape(f"{j.template.name}:v{j.template.version}"), j.backend,
-                  state(j.state), escape(progress(j.progress)), age(j.created_at))
+                  state(shown_state(j)), escape(progress(j.progress)), age(j.created_at))
     return t
 
 
@@ -56,7 +62,7 @@ def _fit(text: str, width: int) -> str:
 def jobs_compact(jobs, width: int = 80) -> str:
     """One screen's table (rich markup): short ids, relative ages, the name, template and progress
     cut with … so that no line is longer than `width`. `-o wide` has everything whole."""
-    rows = [[str(j.id)[:SHORT_ID], str(j.state), f"{age(j.created_at)} ago", visible(j.display_name),
+    rows = [[str(j.id)[:SHORT_ID], shown_state(j), f"{age(j.created_at)} ago", visible(j.display_name),
              visible(f"{j.template.name}:v{j.template.version}"), visible(progress(j.progress))] for j in jobs]
     head = ["ID", "STATE", "AGE", "NAME", "TEMPLATE", "PROGRESS"]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -122,7 +128,7 @@ def job_detail(job):
     info.add_column()
     rows = [("id", str(job.id)), ("name", escape(job.display_name)),
             ("template", escape(f"{job.template.name} v{job.template.version}")), ("backend", job.backend),
-            ("state", state(job.state) + (f" [dim](as of {age(job.state_observed_at)} ago)[/]"
+            ("state", state(shown_state(job)) + (f" [dim](as of {age(job.state_observed_at)} ago)[/]"
                                           if job.state_observed_at and not job.state.final else "")),
             ("created", f"{job.created_at:%Y-%m-%d %H:%M:%S} ({age(job.created_at)} ago)"
                                           f" by {escape(job.created_by)}")]
@@ -150,7 +156,10 @@ def job_detail(job):
         rows.append(("console", job.console_url))
     if job.backend_ref:
         rows.append(("backend ref", escape(job.backend_ref)))
-    if job.error:
+    if job.error and getattr(job, "preempted", False):   # another job's turn, not this job's failure
+        rows.append(("preempted", escape_lines(str(job.error.get("message") or "stopped for another job"))
+                     + (f"; attempt {job.attempt + 1} goes on: {job.retried_by}" if job.retried_by else "")))
+    elif job.error:
         rows.append(("error", f"[red]{escape_lines(str(job.error.get('message') or job.error))}[/]"))
     rows += output_rows(job)
     for k, v in rows:
