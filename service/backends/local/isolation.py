@@ -13,7 +13,7 @@ with the service's secrets, the database or other jobs. So a replica:
   stays root, so a replica cannot forge them;
 - as root, runs inside the job's namespaces (sandbox.py, nsholder.py): a root with
   only what a replica needs, its own /tmp, processes and loopback network, and a
-  seccomp filter (jobfilter.py: no user namespace, no keyring);
+  seccomp filter (jobfilter.py: no user namespace, no keyring, no io_uring);
 - root never chowns through a path a job can change (chown_tree: fd-relative,
   O_NOFOLLOW).
 

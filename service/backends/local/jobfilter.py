@@ -7,6 +7,9 @@ It refuses what the kernel does not confine to a job:
   job root in a namespace of its own and open kernel code (mounts, netfilter...) to it;
 - the kernel keyrings (add_key, keyctl, request_key: EPERM): a uid's keyrings belong to the
   host and outlive the job, so the next job given the same uid would read them;
+- io_uring (io_uring_setup, io_uring_enter, io_uring_register: EPERM): a large kernel
+  surface of its own, a frequent home of privilege escalations, that container runtimes'
+  default filters refuse too; nothing a training job needs (TensorFlow uses plain I/O);
 - any system call of another ABI (i386 and x32 on x86_64: ENOSYS), which the numbers
   below would not catch.
 
@@ -22,9 +25,9 @@ CLONE_NEWUSER = 0x10000000
 # (audit arch, {name: number})
 ARCHES = {
     "x86_64": (0xC000003E, {"unshare": 272, "clone": 56, "clone3": 435, "add_key": 248, "request_key": 249,
-                            "keyctl": 250}),
+                            "keyctl": 250, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}),
     "aarch64": (0xC00000B7, {"unshare": 97, "clone": 220, "clone3": 435, "add_key": 217, "request_key": 218,
-                             "keyctl": 219}),
+                             "keyctl": 219, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}),
 }
 X32_BIT = 0x40000000
 LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -48,6 +51,8 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
         (JEQ, deny_nosys, 0, nr["clone3"]),
         (JEQ, deny_perm, 0, nr["add_key"]), (JEQ, deny_perm, 0, nr["keyctl"]),
         (JEQ, deny_perm, 0, nr["request_key"]),
+        (JEQ, deny_perm, 0, nr["io_uring_setup"]), (JEQ, deny_perm, 0, nr["io_uring_enter"]),
+        (JEQ, deny_perm, 0, nr["io_uring_register"]),
         (RET, 0, 0, ALLOW),
         (LD_W_ABS, 0, 0, 16, check_flags), (JSET, deny_perm, 0, CLONE_NEWUSER),
         (RET, 0, 0, ALLOW),

@@ -214,7 +214,9 @@ def set_up(writable: list[str], visible: list[str], hidden: list[str], uid: int 
             mount("tmpfs", root.target(p), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for d in ("/proc", "/sys"):
         os.makedirs(root.target(d))
-    mount("proc", root.target("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this PID namespace's
+    # This PID namespace's, showing a process only to its own uid (hidepid=2): the job does not see
+    # this init (root), whose command line names the service's run folders and so its database.
+    mount("proc", root.target("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     # sysfs of this network namespace; no cgroup hierarchy is mounted in it (no other job's cgroup)
     mount("sysfs", root.target("/sys"), "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     root.close()
