@@ -22,24 +22,29 @@ class Planner:
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
                              grace_s=settings.grace_seconds)
 
-    def snapshot(self, session: Session, backend: str, now: datetime | None = None) -> snapshots.Snapshot:
+    def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
+                 held_teams: frozenset = frozenset()) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
                                max_preemptions_per_job=self.settings.max_preemptions_per_job,
-                               grace_seconds=self.settings.grace_seconds, now=now)
+                               grace_seconds=self.settings.grace_seconds, now=now, slots=slots,
+                               held_teams=held_teams)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime, *, explain: bool = True) -> Decision:
-        return schedule(snap.capacity, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
-                        explain=explain)
+        return schedule(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
+                        explain=explain, served=snap.served)
 
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
-             room: int | None = None) -> Plan:
-        """`room`: the launch slots the backend has free (None: not known). With none free and
-        no capacity declared for the backend (nothing is arbitrated, so nobody is preempted),
-        the plan is empty without reading a single waiting job: a backend at its limit with
-        10,000 queued read them all on every pass a submit woke (bench/README.md)."""
+             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan:
+        """`slots`: the backend's launch slots (its max running jobs; None: no limit), which the
+        scheduler arbitrates like cores. `room`: how many it has free now (None: not known). With
+        none free and no capacity declared for the backend, nobody can be preempted (no quota
+        governs a slot alone), so the plan is empty without reading a single waiting job: a
+        backend at its limit with 10,000 queued read them all on every pass a submit woke
+        (bench/README.md). `held_teams`: teams the admission gate holds (their jobs are not read)."""
         if room is not None and room <= 0 and not snapshots.capacity_of(session, backend, self.settings.defaults)[0]:
             return Plan()
-        return to_plan(self.decide(self.snapshot(session, backend, now), now, explain=explain))
+        snap = self.snapshot(session, backend, now, slots=slots, held_teams=held_teams)
+        return to_plan(self.decide(snap, now, explain=explain))
 
 
 def to_plan(decision: Decision) -> Plan:

@@ -21,7 +21,7 @@ from service.capacity.queue_schemas import BackendQueue, CapacitySource, QueueEn
 from service.capacity.snapshot import Snapshot
 from service.lifecycle.admission import WaitingNote
 from service.persistence.models import Job
-from service.scheduling.model import Decision, Waiting
+from service.scheduling.model import Decision, Waiting, quota_part
 
 STARTING = "about to start"
 
@@ -78,7 +78,7 @@ class Computed:
             order.append((q.job_id, WaitingNote(q.position + len(held), q.why,  # type: ignore[arg-type]
                                                 q.ahead + len(held), start)))
         return cls(snap.backend, at, snap, decision, dict(order), order,
-                   {j.job_id: j for j in snap.waiting}, _sum(j.demand for j in snap.running),  # type: ignore[misc]
+                   {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),  # type: ignore[misc]
                    team_uses(snap), min(free, len(decision.admit)))
 
 
@@ -98,7 +98,7 @@ def team_uses(snap: Snapshot) -> list[TeamUse]:
     waiting: dict[str, int] = dict.fromkeys(snap.shares, 0)
     for job in snap.running:
         mine = use.setdefault(job.team, {})
-        for r, n in job.demand.items():
+        for r, n in quota_part(job.demand).items():
             mine[r] = mine.get(r, 0) + n
         running[job.team] = running.get(job.team, 0) + 1
     for w in snap.waiting:
@@ -126,7 +126,7 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
     entries = []
     for job_id, note in page:
         job = waiting[job_id]
-        entry = QueueEntry(position=note.position, team=job.team, priority=job.priority, demand=dict(job.demand))
+        entry = QueueEntry(position=note.position, team=job.team, priority=job.priority, demand=quota_part(job.demand))
         # The team name and the job's team row must agree: a job is shown as ours only if both say so.
         if job.team == team and job_id in names:
             entry = entry.model_copy(update=dict(id=job_id, display_name=names[job_id], why=note.why, ahead=note.ahead,

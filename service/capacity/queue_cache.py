@@ -54,9 +54,9 @@ class QueueCache:
             if found is not None:
                 return found
             started = self.clock()
-            snap = self.planner.snapshot(session, backend)
-            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(),
-                                   self.slots(session, backend))
+            slots = self.slots(session, backend)
+            snap = self.planner.snapshot(session, backend, slots=None if slots is None else slots.limit)
+            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(), slots)
             self.computations += 1
             # Aged from when the computation began: what it read is that old.
             self._entries[backend] = (started, computed)

@@ -2,22 +2,28 @@
 the jobs holding capacity and the jobs waiting for it, read from the database in a few queries
 (service/scheduling is pure: it is given these values and decides).
 
-Only resources the capacity names are arbitrated: a job's demand is cut to them, so a backend
-whose capacity names nothing admits every job (its own cap, max_running, still applies)."""
+Only resources the capacity names are arbitrated: a job's demand is cut to them. The backend's
+launch slots (its max running jobs) are arbitrated too, as the scheduler's own resource SLOT:
+with no capacity set they are the only one, so teams share the slots fairly at the defaults.
+
+The waiting jobs read are each team's oldest TRAINJOBS_SCHEDULER_MAX_WAITING (a window per team:
+one team's backlog cannot push another team's jobs out of the planner's sight), and a job's age in
+the queue is its first attempt's when it was preempted (it was admitted once: it keeps its place)."""
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session, aliased
 
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, Team, TeamShare
-from service.scheduling.model import Resources, Running, Share, Waiting
+from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,16 @@ class Snapshot:
     waiting: list[Waiting]
     # Whether the capacity was set through the API (else it is the settings' default, or none).
     capacity_source: str = "none"   # api | settings | none
+    # The backend's launch slots (None: it runs any number of jobs at once); each job's demand
+    # then holds one SLOT.
+    slots: int | None = None
+    # Each team's last launch on this backend (seconds), the scheduler's tie-break between teams.
+    served: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def arbitrated(self) -> dict[str, int]:
+        """The capacity the scheduler arbitrates: the operator's resources and the launch slots."""
+        return self.capacity if self.slots is None else {**self.capacity, SLOT: self.slots}
 
 
 def capacity_of(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]]) -> tuple[dict[str, int], str]:
@@ -67,13 +83,18 @@ def _seconds(at: datetime | None) -> float:
 
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
-         max_preemptions_per_job: int, grace_seconds: float, now: datetime | None = None) -> Snapshot:
-    """`now`: the controller's clock (a retry's backoff ends by it); None: this process's."""
+         max_preemptions_per_job: int, grace_seconds: float, now: datetime | None = None, slots: int | None = None,
+         held_teams: frozenset[uuid.UUID] = frozenset()) -> Snapshot:
+    """`now`: the controller's clock (a retry's backoff ends by it); None: this process's.
+    `slots`: the backend's launch slots (None: no limit). `held_teams`: teams whose own limits
+    (budgets) hold their jobs: none of their waiting jobs is read, so they take no capacity in the
+    plan and cost nothing until the limit frees (the controller asks the gate once per team)."""
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     # Team names once (teams are few), not a subquery per job row: 10,000 waiting jobs are read
     # on every admission pass.
     names = dict(session.execute(select(Team.id, Team.name)).all())
+    slot = {SLOT: 1} if slots is not None else {}
     running = []
     for row in session.execute(select(Job.id, Job.team_id, Job.priority, Job.demand, Job.started_at,
                                       Job.launch_attempted_at, Job.created_at, Job.state, Job.preempt_requested_at,
@@ -86,20 +107,46 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             stop = _seconds(row.preempt_requested_at) + grace_seconds
             end = stop if end is None else min(end, stop)
         running.append(Running(
-            job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0, demand=arbitrated(row.demand, capacity),
+            job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
+            demand={**arbitrated(row.demand, capacity), **slot},
             started_at=_seconds(started),
             stopping=row.preempt_requested_at is not None or row.state == JobState.CANCELLING.value,
             stopping_for=row.preempted_for, expected_end=end,
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value))
     waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
-                       demand=arbitrated(row.demand, capacity), queued_at=_seconds(row.created_at),
+                       demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None)
-               for row in session.execute(
-                   select(Job.id, Job.team_id, Job.priority, Job.demand, Job.created_at, Job.may_preempt,
-                          Job.nominated_at)
-                   .where(Job.backend == backend, UNLAUNCHED, due(now or utcnow()))
-                   .order_by(Job.created_at, Job.id).limit(max_waiting))]
-    return Snapshot(backend, capacity, shares, running, waiting, source)
+               for row in session.execute(_waiting(backend, now or utcnow(), max_waiting, held_teams))]
+    return Snapshot(backend, capacity, shares, running, waiting, source, slots,
+                    served_of(session, backend, names))
+
+
+_FIRST = aliased(Job)
+# A job's age in the queue: a preempted job's next attempt keeps its first attempt's (it was
+# admitted once; a person expects it to go on, not to queue again behind everything since).
+QUEUED_AT = case((Job.preemptions > 0, func.coalesce(
+    select(_FIRST.created_at).where(_FIRST.id == Job.retry_of).correlate(Job).scalar_subquery(), Job.created_at)),
+    else_=Job.created_at)
+
+
+def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID]):
+    """Each team's oldest `per_team` waiting jobs, oldest first."""
+    where = [Job.backend == backend, UNLAUNCHED, due(now)]
+    if held_teams:
+        where.append(Job.team_id.not_in(held_teams))
+    ranked = (select(Job.id, Job.team_id, Job.priority, Job.demand, QUEUED_AT.label("queued_at"), Job.may_preempt,
+                     Job.nominated_at,
+                     func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id)).label("rank"))
+              .where(*where).subquery())
+    return select(ranked).where(ranked.c.rank <= per_team).order_by(ranked.c.queued_at, ranked.c.id)
+
+
+def served_of(session: Session, backend: str, names: Mapping[uuid.UUID, str]) -> dict[str, float]:
+    """Each team's last launch on the backend: one index seek per team (ix_jobs_backend_team_launch)."""
+    last = (select(func.max(Job.launch_attempted_at)).where(Job.backend == backend, Job.team_id == Team.id)
+            .correlate(Team).scalar_subquery())
+    return {names.get(team_id, "?"): _seconds(at) for team_id, at in session.execute(select(Team.id, last))
+            if at is not None}
 
 
 # The job's time limit (its CustomJob's scheduling.timeout, "3600s"), read by the database: the

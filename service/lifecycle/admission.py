@@ -140,7 +140,9 @@ class CapacityPlanner(Protocol):
     capacity domain, service/capacity). plan() reads what it needs in `session` (read only: the
     controller writes what it decides through the engine, fenced). explain=False: the plan's
     `waiting` notes are left out (the controller acts on admit and preempt only); `room`: the
-    backend's free launch slots, which may spare the planner its read."""
+    backend's free launch slots, which may spare the planner its read; `slots`: its launch slots in
+    all (max_running), arbitrated like any resource; `held_teams`: the ids of teams whose own limits
+    (the AdmissionGate) hold their jobs: the plan leaves their waiting jobs out."""
 
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
-             room: int | None = None) -> Plan: ...
+             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan: ...

@@ -12,7 +12,7 @@ from service.persistence.models import Job, Team
 # The team's name by a correlated subquery (one primary-key lookup a row): read_handles' callers need no join.
 _TEAM_NAME = select(Team.name).where(Team.id == Job.team_id).correlate(Job).scalar_subquery().label("team")
 HANDLE_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.created_at, Job.display_name, Job.launch_attempted_at,
-                  _TEAM_NAME, Job.priority_class)
+                  _TEAM_NAME, Job.priority_class, Job.team_id)
 
 
 def handle_of_row(session_factory, row) -> JobHandle:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -83,6 +83,11 @@ class BackendLoop(LoopThread):
         # The last pass found no launch slot free and ordered no preemption: until a full pass
         # (a slot frees, or a new job preempts), a submit's admission pass could launch nothing.
         self._no_room = False
+        # Teams the admission gate holds (their own limits: budgets), with why: the plan leaves
+        # their waiting jobs out, so they take no capacity from other teams and cost nothing a
+        # pass but one check of the team's oldest waiting job (2,000 held jobs used to cost a
+        # read, an UPDATE and a commit each, every pass: 0.33 s -> 6.2 s).
+        self._held: dict = {}
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -209,7 +214,10 @@ class BackendLoop(LoopThread):
             if self.planner is not None:
                 # Read only; what it decides is written below, fenced, through the engine.
                 free = admission.room(session, self.name, caps, self.batch_size)
-                plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free)
+                if check is not None and self._held:
+                    self._recheck_held(session, check)
+                plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free,
+                                         slots=caps.max_running, held_teams=frozenset(self._held))
                 session.rollback()
                 # The plan's new orders; and on a full pass (or with new orders), the stops not
                 # yet sent (a transient error, or a predecessor that recorded them and died): an
@@ -235,10 +243,14 @@ class BackendLoop(LoopThread):
                 if check is not None:
                     if free <= 0:
                         return
-                    # Held back by the gate: it waits, with why; younger jobs may go (the gate
-                    # keeps a team's own jobs in order).
+                    if row.team_id in self._held:
+                        continue     # its team is held: its oldest job carries why
+                    # Held back by the gate: it waits, with why; other teams' jobs may go (the
+                    # gate keeps a team's own jobs in order).
                     reason = None if prev is not None else check(session, row.id)
                     if reason:
+                        if planned:
+                            self._held[row.team_id] = reason
                         self._note_waiting(session, row.id, reason)
                         continue
                     free -= 1
@@ -252,6 +264,17 @@ class BackendLoop(LoopThread):
                 if launched is False or (launched is None and not planned):
                     return  # an error stops the pass; without a plan, FIFO: nobody younger goes first
                 # With a plan, a job the backend holds back ("later") holds back nobody else.
+
+    def _recheck_held(self, session: Session, check) -> None:
+        """Asks the gate again about each held team's oldest waiting job: a team whose limit has
+        freed is planned again on this very pass."""
+        for team_id in list(self._held):
+            oldest = session.execute(select(Job.id).where(Job.team_id == team_id, Job.backend == self.name,
+                                                          admission.UNLAUNCHED, admission.due(utcnow()))
+                                     .order_by(Job.created_at, Job.id).limit(1)).scalar()
+            if oldest is None or check(session, oldest) is None:
+                del self._held[team_id]
+        session.rollback()      # the gate's check may lock its team's limits: none is kept
 
     def _mark_attempt(self, session: Session, job_id) -> bool | None:
         """Record a launch attempt, committed before the backend is called: whoever controls

@@ -137,6 +137,8 @@ class Job(Base):
         # is launched only once it has a backend_ref), 5 ms of the database per query.
         Index("ix_jobs_backend_launched", "backend", "state", "created_at", "id",
               postgresql_where=text("backend_ref IS NOT NULL"), sqlite_where=text("backend_ref IS NOT NULL")),
+        # Each team's last launch on a backend (capacity/snapshot.served_of): one seek per team a pass.
+        Index("ix_jobs_backend_team_launch", "backend", "team_id", "launch_attempted_at"),
         # The web UI's live feed: one scan of recently changed jobs per interval.
         Index("ix_jobs_updated_at", "updated_at"),
         # Idempotency-Key: one job per key per team (NULLs never collide).

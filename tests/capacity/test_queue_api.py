@@ -65,7 +65,7 @@ def test_queue_in_order_with_why_and_use_per_team(client, scene):
         (1, "alpha", scene["a2"]), (2, "alpha", scene["a1"]), (3, "beta", None)]
     first = w[0]
     assert first["display_name"] == "alpha-urgent" and first["priority"] == 5 and first["demand"] == {"core": 1}
-    assert first["ahead"] == 0 and "needs 1 cores, 0 free" in first["why"] and "next in line" in first["why"]
+    assert first["ahead"] == 0 and "needs 1 core, 0 free" in first["why"] and "next in line" in first["why"]
     assert "1 job ahead" in w[1]["why"] and w[1]["ahead"] == 1
     assert q["next_offset"] is None
 
@@ -92,7 +92,7 @@ def test_a_waiting_jobs_view_says_its_place(client, scene, beta):
     job = client.get(f"/v1/jobs/{scene['a1']}").json()
     assert job["state"] == "QUEUED"
     assert job["queue"]["position"] == 2 and job["queue"]["ahead"] == 1
-    assert "needs 1 cores, 0 free" in job["queue"]["why"]
+    assert "needs 1 core, 0 free" in job["queue"]["why"]
     mine = client.get(f"/v1/jobs/{scene['b2']}", headers=beta).json()["queue"]
     assert mine["position"] == 3 and "2 jobs ahead" in mine["why"]
     # A running job has no place in the queue.
@@ -125,9 +125,12 @@ def test_jobs_that_fit_beyond_the_launch_slots_wait_for_one(api_client, settings
         assert [(e["id"], e["position"], e["ahead"]) for e in q["waiting"]] == [
             (ids[0], 0, 0), (ids[1], 1, 0), (ids[2], 2, 1)]
         assert q["waiting"][0]["why"].startswith("about to start")
-        assert q["waiting"][1]["why"] == \
-            "next in line for a launch slot: backend local runs at most 2 jobs at once (1 running)"
-        assert q["waiting"][2]["why"].startswith("in line (1 ahead) for a launch slot")
+        # The scheduler arbitrates the launch slots itself (issue 47.2): the jobs that fit the
+        # cores but find no slot wait for one, in the order they will get it.
+        assert q["waiting"][1]["why"] == ("every launch slot is taken (0 of 2 free: the backend runs at most 2 jobs "
+                                          "at once); next in line")
+        assert q["waiting"][2]["why"].startswith("every launch slot is taken") and q["waiting"][2]["why"].endswith(
+            "1 job ahead")
         assert c.get(f"/v1/jobs/{ids[2]}").json()["queue"]["position"] == 2
 
 

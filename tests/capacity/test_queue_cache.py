@@ -52,10 +52,10 @@ class GatedPlanner(Planner):
         super().__init__(CapacitySettings())
         self.entered, self.release = threading.Event(), threading.Event()
 
-    def snapshot(self, session, backend):
+    def snapshot(self, session, backend, *args, **kw):
         self.entered.set()
         assert self.release.wait(60), "the test never released the computation"
-        return super().snapshot(session, backend)
+        return super().snapshot(session, backend, *args, **kw)
 
 
 def test_one_computation_at_a_time_per_backend(session_factory):
