@@ -137,11 +137,11 @@ class Launcher:
     def _holder_plan(self, rd: RunDir, output: Path, uid: int | None, cg: Path | None) -> sandbox.HolderPlan:
         """The job's view of the host: its own run folder (and a retry's first output) and the
         operator's shared folders writable; the rest of the run folders covered."""
-        writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + \
-            [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
+        shared = [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
+        writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + shared
         return sandbox.HolderPlan(writable=writable, visible=self._sandbox_readable(),
                                   hidden=[self.work_dir.resolve()], uid=uid, run=rd.path,
-                                  idle_seconds=self.settings.sandbox_idle_seconds, cgroup=cg)
+                                  idle_seconds=self.settings.sandbox_idle_seconds, cgroup=cg, give_back=shared)
 
     # -- what a job would get ------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The init of one local job's sandbox: its PID, network, mount, IPC and UTS namespaces.
 
     python -I -S nsholder.py [--cgroup DIR] [--uid UID] [--run DIR] [--idle SECONDS]
-                             --writable DIR ... [--visible DIR ...] [--hidden DIR ...]
+                             --writable DIR ... [--visible DIR ...] [--hidden DIR ...] [--give-back DIR ...]
 
 Started by the local backend (as root, with a fixed environment the service
 chose: nothing of the template's) once per job, before any replica. It unshares
@@ -19,7 +19,11 @@ the namespaces and forks; the child is PID 1 of the job's PID namespace:
   process of the namespace, however it detached (setsid, double fork, cleared
   environment): nothing of a job outlives it. With no service to do so (one
   stopped for good) it ends by itself (Watch): once --run is deleted, once no
-  process of the job has run in it for --idle seconds, or on SIGTERM.
+  process of the job has run in it for --idle seconds, or on SIGTERM (how the backend
+  ends it). Before it exits, with every process of the job dead, it gives what the job's
+  uid left in the --give-back folders (the operator's shared folders) to root (shared.py),
+  so nothing of the job is the next job of its uid's; what it could not give back it lists
+  in <run>/replicas/give-back.txt.
 
 It also keeps open whatever fds it inherits (the host-wide lock of the job's
 uid, see sandbox.py): the uid is free again only when this process is gone.
@@ -40,6 +44,7 @@ import stat
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -282,11 +287,12 @@ def _reap() -> None:
             return
 
 
-def reap_until_done(watch: Watch) -> None:
-    """Reap orphans until the service SIGKILLs this init (the usual end), a SIGTERM, the run
+def reap_until_done(watch: Watch, give_back: Callable[[], None] | None = None) -> None:
+    """Reap orphans until a SIGTERM (the service's, at the job's end: the usual end), the run
     folder's removal, or `idle` seconds with no process of the job (nothing started it again);
-    then every process of the namespace is killed and the cgroup left and removed. The uid's
-    lock goes with this process."""
+    then every process of the namespace is killed, what they left in the shared folders given
+    back (`give_back`), and the cgroup left and removed. The uid's lock goes with this process.
+    (A SIGKILL from the service ends it at once: the kernel kills the namespace.)"""
     signals = {signal.SIGCHLD, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     last_busy = time.monotonic()
@@ -310,12 +316,37 @@ def reap_until_done(watch: Watch) -> None:
     while watch.others() and time.monotonic() < deadline:
         signal.sigtimedwait({signal.SIGCHLD}, 0.1)
         _reap()
+    if give_back is not None:
+        give_back()
     watch.release_cgroup()
+
+
+def _giver(folders: list[str], uid: int | None, run: str | None) -> Callable[[], None] | None:
+    """What gives the job's leftovers in the shared folders to root once it is dead (shared.py,
+    imported from the host's files before the pivot). None: nothing to give back."""
+    if not folders or uid is None:
+        return None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import shared
+
+    def give_back() -> None:
+        # The job's own run folder (in a shared folder, as in the tests) is the service's to reclaim.
+        try:
+            failed = shared.give_back(folders, uid, skip=[run] if run else [])
+        except OSError as e:
+            failed = [f"the walk stopped: {e}"]
+        if failed and run:
+            try:
+                with open(os.path.join(run, "replicas", "give-back.txt"), "w") as f:
+                    f.write("".join(line + "\n" for line in failed))
+            except OSError:
+                pass  # the run folder is gone (what ended this init): no one to tell
+    return give_back
 
 
 def main(argv: list[str]) -> int:
     lists: dict[str, list[str]] = {f: [] for f in ("--writable", "--visible", "--hidden", "--cgroup", "--uid",
-                                                    "--run", "--idle")}
+                                                    "--run", "--idle", "--give-back")}
     it = iter(argv)
     for flag in it:
         lists.setdefault(flag, []).append(next(it))
@@ -337,6 +368,7 @@ def main(argv: list[str]) -> int:
     try:
         watch = Watch(lists["--run"][0] if lists["--run"] else None, cgroup[0] if cgroup else None,
                       float(lists["--idle"][0]) if lists["--idle"] else 60.0)
+        give_back = _giver(lists["--give-back"], uid, lists["--run"][0] if lists["--run"] else None)
         set_up(writable, visible, lists["--hidden"], uid)
     except OSError as e:
         print(f"error {e}", file=out, flush=True)
@@ -345,7 +377,7 @@ def main(argv: list[str]) -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    reap_until_done(watch)
+    reap_until_done(watch, give_back)
     return 0
 
 

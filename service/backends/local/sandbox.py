@@ -11,7 +11,8 @@ its uid, and how a replica is started inside it (wrapper.py).
   a uid at once, and a uid is never given while a process still has it (also
   checked in /proc, for a process that escaped by other means). Files: the job
   can write only its run folder (nothing else of the run folders is even there),
-  which is given back to the service when the job ends (isolation.reclaim).
+  which is given back to the service when the job ends (isolation.reclaim), and the
+  operator's shared folders, where the init gives its leftovers to root (shared.py).
 
 docs/local.md has the threat model."""
 from __future__ import annotations
@@ -145,7 +146,8 @@ class HolderPlan:
     """What a job's init is told (nsholder.py): folders the job may write (its run folder, a
     retry's first output, the shared ones) and read (the interpreter's environments, the
     project's code), the service's run folders to cover in what it reads, its uid (known by
-    name inside), the run folder and idle time that end it by itself, and its cgroup."""
+    name inside), the run folder and idle time that end it by itself, its cgroup, and the
+    shared folders where what the uid leaves is given to root when the job ends (shared.py)."""
     writable: list[Path]
     visible: list[Path]
     hidden: list[Path] = field(default_factory=list)
@@ -153,10 +155,12 @@ class HolderPlan:
     run: Path | None = None
     idle_seconds: float = 60.0
     cgroup: Path | None = None
+    give_back: list[Path] = field(default_factory=list)
 
     def argv(self) -> list[str]:
         out = ["--cgroup", str(self.cgroup)] if self.cgroup is not None else []
-        for flag, paths in (("--writable", self.writable), ("--visible", self.visible), ("--hidden", self.hidden)):
+        for flag, paths in (("--writable", self.writable), ("--visible", self.visible), ("--hidden", self.hidden),
+                            ("--give-back", self.give_back)):
             for p in paths:
                 out += [flag, str(p)]
         if self.uid is not None:
@@ -216,11 +220,13 @@ def holder_alive(pid: int | None, created: float | None) -> bool:
     return pid is not None and processes.is_alive(pid, created)
 
 
-def kill_holder(pid: int | None, created: float | None) -> None:
-    """SIGKILL the job's init: the kernel then kills every process of its PID namespace."""
+def kill_holder(pid: int | None, created: float | None, sig: int = signal.SIGKILL) -> None:
+    """Signal the job's init. SIGKILL: the kernel kills every process of its PID namespace with it.
+    SIGTERM (the end of a job): the init SIGKILLs every other process of its namespace itself, gives
+    what they left in the shared folders to root, and exits (nsholder.py); the job cannot block it."""
     if pid is not None and (created is None or processes.is_alive(pid, created)):
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
 

@@ -97,6 +97,7 @@ class Supervisor:
                 run.gone = True
                 if run.uid is not None:
                     isolation.reclaim([run.dir.work, run.output_dir])
+                    self._warn_not_given_back(run)
                 cgroup.remove(run.cgroup)
                 if run.uid_lock is not None:  # only now may the uid go to another job
                     os.close(run.uid_lock)
@@ -108,6 +109,17 @@ class Supervisor:
                                         "CANCELLED: the job was cancelled by request"})
                 run.state.gone = True
                 run.save()
+
+    @staticmethod
+    def _warn_not_given_back(run: Run) -> None:
+        """What the sandbox's init could not give back of the shared folders (nsholder.py)."""
+        try:
+            failed = (run.dir.replicas / "give-back.txt").read_text().splitlines()
+        except OSError:
+            return
+        log.warning("job %s: %d entries its uid %s left in TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS were not given "
+                    "back to the service (the next job of that uid may reach them): %s",
+                    run.job_id, len(failed), run.uid, "; ".join(failed[:5]))
 
     def _refresh(self, run: Run) -> None:
         for rep in run.replicas.values():
@@ -132,10 +144,13 @@ class Supervisor:
         if wrappers_done or run.killed:
             # Every replica's command has ended (or the grace is over): whatever the job left
             # behind (setsid, double fork, a cleared environment) dies with its namespace's
-            # init, and anything in its cgroup (unsandboxed too).
-            if run.holder is not None:
-                sandbox.kill_holder(*run.holder)
-            cgroup.kill_all(run.cgroup)
+            # init, and anything in its cgroup (unsandboxed too). SIGTERM: the init kills every
+            # process of its namespace, gives back the shared folders and exits; the cgroup
+            # (which holds the init too) is killed only then, not to cut that short.
+            if run.holder is not None and sandbox.holder_alive(*run.holder):
+                sandbox.kill_holder(*run.holder, signal.SIGTERM)
+            else:
+                cgroup.kill_all(run.cgroup)
         if run.holder is not None or run.cgroup is not None:
             return wrappers_done and not (run.holder and sandbox.holder_alive(*run.holder)) and \
                 not cgroup.members(run.cgroup)
