@@ -33,16 +33,18 @@ def _int(value: Any) -> int | None:
     return n if 0 <= n <= 2**31 else None
 
 
-def change(id, state, display_name, updated_at, started_at, ended_at, created_at, epoch, epochs) -> dict:
-    """One job's news as the pages read it (see static/live.js)."""
+def change(id, state, display_name, updated_at, started_at, ended_at, created_at, epoch, epochs,
+           preempted: bool = False) -> dict:
+    """One job's news as the pages read it (static/jobs.js; `preempted`: a FAILED attempt whose
+    capacity went to another job, shown as PREEMPTED, not as a failure)."""
     return {"id": str(id), "state": state, "display_name": display_name, "updated_at": iso(updated_at),
             "started_at": iso(started_at), "ended_at": iso(ended_at), "created_at": iso(created_at),
-            "epoch": _int(epoch), "epochs": _int(epochs)}
+            "epoch": _int(epoch), "epochs": _int(epochs), "preempted": preempted}
 
 
 def change_of(row: JobChange) -> dict:
     return change(row.id, row.state, row.display_name, row.updated_at, row.started_at, row.ended_at,
-                  row.created_at, row.epoch, row.epochs)
+                  row.created_at, row.epoch, row.epochs, queries.preempted(row.state, row.cause))
 
 
 @dataclass(eq=False)

@@ -19,7 +19,9 @@ from service.jobs.submitter import is_idempotency_key  # the API's rule: the for
 from service.jobspec import MAX_OVERRIDE_DEPTH, pydantic_problems
 from service.jobspec import _depth as jobspec_depth
 from service.ui import launch_settings
+from service.ui import priority as priority_classes
 from service.ui.launch_settings import SettingField
+from service.ui.priority import PriorityField
 
 LABEL_LINE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\S*)\s*$")
 
@@ -64,6 +66,7 @@ class LaunchForm:
     overrides: str = ""
     idempotency_key: str = ""
     settings: list[SettingField] = field(default_factory=list)  # what the template lets members change
+    priority: PriorityField | None = None                     # the priority class (a picker where open)
     errors: dict[str, str] = field(default_factory=dict)     # form field -> message
     other_errors: list[str] = field(default_factory=list)    # problems no field owns
 
@@ -75,6 +78,8 @@ class LaunchForm:
         for name in ("backend", "display_name", "labels"):
             if name in self.errors:
                 out.append((name, name.replace("_", " "), self.errors[name]))
+        if self.priority is not None and self.priority.error:
+            out.append((self.priority.input_id, "priority class", self.priority.error))
         out += [(f.input_id, f"{f.role.replace('_', ' ')}: {f.key.replace('_', ' ')}", f.error)
                 for f in self.settings if f.error]
         if "overrides" in self.errors:
@@ -84,7 +89,7 @@ class LaunchForm:
     @property
     def has_errors(self) -> bool:
         return bool(self.errors or self.other_errors or any(p.error for p in self.params)
-                    or any(f.error for f in self.settings))
+                    or any(f.error for f in self.settings) or (self.priority is not None and bool(self.priority.error)))
 
 
 def _num(x: float) -> str:
@@ -101,7 +106,7 @@ def _text(value: Any) -> str:
 
 def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, display_name: str = "",
              labels: Mapping[str, str] | None = None, overrides: Any = None, idempotency_key: str = "",
-             settings: Sequence[SettingField] = ()) -> LaunchForm:
+             settings: Sequence[SettingField] = (), priority: PriorityField | None = None) -> LaunchForm:
     """A form filled with `values` over the parameters' defaults."""
     params = []
     for p in declared:
@@ -114,7 +119,7 @@ def new_form(declared: list[dict], values: Mapping[str, Any], *, backend: str, d
     return LaunchForm(params, backend, display_name,
                       "\n".join(f"{k}={v}" for k, v in (labels or {}).items()),
                       json.dumps(overrides, indent=2) if overrides not in (None, {}) else "", idempotency_key,
-                      settings=list(settings))
+                      settings=list(settings), priority=priority)
 
 
 def _lines(value: Any) -> str:
@@ -146,14 +151,16 @@ def _typed(p: ParamField, raw: str, declared: dict) -> tuple[Any, str | None]:
 
 
 def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str,
-              settings: Sequence[SettingField] = ()) -> tuple[LaunchForm, dict]:
+              settings: Sequence[SettingField] = (), priority: PriorityField | None = None) -> tuple[LaunchForm, dict]:
     """The form as posted (to show again) and the JobCreate body fields of what could be read
     (lf.has_errors: some could not; the service still checks the rest, so every problem shows
     at once). Overrides that are not JSON stay text: the service then says what it could not check.
     The settings fields (replica counts, machines) are a patch the advanced JSON goes over.
     Over 60 lines on purpose: one pass over the form, each field's error kept beside its value."""
-    lf = new_form(declared, {}, backend=str(form.get("backend") or backend), settings=settings)
+    lf = new_form(declared, {}, backend=str(form.get("backend") or backend), settings=settings, priority=priority)
     from_fields = launch_settings.read(lf.settings, form)
+    if lf.priority is not None:
+        priority_classes.read(lf.priority, form, from_fields)
     lf.display_name = str(form.get("display_name") or "")
     lf.labels = _lines(form.get("labels"))
     lf.overrides = _lines(form.get("overrides"))
@@ -227,6 +234,8 @@ def show_more_problems(lf: LaunchForm, problems: list[Problem]) -> None:
     form flagged already are its echo (a parameter left out as unreadable is "required") and
     are left out; the rest shows beside the form's."""
     flagged = {f"parameters.{p.name}" for p in lf.params if p.error} | set(lf.errors)
+    if lf.priority is not None and lf.priority.error:   # the form's wording: the classes the team may use
+        flagged |= {"priority_class", "overrides.priority_class"}
     show_problems(lf, [p for p in problems if p.field not in flagged
                        and p.field.partition(".")[0] not in flagged - {"overrides"}])
 
@@ -247,6 +256,8 @@ def show_problems(lf: LaunchForm, problems: list[Problem]) -> None:
             params[rest.split(".")[0]].error = text
         elif head in ("labels", "display_name", "backend"):
             add(head, f"{rest}: {text}" if rest else text)
+        elif lf.priority is not None and "priority_class" in (head, rest):
+            lf.priority.error = text
         elif head in ("overrides", "spec") and rest in settings and not lf.overrides.strip():
             settings[rest].error = text  # the field made this override (no JSON could have)
         elif head in ("overrides", "spec"):

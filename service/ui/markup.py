@@ -15,10 +15,19 @@ STATE_ICONS = {
     "CANCELLING": "⊘", "CANCELLED": "⊘", "PAUSED": "❚❚", "EXPIRED": "⊗", "UPDATING": "↻",
     "PARTIALLY_SUCCEEDED": "◐",
 }
+PREEMPTED = "PREEMPTED"     # shown, not stored: a FAILED attempt whose capacity went to another job
+PREEMPTED_ICON = "⤼"
 
 
-def state_badge(state: str) -> Markup:
+def state_badge(state: str, preempted: bool = False) -> Markup:
+    """The state as a badge; a preempted attempt (stored FAILED, error.cause "preemption") as
+    PREEMPTED in its own colour: it was stopped for another job and a new attempt goes on, so it
+    is not a failure. `data-state` keeps the stored state."""
     s = escape(state)
+    if preempted:
+        return Markup(f'<span class="state state-{PREEMPTED}" data-state="{s}" data-preempted="true">'
+                      f'<span class="icon" aria-hidden="true">{PREEMPTED_ICON}</span> <span class="name">{PREEMPTED}'
+                      '</span></span>')
     icon = STATE_ICONS.get(state, "•")
     return Markup(f'<span class="state state-{s}" data-state="{s}"><span class="icon" aria-hidden="true">{icon}</span>'
                   f' <span class="name">{s}</span></span>')

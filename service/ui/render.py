@@ -14,7 +14,19 @@ from markupsafe import Markup
 from service.core.text import visible
 from service.lifecycle.states import TERMINAL, JobState
 from service.ui import markup
-from service.ui.render_format import age, clock, declared, duration_between, iso, money, number, pretty, span, when
+from service.ui.render_format import (
+    age,
+    amounts,
+    clock,
+    declared,
+    duration_between,
+    iso,
+    money,
+    number,
+    pretty,
+    span,
+    when,
+)
 from service.web.security_headers import SECURITY_HEADERS
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +62,8 @@ def _env() -> Environment:
                        progress_bar=markup.progress_bar, time_ago=markup.time_ago, local_time=markup.local_time,
                        run_time=markup.run_time,
                        csrf_field=markup.csrf_field, epoch_rows=markup.epoch_rows)
-    env.filters.update(age=age, clock=clock, declared=declared, iso=iso, money=money, span=span, when=when, pretty=pretty,
+    env.filters.update(age=age, amounts=amounts, clock=clock,
+                       declared=declared, iso=iso, money=money, span=span, when=when, pretty=pretty,
                        number=number, duration=duration_between)
     return env
 

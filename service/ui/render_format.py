@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from service.scheduling.explain import amount
+
 
 def age(at: datetime | None, now: datetime | None = None) -> str:
     if at is None:
@@ -82,3 +84,10 @@ def span(seconds: int) -> str:
             n = seconds // size
             return f"{n} {unit}{'' if n == 1 else 's'}"
     return f"{seconds} seconds" if seconds < 3600 else f"{seconds / 3600:.1f} hours"
+
+
+def amounts(values: dict[str, int] | None, zeros: bool = False) -> str:
+    """Resources as people read them, in the scheduler's words: `1 core`, `4 cores`, `8 vCPUs,
+    2 NVIDIA_TESLA_A100`; `—` for none (amounts of 0 shown only with `zeros`: `free 0 cores`)."""
+    shown = [amount(n, r) for r, n in sorted((values or {}).items()) if n or zeros]
+    return ", ".join(shown) if shown else "—"

@@ -67,9 +67,12 @@ def jobs_page(request: Request, session: SessionDep, user: User,
                                        created_by=user.actor.name if mine else None)
     # The progress column is deferred by the list query: read only its two numbers.
     live = {r.id: change_of(r) for r in queries.changes_of(session, user.actor.team_id, [j.id for j in rows])}
+    # A waiting job's place in its backend's queue (the queue's cached computation, per backend).
+    svc = services(request)
+    places = {j.id: queue_place(svc.queue, svc.backends, session, j) for j in rows if j.state == JobState.QUEUED.value}
     names = [t.name for t, _ in templates.list_templates(session, user.actor.team_id, include_archived=True,
                                                           limit=200, cursor=None)[0]]
-    return render(request, "jobs.html", user=user, jobs=rows, live=live, next_cursor=next_cursor,
+    return render(request, "jobs.html", user=user, jobs=rows, live=live, places=places, next_cursor=next_cursor,
                   chosen_states=[s.value for s in state], template=template or "", label=label or "",
                   template_names=names, paged=bool(cursor), q=q, mine=mine,
                   filtered=bool(state or template or label or q or mine))
@@ -89,6 +92,9 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
     rows = epoch_history.list_epochs(session, job.id)
     view = jobs.launch_view(services(request).backends, job.backend, job.id, compiled, job.backend_ref)
     return dict(user=user, job=job, final=JobState(job.state) in TERMINAL, pools=views.pools(compiled),
+                chain=views.attempt_chain(job, attempts),
+                preempted=queries.preempted(job.state, (job.error or {}).get("cause") if isinstance(job.error, dict)
+                                            else None),
                 latest_version=_latest_version(session, user, job.template_name),
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
                 output_dir=view.host_output_dir,

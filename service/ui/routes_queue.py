@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 
 from service.capacity import queue
 from service.core.errors import NotFound
+from service.ui import priority
 from service.ui.deps import User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
@@ -32,5 +33,14 @@ def queue_page(request: Request, session: SessionDep, user: User,
     queues = [queue.view(session, cache.get(session, name), user.actor.team, user.actor.team_id, limit=limit,
                          offset=offset if backend is not None else 0, max_waiting=cache.planner.settings.max_waiting)
               for name in ([backend] if backend is not None else enabled)]
+    # A backend with no capacity set is held only by its running-jobs limit (max_running): say which.
+    limits = {name: svc.backends[name].capabilities.max_running for name in enabled}
+    class_names = priority.names_by_value(priority.classes(session, user.actor.team))
     return render(request, "queue.html", user=user, queues=queues, enabled=enabled, selected=backend,
-                  sources=SOURCE)
+                  sources=SOURCE, limits=limits, class_names=class_names)
+
+
+@router.get("/help/queue")
+def queue_help(request: Request, user: User):
+    """How to read the queue, priority classes and preemptions (docs/queue.md's user part, served)."""
+    return render(request, "help_queue.html", user=user)

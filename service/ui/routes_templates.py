@@ -18,6 +18,7 @@ from service.jobspec import CompiledJob
 from service.templates import service as templates
 from service.templates.schemas import TEMPLATE_NAME_PATTERN
 from service.ui import launch, launch_settings, routes_jobs, views
+from service.ui import priority as priority_classes
 from service.ui.deps import Form, Member, UiUser, User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
@@ -48,8 +49,10 @@ def template_page(name: Name, request: Request, session: SessionDep, user: User,
     tv = templates.get_version(session, user.actor.team_id, name, version)
     versions = templates.list_versions(session, user.actor.team_id, name)
     roles = [(r, tv.spec[r]) for r in ROLES if isinstance(tv.spec.get(r), dict)]
+    known = priority_classes.classes(session, user.actor.team)
     return render(request, "template.html", user=user, tv=tv, versions=versions, roles=roles,
-                  document=_document(tv))
+                  document=_document(tv), priority=priority_classes.field_for(tv.spec, known),
+                  priority_text=priority_classes.describe(tv.spec.get("priority_class"), known))
 
 
 @router.get("/templates/{name}/diff")
@@ -66,7 +69,8 @@ def template_diff(name: Name, request: Request, session: SessionDep, user: User,
 
 
 def _launch_page(request: Request, user: UiUser, tv: VersionFacts, form: launch.LaunchForm,
-                 preview: JobPreview | None = None, status: int = 200, source: uuid.UUID | None = None):
+                 preview: JobPreview | None = None, status: int = 200, source: uuid.UUID | None = None,
+                 preview_class: str = ""):
     cluster = None
     if preview is not None:
         compiled = CompiledJob.from_json({"custom_job": preview.custom_job,
@@ -74,7 +78,8 @@ def _launch_page(request: Request, user: UiUser, tv: VersionFacts, form: launch.
         cluster = dict(pools=views.pools(compiled),
                        replicas=[(r.task_name, r.tf_role, _tf_config(r.env)) for r in preview.cluster])
     return render(request, "launch.html", status, user=user, tv=tv, form=form, preview=preview, cluster=cluster,
-                  backends=sorted(services(request).backends), source=source)
+                  backends=sorted(services(request).backends), source=source, preview_class=preview_class,
+                  open_paths=tv.spec.get("overridable") or [])
 
 
 def _replica_dict(r) -> dict:
@@ -113,12 +118,27 @@ def launch_page(name: Name, request: Request, session: SessionDep, user: Member,
         name, version = job.template_name, version or job.template_version
     tv = templates.get_version(session, user.actor.team_id, name, version)
     ui = services(request).ui_settings
+    overrides = job.overrides if job else None
     form = launch.new_form(tv.parameters, job.parameters if job else {},
                            backend=job.backend if job else ui.default_backend,
-                           labels=job.labels if job else None, overrides=job.overrides if job else None,
+                           labels=job.labels if job else None, overrides=overrides,
                            idempotency_key=secrets.token_urlsafe(16),
-                           settings=_settings(request, tv, job.overrides if job else None))
+                           settings=_settings(request, tv, overrides),
+                           priority=priority_classes.field_for(tv.spec, priority_classes.classes(session, user.actor.team),
+                                                               overrides))
     return _launch_page(request, user, tv, form, source=source)
+
+
+def _check_class(lf: launch.LaunchForm, tv: VersionFacts, body: dict, user: UiUser, known: list) -> None:
+    """A class the team may not use (or no class at all by that name), refused beside the field
+    with the classes the team may use, before the service's own refusal (which names its API)."""
+    refused = priority_classes.check(tv.spec, body["overrides"], user.actor.team, known)
+    if refused is None:
+        return
+    if lf.priority is not None:
+        lf.priority.error = refused
+    else:
+        lf.errors["overrides"] = f"priority_class: {refused}"
 
 
 @router.post("/templates/{name}/launch")
@@ -129,8 +149,10 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
         version = None
     tv = templates.get_version(session, user.actor.team_id, name, version)
     state = services(request)
+    known = priority_classes.classes(session, user.actor.team)
     lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend,
-                                settings=_settings(request, tv))
+                                settings=_settings(request, tv), priority=priority_classes.field_for(tv.spec, known))
+    _check_class(lf, tv, body, user, known)
     dry_run = form.get("action") != "launch"
     job_body = launch.job_create(name, tv.version, body, lf)
     if lf.has_errors or job_body is None:
@@ -165,6 +187,7 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     if isinstance(result, Previewed):
         # The preview's name is made for it; the form keeps it, so Launch makes the job it named.
         lf.display_name = lf.display_name.strip() or result.preview.display_name
-        return _launch_page(request, user, tv, lf, preview=result.preview)
+        return _launch_page(request, user, tv, lf, preview=result.preview, preview_class=priority_classes.describe(
+            priority_classes.effective(tv.spec, body["overrides"]), known))
     # The submitter woke the controller for admission (lifecycle.wake).
     return routes_jobs.with_notice(result.job.id, "launched")

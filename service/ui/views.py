@@ -6,7 +6,7 @@ only what it reads of them (JobFacts, VersionFacts), not how they are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import LaunchView
@@ -123,6 +123,21 @@ def progress_summary(progress: dict | None) -> dict:
             "examples_per_sec": p.get("examples_per_sec") if isinstance(p.get("examples_per_sec"), (int, float))
             else None,
             "evaluation": evaluation, "model_dir": p.get("model_dir") if isinstance(p.get("model_dir"), str) else None}
+
+
+@dataclass(frozen=True)
+class AttemptChain:
+    """Where one attempt stands among its job's attempts (retries and preemptions): "attempt 2 of 2"."""
+    number: int
+    total: int
+    previous: Any = None      # the attempt before it (its id), if any
+    next: Any = None          # the attempt that went on after it, if any
+
+
+def attempt_chain(job: Any, attempts: list) -> AttemptChain:
+    by_number = {a.attempt: a.id for a in attempts}
+    return AttemptChain(job.attempt, max([job.attempt, *by_number]), by_number.get(job.attempt - 1),
+                        by_number.get(job.attempt + 1))
 
 
 def _int(value) -> int | None:

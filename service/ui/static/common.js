@@ -122,17 +122,20 @@ window.TJ = (function () {
   }
 
   // The markup of _macros.html's state_badge, for states that change in place.
-  function stateBadge(state, icons) {
+  // A preempted attempt (FAILED for another job's sake) shows as PREEMPTED, as markup.py does.
+  function stateBadge(state, icons, preempted) {
+    const shown = preempted ? "PREEMPTED" : state;
     const badge = document.createElement("span");
-    badge.className = "state state-" + state;
+    badge.className = "state state-" + shown;
     badge.dataset.state = state;
+    if (preempted) badge.dataset.preempted = "true";
     const icon = document.createElement("span");
     icon.className = "icon";
     icon.setAttribute("aria-hidden", "true");
-    icon.textContent = icons[state] || "•";
+    icon.textContent = preempted ? "⤼" : (icons[state] || "•");
     const name = document.createElement("span");
     name.className = "name";
-    name.textContent = state;
+    name.textContent = shown;
     badge.append(icon, " ", name);
     return badge;
   }

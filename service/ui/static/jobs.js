@@ -40,8 +40,10 @@
     if (row.dataset.state !== change.state) {
       row.dataset.state = change.state;
       const cell = row.querySelector(".state-cell");
-      cell.replaceChildren(TJ.stateBadge(change.state, icons));
-      TJ.announce(TJ.visible(change.display_name) + " is now " + change.state);
+      cell.replaceChildren(TJ.stateBadge(change.state, icons, change.preempted));
+      TJ.announce(TJ.visible(change.display_name) + " is now " + (change.preempted ? "PREEMPTED" : change.state));
+      const place = row.querySelector(".queue-place");
+      if (place && change.state !== "QUEUED") place.remove();  // launched: no place in the queue any more
     }
     progress(row.querySelector(".progress-cell"), change.epoch, change.epochs);
     const d = row.querySelector(".duration");
