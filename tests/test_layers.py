@@ -65,23 +65,44 @@ def test_routers_never_commit():
     assert offenders == []
 
 
-# Functions still to split (none today; name one here only with the issue that splits it).
-_LONG_PENDING: set[str] = set()
+# The functions over 60 lines that say why they must be one (a comment or docstring near their
+# top saying "60 lines"), each with its length when the bound came in (issue 50.5): they may
+# shrink, never grow. A new one needs its reason and a line here, in the same review.
+_LONG_EXCUSED: dict[str, int] = {
+    "service/backends/local/wrapper.py::main": 74,
+    "service/backends/slurm/launcher.py::main": 67,
+    "service/backends/vertex/config.py::load": 76,
+    "service/interop/safe_yaml.py::_loader": 123,
+    "service/logs/fanout.py::follow": 65,
+    "service/ui/launch.py::read_form": 69,
+    "service/web/problems.py::install": 84,
+}
 
 
-def test_no_long_function_without_a_reason():
-    """No function in service/ over 60 lines without a comment (or docstring) near its top
-    saying why it must be one (docs/DESIGN.md, conventions)."""
+def _long_functions(sources) -> dict[str, tuple[int, str]]:
+    """{path::name: (lines, the first lines of it)} of every function over 60 lines."""
     import ast
 
-    offenders = []
-    for path in _service_sources():
+    out = {}
+    for path in sources:
         lines = path.read_text().splitlines()
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                     node.end_lineno - node.lineno + 1 > 60:
                 name = f"{path.relative_to(ROOT).as_posix()}::{node.name}"
-                head = " ".join(lines[node.lineno - 1:node.lineno + 12])
-                if "60 lines" not in head and name not in _LONG_PENDING:
-                    offenders.append(name)
-    assert offenders == []
+                out[name] = (node.end_lineno - node.lineno + 1, " ".join(lines[node.lineno - 1:node.lineno + 12]))
+    return out
+
+
+def test_no_long_function_without_a_reason():
+    """No function in service/ or trainer/ over 60 lines unless a comment (or docstring) near its
+    top says why it must be one and _LONG_EXCUSED bounds it at its length (docs/DESIGN.md,
+    conventions)."""
+    trainer = sorted(p for p in (ROOT / "trainer").rglob("*.py") if "__pycache__" not in p.parts)
+    found = _long_functions([*_service_sources(), *trainer])
+    unexcused = [name for name, (_, head) in found.items() if "60 lines" not in head or name not in _LONG_EXCUSED]
+    grown = [f"{name}: {n} lines, bound {_LONG_EXCUSED[name]}: split it"
+             for name, (n, _) in found.items() if name in _LONG_EXCUSED and n > _LONG_EXCUSED[name]]
+    gone = [name for name in _LONG_EXCUSED if name not in found]   # split or renamed: its line goes too
+    assert (unexcused, grown, gone) == ([], [], []), f"over 60 lines with no reason or bound: {unexcused}; "\
+                                                    f"grown: {grown}; no longer there: {gone}"

@@ -120,20 +120,7 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
         return ClusterInfo()
     doc = _load_json(text, "TF_CONFIG")
 
-    raw_cluster = doc.get("cluster") or {}
-    if not isinstance(raw_cluster, dict):
-        raise ConfigError("TF_CONFIG 'cluster' must be an object of role -> list of host:port")
-    if "master" in raw_cluster and CHIEF in raw_cluster:
-        raise ConfigError("TF_CONFIG cluster has both 'master' and 'chief'; expected one of them")
-    cluster: dict[str, list[str]] = {}
-    for role, addresses in raw_cluster.items():
-        role = CHIEF if role == "master" else role
-        if role not in _ROLES:
-            raise ConfigError(f"TF_CONFIG cluster has unknown role {role!r}")
-        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-            raise ConfigError(f"TF_CONFIG cluster[{role!r}] must be a list of host:port strings")
-        if role in _TRAINING_POOLS and addresses:
-            cluster[role] = list(addresses)
+    cluster = _training_cluster(doc.get("cluster") or {})
     reduction_server = _has_reduction_server(doc.get("job"))
     if reduction_server:
         # Pool 2 runs Google's reducers, which are no TensorFlow tasks. Should a launcher
@@ -147,6 +134,41 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
         raise ConfigError("TF_CONFIG 'task' must be an object")
     if not task and not cluster:
         return ClusterInfo()
+    raw_type, task_type, index = _this_task(task, cluster)
+    trial = task.get("trial")
+    return ClusterInfo(
+        task_type=task_type,
+        task_index=index,
+        cluster=cluster,
+        trial=None if trial in (None, "") else str(trial),
+        raw_task_type=raw_type,
+        reduction_server=reduction_server,
+        has_evaluator=True if task_type == EVALUATOR else _has_evaluator_pool(doc.get("job")),
+    )
+
+
+def _training_cluster(raw_cluster: object) -> dict[str, list[str]]:
+    """TF_CONFIG's cluster as TensorFlow takes it: master named chief, the training pools
+    only (an evaluator is no member), no empty pool."""
+    if not isinstance(raw_cluster, dict):
+        raise ConfigError("TF_CONFIG 'cluster' must be an object of role -> list of host:port")
+    if "master" in raw_cluster and CHIEF in raw_cluster:
+        raise ConfigError("TF_CONFIG cluster has both 'master' and 'chief'; expected one of them")
+    cluster: dict[str, list[str]] = {}
+    for role, addresses in raw_cluster.items():
+        role = CHIEF if role == "master" else role
+        if role not in _ROLES:
+            raise ConfigError(f"TF_CONFIG cluster has unknown role {role!r}")
+        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+            raise ConfigError(f"TF_CONFIG cluster[{role!r}] must be a list of host:port strings")
+        if role in _TRAINING_POOLS and addresses:
+            cluster[role] = list(addresses)
+    return cluster
+
+
+def _this_task(task: dict, cluster: dict[str, list[str]]) -> tuple[str, str, int]:
+    """(the type as written, the type with master named chief, the index) of TF_CONFIG's task,
+    which must be in the cluster unless it is the evaluator."""
     raw_type = task.get("type")
     if not isinstance(raw_type, str):
         raise ConfigError("TF_CONFIG has a cluster but no task.type")
@@ -166,16 +188,7 @@ def parse_tf_config(text: str | None) -> ClusterInfo:
             )
     elif index < 0:
         raise ConfigError(f"TF_CONFIG task.index {index} is negative")
-    trial = task.get("trial")
-    return ClusterInfo(
-        task_type=task_type,
-        task_index=index,
-        cluster=cluster,
-        trial=None if trial in (None, "") else str(trial),
-        raw_task_type=raw_type,
-        reduction_server=reduction_server,
-        has_evaluator=True if task_type == EVALUATOR else _has_evaluator_pool(doc.get("job")),
-    )
+    return raw_type, task_type, index
 
 
 def parse_environment(environ: Mapping[str, str]) -> ClusterInfo:

@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         "replicas TF_CONFIG describes (role from TF_CONFIG). Outputs default to AIP_MODEL_DIR, "
         "AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR. See docs/trainer.md.",
     )
+    _data_flags(p)
+    _model_flags(p)
+    _training_flags(p)
+    _output_flags(p)
+    return p
+
+
+def _data_flags(p: argparse.ArgumentParser) -> None:
     data = p.add_argument_group("data")
     data.add_argument(
         "--dataset", default=None,
@@ -122,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--num-classes", type=int, default=None,
                       help="number of classes (required for TFRecords; TFDS knows it; synthetic: 5)")
 
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
     model = p.add_argument_group("model")
     model.add_argument("--model", default="resnet50", help=" | ".join(MODELS))
     model.add_argument("--weights", default=None,
@@ -131,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--fine-tune-layers", type=int, default=-1,
                        help="train only the top N backbone layers (0: only the head; -1: all)")
 
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
     train = p.add_argument_group("training")
     train.add_argument("--epochs", type=int, default=5)
     train.add_argument("--steps-per-epoch", type=int, default=None,
@@ -158,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--shuffle-buffer", type=int, default=1024)
     train.add_argument("--seed", type=int, default=42)
 
+
+def _output_flags(p: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("outputs (default: AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)")
     out.add_argument("--model-dir", default=None, help="where the chief writes the SavedModel")
     out.add_argument("--checkpoint-dir", default=None,
@@ -170,7 +184,6 @@ def build_parser() -> argparse.ArgumentParser:
                      "has an evaluator pool or the trainer cannot tell, else 0)")
     out.add_argument("--evaluator-timeout", type=float, default=None,
                      help="evaluator: give up after this many seconds without a new checkpoint")
-    return p
 
 
 def _output_dir(
@@ -191,69 +204,13 @@ def _output_dir(
 def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> TrainConfig:
     environ = os.environ if environ is None else environ
     a = build_parser().parse_args(argv)
-
+    # The checks run in this order, so the first mistake reported is the same whatever the flags.
     train_files, eval_files = _patterns(a.train_files), _patterns(a.eval_files)
-    dataset = a.dataset or (TFRECORD if train_files else "cassava")
-    if dataset == TFRECORD and not train_files:
-        raise ConfigError("--dataset=tfrecord needs --train-files")
-    if train_files and dataset != TFRECORD:
-        raise ConfigError(f"--train-files only go with TFRecord input, not --dataset={dataset}")
-    if eval_files and not train_files:
-        raise ConfigError("--eval-files given without --train-files")
-
-    if a.model not in MODELS:
-        raise ConfigError(f"unknown model {a.model!r}; choose one of {', '.join(MODELS)}")
-    weights = a.weights or ("none" if a.model == "tiny_cnn" else "imagenet")
-    if weights.lower() in ("imagenet", "none"):
-        weights = weights.lower()
-    if a.model == "tiny_cnn" and weights == "imagenet":
-        raise ConfigError("tiny_cnn has no ImageNet weights; use --weights=none or a weights file")
-
-    for name, value, low in (
-        ("--epochs", a.epochs, 1), ("--batch-size", a.batch_size, 1), ("--image-size", a.image_size, 32),
-        ("--synthetic-examples", a.synthetic_examples, 1), ("--synthetic-eval-examples", a.synthetic_eval_examples, 0),
-        ("--keep-checkpoints", 0 if a.keep_checkpoints is None else a.keep_checkpoints, 0),
-        ("--shuffle-buffer", a.shuffle_buffer, 1),
-        ("--fine-tune-layers", a.fine_tune_layers, -1),
-    ):
-        if value < low:
-            raise ConfigError(f"{name} must be at least {low}, got {value}")
-    if a.steps_per_epoch is not None and a.steps_per_epoch < 1:
-        raise ConfigError(f"--steps-per-epoch must be at least 1, got {a.steps_per_epoch}")
-    if a.cluster_timeout <= 0:
-        raise ConfigError(f"--cluster-timeout must be positive, got {a.cluster_timeout}")
-    if a.nan_check_steps < 0:
-        raise ConfigError(f"--nan-check-steps must be at least 0, got {a.nan_check_steps}")
-    if a.preemption_check_steps < 1:
-        raise ConfigError(f"--preemption-check-steps must be at least 1, got {a.preemption_check_steps}")
-    if a.preemption_save_seconds <= 0:
-        raise ConfigError(f"--preemption-save-seconds must be positive, got {a.preemption_save_seconds}")
-    if a.learning_rate <= 0:
-        raise ConfigError(f"--learning-rate must be positive, got {a.learning_rate}")
-    num_classes = a.num_classes
-    if num_classes is None and dataset == SYNTHETIC:
-        num_classes = 5
-    if num_classes is None and dataset == TFRECORD:
-        raise ConfigError("--num-classes is required with --train-files (TFRecords carry no class list)")
-    if num_classes is not None and num_classes < 2:
-        raise ConfigError(f"--num-classes must be at least 2, got {num_classes}")
-
-    outputs = {
-        "--model-dir": (a.model_dir, "AIP_MODEL_DIR", "model"),
-        "--checkpoint-dir": (a.checkpoint_dir, "AIP_CHECKPOINT_DIR", "checkpoints"),
-        "--tensorboard-dir": (a.tensorboard_dir, "AIP_TENSORBOARD_LOG_DIR", "logs"),
-    }
-    dirs = {flag: _output_dir(value, env, environ, a.job_dir, leaf) for flag, (value, env, leaf) in outputs.items()}
-    if environ.get(IN_CONTAINER_ENV, "").strip().lower() in ("1", "true", "yes"):
-        lost = [flag for flag, (value, env, _) in outputs.items()
-                if not (value or a.job_dir or environ.get(env))]
-        if lost:
-            raise ConfigError(
-                f"no output location for {', '.join(lost)}: without the flag, --job-dir or the AIP_* variable "
-                f"(Vertex AI sets them from the job's base_output_directory) they would go to ./{LOCAL_OUTPUT_ROOT} "
-                "inside the container and be lost when it exits; set base_output_directory in the job, or pass "
-                "--job-dir=gs://BUCKET/PATH"
-            )
+    dataset = _dataset(a.dataset, train_files, eval_files)
+    weights = _weights(a.model, a.weights)
+    _check_numbers(a)
+    num_classes = _num_classes(a.num_classes, dataset)
+    dirs = _output_dirs(a, environ)
 
     return TrainConfig(
         dataset=dataset,
@@ -291,3 +248,82 @@ def parse_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
         preemption_check_steps=a.preemption_check_steps,
         preemption_save_seconds=a.preemption_save_seconds,
     )
+
+
+def _dataset(flag: str | None, train_files: tuple[str, ...], eval_files: tuple[str, ...]) -> str:
+    dataset = flag or (TFRECORD if train_files else "cassava")
+    if dataset == TFRECORD and not train_files:
+        raise ConfigError("--dataset=tfrecord needs --train-files")
+    if train_files and dataset != TFRECORD:
+        raise ConfigError(f"--train-files only go with TFRecord input, not --dataset={dataset}")
+    if eval_files and not train_files:
+        raise ConfigError("--eval-files given without --train-files")
+    return dataset
+
+
+def _weights(model: str, flag: str | None) -> str:
+    if model not in MODELS:
+        raise ConfigError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    weights = flag or ("none" if model == "tiny_cnn" else "imagenet")
+    if weights.lower() in ("imagenet", "none"):
+        weights = weights.lower()
+    if model == "tiny_cnn" and weights == "imagenet":
+        raise ConfigError("tiny_cnn has no ImageNet weights; use --weights=none or a weights file")
+    return weights
+
+
+def _check_numbers(a: argparse.Namespace) -> None:
+    for name, value, low in (
+        ("--epochs", a.epochs, 1), ("--batch-size", a.batch_size, 1), ("--image-size", a.image_size, 32),
+        ("--synthetic-examples", a.synthetic_examples, 1), ("--synthetic-eval-examples", a.synthetic_eval_examples, 0),
+        ("--keep-checkpoints", 0 if a.keep_checkpoints is None else a.keep_checkpoints, 0),
+        ("--shuffle-buffer", a.shuffle_buffer, 1),
+        ("--fine-tune-layers", a.fine_tune_layers, -1),
+    ):
+        if value < low:
+            raise ConfigError(f"{name} must be at least {low}, got {value}")
+    if a.steps_per_epoch is not None and a.steps_per_epoch < 1:
+        raise ConfigError(f"--steps-per-epoch must be at least 1, got {a.steps_per_epoch}")
+    if a.cluster_timeout <= 0:
+        raise ConfigError(f"--cluster-timeout must be positive, got {a.cluster_timeout}")
+    if a.nan_check_steps < 0:
+        raise ConfigError(f"--nan-check-steps must be at least 0, got {a.nan_check_steps}")
+    if a.preemption_check_steps < 1:
+        raise ConfigError(f"--preemption-check-steps must be at least 1, got {a.preemption_check_steps}")
+    if a.preemption_save_seconds <= 0:
+        raise ConfigError(f"--preemption-save-seconds must be positive, got {a.preemption_save_seconds}")
+    if a.learning_rate <= 0:
+        raise ConfigError(f"--learning-rate must be positive, got {a.learning_rate}")
+
+
+def _num_classes(flag: int | None, dataset: str) -> int | None:
+    num_classes = flag
+    if num_classes is None and dataset == SYNTHETIC:
+        num_classes = 5
+    if num_classes is None and dataset == TFRECORD:
+        raise ConfigError("--num-classes is required with --train-files (TFRecords carry no class list)")
+    if num_classes is not None and num_classes < 2:
+        raise ConfigError(f"--num-classes must be at least 2, got {num_classes}")
+    return num_classes
+
+
+def _output_dirs(a: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
+    """{flag: directory} for the three outputs; inside the container, refused where the
+    directory would be the container's own."""
+    outputs = {
+        "--model-dir": (a.model_dir, "AIP_MODEL_DIR", "model"),
+        "--checkpoint-dir": (a.checkpoint_dir, "AIP_CHECKPOINT_DIR", "checkpoints"),
+        "--tensorboard-dir": (a.tensorboard_dir, "AIP_TENSORBOARD_LOG_DIR", "logs"),
+    }
+    dirs = {flag: _output_dir(value, env, environ, a.job_dir, leaf) for flag, (value, env, leaf) in outputs.items()}
+    if environ.get(IN_CONTAINER_ENV, "").strip().lower() in ("1", "true", "yes"):
+        lost = [flag for flag, (value, env, _) in outputs.items()
+                if not (value or a.job_dir or environ.get(env))]
+        if lost:
+            raise ConfigError(
+                f"no output location for {', '.join(lost)}: without the flag, --job-dir or the AIP_* variable "
+                f"(Vertex AI sets them from the job's base_output_directory) they would go to ./{LOCAL_OUTPUT_ROOT} "
+                "inside the container and be lost when it exits; set base_output_directory in the job, or pass "
+                "--job-dir=gs://BUCKET/PATH"
+            )
+    return dirs
