@@ -17,7 +17,7 @@ def _loop(session_factory, preempt=()) -> tuple[BackendLoop, Plan]:
     loop = BackendLoop(SimpleNamespace(name="local", capabilities=Capabilities(max_running=1)), session_factory,
                        None, fence=None,
                        gate=SimpleNamespace(start_pass=lambda: lambda session, job_id: None),
-                       planner=SimpleNamespace(plan=lambda session, name, now, explain=True, room=None: plan))
+                       planner=SimpleNamespace(plan=lambda session, name, now, explain=True, room=None, **kw: plan))
     loop.resends: list[bool] = []
     loop.preempter = SimpleNamespace(run=lambda orders, resend=True: loop.resends.append(resend) or 0)
     return loop, plan
