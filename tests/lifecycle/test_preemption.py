@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from service.lifecycle.admission import PreemptOrder
 from service.lifecycle.engine import Deposed
-from service.persistence.models import ControllerLease, Job, JobEvent, WebhookDelivery
+from service.persistence.models import ControllerLease, Job, WebhookDelivery
 from tests.backends.localkit import kill_all
 from tests.conftest import bearer
 from tests.lifecycle.preemptkit import Service
