@@ -28,7 +28,7 @@ def test_queue_and_a_waiting_jobs_place(server, token, scene):
         assert [(e.position, e.team, e.id) for e in q.waiting] == [(1, "alpha", uuid.UUID(scene["a1"])),
                                                                    (2, "beta", None)]
         place = tj.get(scene["a1"]).queue
-        assert place is not None and place.position == 1 and "needs 1 cores" in place.why
+        assert place is not None and place.position == 1 and "needs 1 core, 0 free" in place.why
         with pytest.raises(NotFound):
             tj.queue("vertex")
 
