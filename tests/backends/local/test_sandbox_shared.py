@@ -1,7 +1,8 @@
 """Attack: a job leaves things in a shared folder (TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS, a 1777
 dataset cache) for the next job given its uid (issue 48, point 2): a 0600 secret, a hard
 link to it, a setuid file, a FIFO, a symlink, a 0777 folder with a 0600 file inside, a
-file whose ACL names its own uid, and a 0600 file at the bottom of 300 nested 0777 folders. The next job, of the same uid (a pool of one), tries to
+file whose ACL names its own uid, a 0600 file at the bottom of 300 nested 0777 folders, and a
+process left behind that goes on writing files there. The next job, of the same uid (a pool of one), tries to
 read, overwrite and re-mode each. When a job ends, what its uid left in a shared folder is
 the service's (set-id bits and ACLs removed, other permission bits kept): every try fails."""
 from __future__ import annotations
@@ -20,9 +21,28 @@ from tests.backends.localkit import TESTS_TMP, read_json, run_path
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 
 LEAVE = r'''
-import json, os, struct, sys
+import json, os, struct, sys, time
 os.chdir(sys.argv[1])
 os.umask(0)
+# A process left behind (setsid, double fork) that goes on writing 0600 files of its uid here:
+# it must be dead before the give-back, or what it writes after stays the uid's.
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.close(r)
+        n = 0
+        while True:
+            n += 1
+            os.write(fd := os.open(f"late-{n}", os.O_WRONLY | os.O_CREAT, 0o600), sys.argv[2].encode())
+            os.close(fd)
+            if n == 1:
+                os.close(w)
+            time.sleep(0.05)
+    os._exit(0)
+os.close(w)
+os.wait()
+os.read(r, 1)  # EOF once the left-behind process has written its first file
 with open("secret", "w") as f:
     f.write(sys.argv[2])
 os.chmod("secret", 0o600)
@@ -63,7 +83,8 @@ TAKE = r'''
 import json, os, sys
 os.chdir(sys.argv[1])
 out = {}
-for name in ("secret", "secret-link", "open/mine", "acl", "symlink", "deep/" + "d/" * 300 + "secret"):
+last = "late-%d" % max(int(n[len("late-"):]) for n in os.listdir(".") if n.startswith("late-"))
+for name in ("secret", "secret-link", "open/mine", "acl", "symlink", "deep/" + "d/" * 300 + "secret", last):
     try:
         with open(name) as f:
             out[f"read {name}"] = f.read()
