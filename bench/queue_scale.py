@@ -1,0 +1,299 @@
+"""The queue at scale (issue 51, points 3 and 4), on a real `serve` (sim backend, PostgreSQL):
+
+3. Passes that stay short: a controller pass (BackendLoop.run_once, timed in the serve process)
+   with 2,000 jobs held by their teams' limits (20 teams, PUT /v1/teams/{team}/limits
+   {"max_concurrent_jobs": 5, "on_exceed": "queue"}, 5 running and 100 waiting each: the plan
+   would admit them, capacity is idle, their limit holds them) and 10,000 waiting (50 teams of
+   nominal quota 2 cores and borrowing limit 0, 2 running and 200 waiting each). Goal <= 0.5 s.
+4. Answers that stay fast: with those 10,000 waiting, 8 concurrent readers (members of 8 of the
+   waiting teams) each reading in a loop GET /v1/queue?backend=sim&limit=1000&offset=<random>
+   or a waiting job of its team (GET /v1/jobs/{id}); p99 of each (goal <= 200 ms), and another
+   team's plain GET /v1/jobs meanwhile, p99 against the same read with no readers (goal <= 2x).
+
+The jobs the controller launches (the running ones, and the first waiting job of each team) are
+submitted through POST /v1/jobs; the rest of the waiting jobs are copies of each team's waiting
+job inserted into the database (12,000 submits take minutes on this shared host), with their own
+ids and later created_at. Running jobs are sim timers of a day (TRAINJOBS_SIM_SPEED=1).
+
+Run: .venv/bin/python bench/queue_scale.py [--held 2000] [--waiting 10000] [--seconds 30] [--keep-db]
+The last line is one JSON object with the figures."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.kueue_baseline import drop_database, fresh_database, loadavg  # noqa: E402
+from bench.local import free_port, wait  # noqa: E402
+
+HELD_TEAMS, HELD_LIMIT = 20, 5
+WAIT_TEAMS, WAIT_NOMINAL = 50, 2
+READERS = 8
+CAPACITY = 1000
+SPEC = {"container": {"image_uri": "trainer:1", "command": ["python", "-m", "trainer.task"]}, "chief": {},
+        "labels": {"sim-duration-seconds": "86400", "sim-demand-core": "1"}}
+
+
+def serve_with_pass_log(log: str, argv: list[str]) -> int:
+    """`serve`, with every controller pass's time appended to `log` (full: run_once; admission:
+    run_admission, woken by submits)."""
+    from service.cli.main import main
+    from service.lifecycle.loop import BackendLoop
+
+    out = open(log, "a", buffering=1)
+    lock = threading.Lock()
+
+    def timed(name: str, method):
+        def run(self):
+            stats = method(self)
+            with lock:
+                out.write(f"{time.time():.3f} {name} {stats.seconds:.4f} {stats.polled} {stats.submitted}\n")
+            return stats
+        return run
+
+    BackendLoop.run_once = timed("full", BackendLoop.run_once)  # type: ignore[method-assign]
+    BackendLoop.run_admission = timed("admit", BackendLoop.run_admission)  # type: ignore[method-assign]
+    return main(argv)
+
+
+def tokens(url: str, teams: list[str]) -> tuple[str, dict[str, str]]:
+    from service.auth.service import create_token, get_or_create_team
+    from service.persistence import migrate
+    from service.persistence.session import make_engine, make_session_factory
+
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    with make_session_factory(engine)() as s:
+        op = create_token(s, get_or_create_team(s, "ops"), "bench", "operator", "bench")[1]
+        admins = {t: create_token(s, get_or_create_team(s, t), "bench", "admin", "bench")[1] for t in teams}
+        s.commit()
+    engine.dispose()
+    return op, admins
+
+
+def ok(r: httpx.Response) -> dict:
+    if r.status_code >= 300:
+        raise SystemExit(f"bench: {r.request.method} {r.request.url.path}: {r.status_code} {r.text}")
+    return r.json() if r.content else {}
+
+
+def copy_waiting(url: str, job_ids: list[str], copies: int) -> dict[str, list[str]]:
+    """`copies` more of each waiting job, each with its own id, later than the one before."""
+    from sqlalchemy import insert, select
+
+    from service.persistence.models import Job
+    from service.persistence.session import make_engine, make_session_factory
+
+    engine = make_engine(url)
+    made: dict[str, list[str]] = {}
+    with make_session_factory(engine)() as s:
+        for jid in job_ids:
+            row = s.execute(select(Job).where(Job.id == uuid.UUID(jid))).scalar_one()
+            assert row.state == "QUEUED" and row.launch_attempted_at is None, (row.state, row.launch_attempted_at)
+            base = {c.key: getattr(row, c.key) for c in Job.__table__.columns}
+            rows = [base | {"id": uuid.uuid4(), "display_name": f"{row.display_name}-{k}", "idempotency_key": None,
+                            "request_hash": None, "created_at": row.created_at + timedelta(milliseconds=k + 1),
+                            "updated_at": row.created_at + timedelta(milliseconds=k + 1)} for k in range(copies)]
+            for k in range(0, len(rows), 1000):
+                s.execute(insert(Job), rows[k:k + 1000])
+            made[jid] = [str(r["id"]) for r in rows]
+        s.commit()
+    engine.dispose()
+    return made
+
+
+def passes(log: Path, since: float, until: float) -> dict:
+    full = [float(p[2]) for p in (line.split() for line in log.read_text().splitlines())
+            if since <= float(p[0]) <= until and p[1] == "full"]
+    admit = [float(p[2]) for p in (line.split() for line in log.read_text().splitlines())
+             if since <= float(p[0]) <= until and p[1] == "admit"]
+    if not full:
+        return {"full_passes": 0}
+    return {"full_passes": len(full), "pass_s_median": round(statistics.median(full), 3),
+            "pass_s_p90": round(sorted(full)[int(len(full) * 0.9)], 3), "pass_s_max": round(max(full), 3),
+            "admission_passes": len(admit)}
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(len(xs) * p))] * 1000, 1) if xs else float("nan")
+
+
+def timed_gets(c: httpx.Client, path: str, n: int | None = None, stop: threading.Event | None = None) -> list[float]:
+    out = []
+    while (n is not None and len(out) < n) or (stop is not None and not stop.is_set()):
+        t0 = time.perf_counter()
+        r = c.get(path)
+        out.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            raise SystemExit(f"bench: GET {path}: {r.status_code} {r.text[:300]}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--held", type=int, default=2000, help="jobs held by their teams' limits (20 teams)")
+    ap.add_argument("--waiting", type=int, default=10_000, help="jobs waiting for capacity (50 teams)")
+    ap.add_argument("--seconds", type=float, default=30, help="each measuring window")
+    ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3")
+    ap.add_argument("--py-spy", default="py-spy")
+    args = ap.parse_args()
+    held = [f"held{i:02d}" for i in range(HELD_TEAMS)]
+    waiting = [f"wait{i:02d}" for i in range(WAIT_TEAMS)]
+    teams = held + waiting + ["other"]
+    db = f"queue_scale_{os.getpid()}"
+    url = fresh_database(db)
+    op, admins = tokens(url, teams)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    tmp = Path(tempfile.mkdtemp(prefix="queue-scale-"))
+    passlog, servelog = tmp / "passes.log", tmp / "serve.log"
+    env = {**os.environ, "TRAINJOBS_DATABASE_URL": url, "TRAINJOBS_BACKENDS": '["sim"]',
+           "TRAINJOBS_DEFAULT_BACKEND": "sim", "TRAINJOBS_CAPACITY": json.dumps({"sim": {"core": CAPACITY}}),
+           "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(passlog), "serve", "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"], cwd=ROOT, env=env,
+                            stdout=servelog.open("w"), stderr=subprocess.STDOUT)
+    H = {t: {"Authorization": f"Bearer {s}"} for t, s in admins.items()}
+    out: dict = {"load_start": loadavg()}
+    try:
+        def up() -> bool:
+            try:
+                return proc.poll() is not None or httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+        wait(up, "serve", 120, 0.2)
+        if proc.poll() is not None:
+            raise SystemExit(f"bench: serve exited: {servelog.read_text()[-2000:]}")
+        c = httpx.Client(base_url=base, timeout=60)
+        for t in waiting:
+            ok(c.put(f"/v1/teams/{t}/shares/sim", json={"nominal": {"core": WAIT_NOMINAL},
+                                                          "borrowing_limit": {"core": 0}}, headers={"Authorization": f"Bearer {op}"}))
+        for t in held:
+            ok(c.put(f"/v1/teams/{t}/limits", json={"max_concurrent_jobs": HELD_LIMIT, "on_exceed": "queue"},
+                     headers=H[t]))
+        for t in teams:
+            ok(c.post("/v1/templates", json={"name": "t", "spec": SPEC}, headers=H[t]))
+        wait(lambda: all(c.get("/v1/templates/t", headers=H[t]).status_code == 200 for t in teams), "templates", 60)
+        # The other team's plain list, on a service with nothing waiting yet.
+        for _ in range(10):
+            ok(c.post("/v1/jobs", json={"template": "t"}, headers=H["other"]))
+        first_waiting: dict[str, str] = {}
+        for t, n in [(t, HELD_LIMIT) for t in held] + [(t, WAIT_NOMINAL) for t in waiting]:
+            for _ in range(n):
+                ok(c.post("/v1/jobs", json={"template": "t"}, headers=H[t]))
+        running = 10 + HELD_TEAMS * HELD_LIMIT + WAIT_TEAMS * WAIT_NOMINAL
+        wait(lambda: ok(c.get("/v1/queue?backend=sim&limit=1", headers=H["other"]))["items"][0]["running_jobs"]
+             >= running, f"{running} running", 300, 1)
+        for t in held + waiting:
+            first_waiting[t] = ok(c.post("/v1/jobs", json={"template": "t"}, headers=H[t]))["id"]
+        time.sleep(2)   # a few passes: the first waiting jobs stay QUEUED
+        empty = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", 200)
+        made = copy_waiting(url, [first_waiting[t] for t in held], args.held // HELD_TEAMS - 1)
+        made |= copy_waiting(url, [first_waiting[t] for t in waiting], args.waiting // WAIT_TEAMS - 1)
+        q = ok(c.get("/v1/queue?backend=sim&limit=1", headers=H["other"]))["items"][0]
+        print(f"{q['running_jobs']} running, {q['waiting_jobs']} waiting (queue as of {q.get('as_of')}); "
+              f"load average {loadavg()}", flush=True)
+        time.sleep(5)   # the controller's passes see them, and hold the held teams
+        # 3. the passes, nothing else asked of the service
+        t0 = time.time()
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "raw",
+                                "--nonblocking", "-o", args.profile], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) if args.profile else None
+        quiet = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", None,
+                           _after(args.seconds))
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(60)
+        out["passes_quiet"] = passes(passlog, t0, time.time())
+        print(f"3. passes with {args.held} held and {args.waiting} waiting: {out['passes_quiet']}; "
+              f"load average {loadavg()}", flush=True)
+        # 4. 8 readers
+        stop = threading.Event()
+        lat: dict[str, list[float]] = {"queue": [], "job": [], "other": []}
+        lock = threading.Lock()
+
+        def reader(i: int) -> None:
+            team = waiting[i]
+            ids = [first_waiting[team], *made[first_waiting[team]]]
+            rng = random.Random(i)
+            with httpx.Client(base_url=base, timeout=60, headers=H[team]) as rc:
+                while not stop.is_set():
+                    kind = rng.choice(["queue", "job"])
+                    path = (f"/v1/queue?backend=sim&limit=1000&offset={rng.randrange(0, args.waiting, 1000)}"
+                            if kind == "queue" else f"/v1/jobs/{rng.choice(ids)}")
+                    t = time.perf_counter()
+                    r = rc.get(path)
+                    d = time.perf_counter() - t
+                    if r.status_code != 200:
+                        raise SystemExit(f"bench: GET {path}: {r.status_code} {r.text[:300]}")
+                    if kind == "job" and r.json().get("queue") is None:
+                        raise SystemExit(f"bench: {path} shows no place in the queue: {r.text[:300]}")
+                    with lock:
+                        lat[kind].append(d)
+
+        threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(READERS)]
+        t0 = time.time()
+        for th in threads:
+            th.start()
+        lat["other"] = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", None,
+                                  _after(args.seconds))
+        stop.set()
+        for th in threads:
+            th.join(60)
+        out["passes_readers"] = passes(passlog, t0, time.time())
+        out["load_end"] = loadavg()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    if not args.keep_db:
+        drop_database(db)
+    out |= {"held": args.held, "waiting": args.waiting,
+            "get_queue_1000_p50_ms": pct(lat["queue"], 0.5), "get_queue_1000_p99_ms": pct(lat["queue"], 0.99),
+            "get_queue_reads": len(lat["queue"]),
+            "get_waiting_job_p50_ms": pct(lat["job"], 0.5), "get_waiting_job_p99_ms": pct(lat["job"], 0.99),
+            "get_waiting_job_reads": len(lat["job"]),
+            "other_list_p99_ms_readers": pct(lat["other"], 0.99), "other_list_p50_ms_readers": pct(lat["other"], 0.5),
+            "other_list_p99_ms_quiet": pct(quiet, 0.99), "other_list_p50_ms_quiet": pct(quiet, 0.5),
+            "other_list_p99_ms_empty": pct(empty, 0.99), "other_list_p50_ms_empty": pct(empty, 0.5),
+            "pass_s_median": out["passes_quiet"].get("pass_s_median"),
+            "pass_s_max": out["passes_quiet"].get("pass_s_max"), "pass_log": str(passlog)}
+    print(f"4. with {READERS} readers: GET /v1/queue limit 1000 p50/p99 {out['get_queue_1000_p50_ms']}/"
+          f"{out['get_queue_1000_p99_ms']} ms ({len(lat['queue'])} reads), a waiting job p50/p99 "
+          f"{out['get_waiting_job_p50_ms']}/{out['get_waiting_job_p99_ms']} ms ({len(lat['job'])} reads); "
+          f"another team's GET /v1/jobs p50/p99 {out['other_list_p50_ms_readers']}/{out['other_list_p99_ms_readers']} "
+          f"ms, without readers {out['other_list_p50_ms_quiet']}/{out['other_list_p99_ms_quiet']} ms, before the "
+          f"waiting jobs {out['other_list_p50_ms_empty']}/{out['other_list_p99_ms_empty']} ms; passes meanwhile "
+          f"{out['passes_readers']}")
+    print(json.dumps(out))
+
+
+def _after(seconds: float) -> threading.Event:
+    done = threading.Event()
+    threading.Timer(seconds, done.set).start()
+    return done
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve":
+        sys.exit(serve_with_pass_log(sys.argv[2], sys.argv[3:]))
+    main()
