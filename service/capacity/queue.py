@@ -53,33 +53,22 @@ class Computed:
     waiting: dict[uuid.UUID, Waiting]
     in_use: dict[str, int]
     teams: list[TeamUse]
-    starting: int = 0    # the admits the controller launches on its next pass (within the free slots)
+    starting: int = 0    # the admits the controller launches on its next pass
 
     @classmethod
-    def of(cls, snap: Snapshot, decision: Decision, at: datetime, slots: Slots | None = None) -> Computed:
-        """`slots`: the backend's launch slots (None: no limit on the jobs it runs at once). The
-        planner's admits beyond the free slots are not about to start: they are next in line for
-        a slot, as the controller launches them (its pass takes the plan's first `free`)."""
+    def of(cls, snap: Snapshot, decision: Decision, at: datetime) -> Computed:
+        """The planner arbitrates the launch slots itself (snap.slots, the scheduler's SLOT): what
+        it admits is what the controller's next pass launches, and every other job's place and
+        why (a slot included) are the scheduler's own, written once."""
         order: list[tuple[uuid.UUID, WaitingNote]] = []
-        free = len(decision.admit) if slots is None else max(0, slots.free)
-        for a in decision.admit[:free]:
+        for a in decision.admit:
             order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))  # type: ignore[arg-type]
-        held = decision.admit[free:]
-        for i, a in enumerate(held):
-            assert slots is not None
-            why = (f"{'next in line' if i == 0 else f'in line ({i} ahead)'} for a launch slot: backend {snap.backend} "
-                   f"runs at most {slots.limit} jobs at once ({slots.running} running)" if slots.limit > 0 else
-                   f"backend {snap.backend} launches no job: its limit on running jobs is 0 (an operator's setting)")
-            order.append((a.job_id, WaitingNote(i + 1, why, i, None)))  # type: ignore[arg-type]
         for q in decision.queue:
             start = None if q.estimated_start is None else datetime.fromtimestamp(q.estimated_start, UTC)
-            if held:   # behind the jobs waiting for a slot; an estimate made without them is too early
-                start = None
-            order.append((q.job_id, WaitingNote(q.position + len(held), q.why,  # type: ignore[arg-type]
-                                                q.ahead + len(held), start)))
+            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, start)))  # type: ignore[arg-type]
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),  # type: ignore[misc]
-                   team_uses(snap), min(free, len(decision.admit)))
+                   team_uses(snap), len(decision.admit))
 
 
 def _sum(demands) -> dict[str, int]:

@@ -56,7 +56,7 @@ class QueueCache:
             started = self.clock()
             slots = self.slots(session, backend)
             snap = self.planner.snapshot(session, backend, slots=None if slots is None else slots.limit)
-            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(), slots)
+            computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now())
             self.computations += 1
             # Aged from when the computation began: what it read is that old.
             self._entries[backend] = (started, computed)
