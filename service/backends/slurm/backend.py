@@ -22,9 +22,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from service.backends.slurm import log_reader, placement, poller, preflight, replicas, script
+from service.backends.slurm import endings, log_reader, placement, poller, preflight, replicas, running, script
 from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
@@ -313,8 +312,8 @@ class SlurmBackend(Backend):
             return self._missing(job, run)
         ref = sj.slurm_id
         if sj.ended:
-            return self._ended(job, sj, run)
-        requeued = self._requeued(job, run, sj)
+            return endings.ended(job, sj, run)
+        requeued = running.requeued(job, run, sj)
         if requeued is not None:
             return requeued
         if sj.waiting or sj.state == "SUSPENDED":
@@ -323,7 +322,7 @@ class SlurmBackend(Backend):
                                    reason=f"Slurm job {ref} is {sj.state.lower()} ({sj.reason})")
             return None
         if sj.state in ("RUNNING", "COMPLETING"):
-            silent = self._silence(job, run, sj)
+            silent = running.silence(job, run, sj)
             if silent is not None:
                 return silent
             if job.state not in (S.QUEUED, S.PENDING):
@@ -340,92 +339,6 @@ class SlurmBackend(Backend):
                                           f"{len(tasks) - len(started)} of {len(tasks)} tasks")
         return None
 
-    def _requeued(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
-        """Slurm put a launched job back in its queue under the same id (a preemption with
-        PreemptMode=REQUEUE, a node failure, `scontrol requeue`): not the job's end. It stays in
-        its state (RUNNING never goes back to PENDING, lifecycle/states.py) and its history says so
-        once per restart (the count seen is kept in state.json); the restarted tasks resume from
-        the checkpoints in the same output folder."""
-        if not sj.restarts or job.state == S.QUEUED or job.backend_ref != sj.slurm_id:
-            return None
-        state = run.read_state()
-        if state is None or state.get("job_id") != str(job.id):
-            return None
-        seen = poller.count(state.get("slurm_restarts"))
-        if sj.restarts <= seen:
-            return None
-        state["slurm_restarts"] = sj.restarts
-        run.write_state(state)
-        now = "waits in Slurm's queue" if sj.waiting else f"is {sj.state.lower()} again"
-        note = (f"requeued by Slurm (preempted): Slurm job {sj.slurm_id} went back to its queue under the same id "
-                f"and {now} (restart {sj.restarts}; Slurm requeues the same way after a node failure or "
-                "`scontrol requeue`); its tasks restart from the checkpoints in its output folder")
-        log.warning("job %s: %s", job.id, note)
-        return Observation(job.id, note=note)
-
-    def _silence(self, job: JobHandle, run: SlurmRun, sj: poller.SlurmJob) -> Observation | None:
-        """How long its chiefs and workers have written nothing (Observation.silence), for a
-        RUNNING job with a stall timeout. The lifecycle judges it (lifecycle/stalls.py) and
-        stops the job through cancel()."""
-        if not job.compiled.stall_timeout_seconds or job.state != S.RUNNING or sj.start is None:
-            return None
-        silent = log_reader.silence(run, job.compiled, sj.start.timestamp())
-        return Observation(job.id, silence=silent) if silent is not None else None
-
-    def _ended(self, job: JobHandle, sj: poller.SlurmJob, run: SlurmRun) -> Observation:
-        ref, final = sj.slurm_id, sj.final_state
-        # An outcome in state.json: a stall decided by a version of this backend from before the
-        # lifecycle judged them all (lifecycle/stalls.py); still reported as it was decided.
-        decided = (run.read_state() or {}).get("outcome")
-        kw: dict[str, Any] = {"backend_ref": ref, "started_at": sj.start, "ended_at": sj.end}
-        if decided:
-            return Observation(job.id, state=S(decided["state"]), reason=decided["reason"], **kw,
-                               error=with_slurm_fields(decided["error"], final, sj.reason, ref))
-        if final == "COMPLETED":
-            return Observation(job.id, state=S.SUCCEEDED, reason=f"Slurm job {ref} completed: every chief and "
-                                                                 "worker task exited 0", **kw)
-        preempted = (run.read_state() or {}).get("preempt_sent")
-        if preempted and job.state != S.CANCELLING:
-            message = (f"PREEMPTED: Slurm job {ref} was stopped by trainjobs for another job (SIGTERM at "
-                       f"{preempted}, then killed if still running after the grace); Slurm says {final}")
-            return Observation(job.id, state=S.FAILED, reason=message, **kw, error={
-                "code": 14, "message": message, "cause": "preemption", "preempted_by": "trainjobs",
-                "source": "slurm", "slurm_state": final, "slurm_reason": sj.reason or None, "slurm_job_id": ref})
-        if final == "CANCELLED":
-            how = "by request (scancel)" if job.state == S.CANCELLING else "in Slurm, outside trainjobs (scancel)"
-            return Observation(job.id, state=S.CANCELLED, reason=f"Slurm job {ref} was cancelled {how}",
-                               error=None if job.state == S.CANCELLING else
-                               {"code": 1, "message": f"CANCELLED: Slurm job {ref} was cancelled outside trainjobs",
-                                "source": "slurm", "slurm_state": "CANCELLED", "slurm_reason": sj.reason or None,
-                                "slurm_job_id": ref}, **kw)
-        reason, error = poller.ended_error(sj)
-        if error.get("cause") != "preemption":
-            self._blame(run, job.compiled, error)
-        if error.get("replica"):
-            reason += f"; first to fail: {error['replica']} ({error['message'].split('. ', 1)[0]})"
-        return Observation(job.id, state=S.FAILED, reason=reason, error=error, **kw)
-
-    def _blame(self, run: SlurmRun, compiled: CompiledJob, error: dict) -> None:
-        """The task that failed first (its exit record and last log lines), when one did."""
-        exits = [(rec.get("ended_at") or "~", r.pool, r.index, r.task_name, rec)
-                 for r in compiled.replicas if (rec := run.task_record(r.task_name, "exit")) is not None
-                 and rec.get("exit_code") not in (0, None) and not rec.get("terminated_by")]
-        if not exits:
-            batch = log_reader.batch_tail(run)
-            if batch:   # no task says why: what srun and the batch script said (e.g. no such Python)
-                error["batch_output_tail"] = batch
-                error["message"] += f". Last lines of {run.batch_output.name}:\n" + "\n".join(batch)
-            return
-        *_, task, rec = min(exits, key=lambda e: e[:3])
-        code, sig = rec.get("exit_code"), rec.get("signal")
-        tail = log_reader.tail(run, task)
-        error.update(replica=task, exit_code=code if isinstance(code, int) and code >= 0 else None, signal=sig,
-                     log_tail=tail, node=rec.get("node"))
-        what = f"The replica {task} exited with a non-zero status of {code}." if not sig else \
-            f"The replica {task} was killed by {sig}."
-        error["message"] = what + " " + error["message"] + (
-            (" Last lines of its log:\n" + "\n".join(tail)) if tail else "")
-
     def _missing(self, job: JobHandle, run: SlurmRun) -> Observation | None:
         """A job squeue does not show: not submitted yet (an attempt settling), or ended
         longer ago than the cluster's MinJobAge while nobody followed it."""
@@ -437,23 +350,8 @@ class SlurmBackend(Backend):
         decided = (run.read_state() or {}).get("outcome")
         if decided:
             return Observation(job.id, state=S(decided["state"]), reason=decided["reason"],
-                               error=with_slurm_fields(decided["error"], None, None, ref))
-        recorded = self._from_jobcomp(job, run, ref)
-        if recorded is not None:
-            return recorded
-        tasks = log_reader.tasks_of(job.compiled)
-        trainers = [r.task_name for r in job.compiled.replicas if r.tf_role in ("chief", "worker", "evaluator")]
-        exits = {t: run.task_record(t, "exit") for t in tasks}
-        gone = (f"Slurm no longer lists job {ref} (it ended longer ago than the cluster's MinJobAge while "
-                "no controller followed it)")
-        if job.state == S.CANCELLING:
-            return Observation(job.id, state=S.CANCELLED, reason=gone)
-        if all((exits.get(t) or {}).get("exit_code") == 0 for t in trainers):
-            return Observation(job.id, state=S.SUCCEEDED, reason=gone + "; every chief and worker task exited 0")
-        error = {"code": None, "message": gone, "source": "slurm", "slurm_state": None, "slurm_reason": None,
-                 "slurm_job_id": ref}
-        self._blame(run, job.compiled, error)
-        return Observation(job.id, state=S.FAILED, reason=gone, error=error)
+                               error=endings.with_slurm_fields(decided["error"], None, None, ref))
+        return self._from_jobcomp(job, run, ref) or endings.from_exit_records(job, run, ref)
 
     def _from_jobcomp(self, job: JobHandle, run: SlurmRun, ref: str) -> Observation | None:
         """A job a trusted listing no longer shows, ended as the cluster's job-completion
@@ -464,7 +362,7 @@ class SlurmBackend(Backend):
             return None
         sj = poller.SlurmJob(slurm_id=ref, name=script.job_name(job.id), state=record["state"], reason="",
                              exit_code=None, nodes=(), start=None, end=None, time_limit=None, worst=record["state"])
-        obs = self._ended(job, sj, run)
+        obs = endings.ended(job, sj, run)
         return dataclasses.replace(obs, reason=f"{obs.reason} (Slurm no longer lists it; from the cluster's "
                                                "job-completion record)")
 
@@ -541,11 +439,3 @@ class SlurmBackend(Backend):
     # -- logs -------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
         return log_reader.read_page(self.run_of(job.id), job.compiled, replica, since, limit)
-
-
-def with_slurm_fields(error: dict | None, state: str | None, reason: str | None, ref: str) -> dict | None:
-    """An outcome this service decided (a stall), with the Slurm fields every error carries
-    (docs/slurm.md) where the decision did not write them."""
-    if error is None:
-        return None
-    return {"slurm_state": state, "slurm_reason": reason or None, "slurm_job_id": ref, **error}

@@ -33,16 +33,19 @@ def placement(compiled: CompiledJob, cfg: SlurmConfig) -> dict[str, str | None]:
     return {key: labels.get(label) or getattr(cfg, key) for key, label in LABELS.items()}
 
 
+def _mapping(cfg: SlurmConfig, key: str) -> dict[str, str]:
+    return {"account": cfg.team_accounts, "qos": cfg.priority_qos}.get(key) or {}
+
+
 def mapped(cfg: SlurmConfig, key: str) -> bool:
     """Whether the operator's mapping decides `key` for every job (labels no longer do)."""
-    return bool(cfg.team_accounts if key == "account" else cfg.priority_qos if key == "qos" else False)
+    return bool(_mapping(cfg, key))
 
 
 def decided(cfg: SlurmConfig, key: str, owner: str | None) -> str | None:
     """The account of team `owner`, or the QoS of priority class `owner`, under a mapping:
     its entry, else the setting's default (None: Slurm's own default)."""
-    mapping = cfg.team_accounts if key == "account" else cfg.priority_qos
-    return mapping.get(owner or "") or getattr(cfg, key)
+    return _mapping(cfg, key).get(owner or "") or getattr(cfg, key)
 
 
 def conflict(compiled: CompiledJob, cfg: SlurmConfig, key: str, owner: str | None) -> Problem | None:
@@ -55,7 +58,7 @@ def conflict(compiled: CompiledJob, cfg: SlurmConfig, key: str, owner: str | Non
     if asked == value:
         return None
     what, by = ("account", "team") if key == "account" else ("QoS", "priority class")
-    mapping = cfg.team_accounts if key == "account" else cfg.priority_qos
+    mapping = _mapping(cfg, key)
     whose = f"{by} {owner!r}" if owner else f"a job without a {by}"
     if value is None:
         gets = f"Slurm's default {what}"
