@@ -209,7 +209,7 @@ class Launcher:
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas},
                           local_resources.view(compiled, str(output_dir)),
-                          {r.task_name: replica_status(rd, r.task_name) for r in compiled.replicas} if state else {},
+                          {r.task_name: replica_status(rd, r.task_name, state) for r in compiled.replicas} if state else {},
                           tensorboard_dir=f"{str(output_dir).rstrip('/')}/logs/",
                           host_output_dir=f"{str(output_dir).rstrip('/')}/")
 

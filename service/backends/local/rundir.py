@@ -110,15 +110,21 @@ class RunDir:
         return _read_json(self.exit_file(task))
 
 
-def replica_status(rd: RunDir, task: str) -> dict:
+def replica_status(rd: RunDir, task: str, state: dict | None = None) -> dict:
     """A replica's process as its wrapper recorded it: PENDING (not started), RUNNING, then
     SUCCEEDED (exit 0), FAILED, or STOPPED (the service ended it: a cancel, another replica's
-    failure), with its exit code, signal and times."""
+    failure), with its exit code, signal and times. `state`: the run's state.json as read; once
+    the run has its outcome a replica with no exit record (its wrapper killed with the rest, a
+    service restart) ended with the job: STOPPED at the job's end, never RUNNING after it."""
     started, ended = rd.read_started(task) or {}, rd.read_exit(task)
+    outcome = (state or {}).get("outcome") or {}
+    if ended is None and outcome:
+        return {"state": "STOPPED", "exit_code": None, "signal": None,
+                "started_at": started.get("started_at"), "ended_at": outcome.get("ended_at")}
     if ended is None:
         return {"state": "RUNNING" if started else "PENDING", "started_at": started.get("started_at")}
-    state = "SUCCEEDED" if ended.get("exit_code") == 0 else "STOPPED" if ended.get("terminated_by") else "FAILED"
-    return {"state": state, "exit_code": ended.get("exit_code"), "signal": ended.get("signal"),
+    how = "SUCCEEDED" if ended.get("exit_code") == 0 else "STOPPED" if ended.get("terminated_by") else "FAILED"
+    return {"state": how, "exit_code": ended.get("exit_code"), "signal": ended.get("signal"),
             "started_at": started.get("started_at"), "ended_at": ended.get("ended_at")}
 
 

@@ -133,13 +133,20 @@ class RunState:
     holder: Holder | None = None           # None: an unsandboxed run
     cgroup: str | None = None
     cancel_requested_at: str | None = None
+    # The stop under way, kept across a service restart: what it is ("cancelled", "preempted"),
+    # its grace, and when SIGKILL is due (wall clock). A restarted service used to stop a
+    # preempted job as a cancel, with the cancel's grace counted again from the restart.
+    stopped_for: str | None = None
+    stop_grace: float | None = None
+    stop_deadline_at: str | None = None
     outcome: Outcome | None = None
     gone: bool = False                     # no process of it is left
     extra: dict[str, Any] = field(default_factory=dict)   # keys this version does not know: kept
 
     _KEYS = frozenset({"job_id", "launched_at", "replicas", "phase", "output_dir", "base_output_directory",
                        "timeout_seconds", "stall_timeout_seconds", "host", "uid", "holder", "cgroup",
-                       "cancel_requested_at", "outcome", "gone", "version"})
+                       "cancel_requested_at", "stopped_for", "stop_grace", "stop_deadline_at", "outcome", "gone",
+                       "version"})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunState:
@@ -152,11 +159,17 @@ class RunState:
             base_output_directory=d.get("base_output_directory"), timeout_seconds=d.get("timeout_seconds"),
             stall_timeout_seconds=d.get("stall_timeout_seconds"), host=d.get("host"), uid=d.get("uid"),
             holder=Holder.from_json(d.get("holder")), cgroup=d.get("cgroup"),
-            cancel_requested_at=d.get("cancel_requested_at"), outcome=Outcome.from_json(d.get("outcome")),
+            cancel_requested_at=d.get("cancel_requested_at"), stopped_for=d.get("stopped_for"),
+            stop_grace=d.get("stop_grace"), stop_deadline_at=d.get("stop_deadline_at"),
+            outcome=Outcome.from_json(d.get("outcome")),
             gone=bool(d.get("gone")), extra={k: v for k, v in d.items() if k not in cls._KEYS})
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.extra,
+        # The stop's keys only while a stop is under way: a file of a run never stopped reads as
+        # an earlier version wrote it.
+        stop = {k: v for k, v in (("stopped_for", self.stopped_for), ("stop_grace", self.stop_grace),
+                                  ("stop_deadline_at", self.stop_deadline_at)) if v is not None}
+        return {**self.extra, **stop,
                 "job_id": str(self.job_id), "phase": self.phase, "launched_at": _iso(self.launched_at),
                 "output_dir": self.output_dir, "base_output_directory": self.base_output_directory,
                 "timeout_seconds": self.timeout_seconds, "host": self.host, "uid": self.uid,

@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from service.backends import replica_logs
@@ -239,9 +240,13 @@ class Supervisor:
     def request_cancel(self, run: Run, *, grace: float | None = None, why: str = "cancelled") -> None:
         """Stop the run for good (a cancel, or a preemption: `why`), SIGKILL after `grace`
         (None: TRAINJOBS_LOCAL_CANCEL_GRACE_SECONDS)."""
-        run.state.cancel_requested_at = _iso(_now())
-        run.save()
+        now = _now()
+        run.state.cancel_requested_at = _iso(now)
         run.grace, run.stopped_for = grace, why
+        wait = self.grace if grace is None else max(0.0, grace)
+        run.state.stopped_for, run.state.stop_grace = why, wait
+        run.state.stop_deadline_at = _iso(now + timedelta(seconds=wait))
+        run.save()
         self.begin_stop(run)
 
     def begin_stop(self, run: Run) -> None:
@@ -304,6 +309,14 @@ class Supervisor:
                     processes.signal_pids(processes.find_marked(_marker(run, rep)), signal.SIGKILL)
             reason = "the service stopped while starting this job's replicas; the ones started were stopped"
             run.record_outcome(S.FAILED, reason, {"code": None, "message": reason})
+        if state.cancel_requested_at:
+            # The stop the previous service began goes on as it was: a preemption stays one, and
+            # SIGKILL comes when it was due, not a fresh grace from the restart.
+            run.stopped_for = state.stopped_for or run.stopped_for
+            run.grace = state.stop_grace
+            due = _parse(state.stop_deadline_at)
+            if due is not None:
+                run.stop_deadline = time.monotonic() + max(0.0, (due - _now()).total_seconds())
         if run.outcome is not None or state.cancel_requested_at:
             self.begin_stop(run)  # finish what the previous service had begun
         alive = [r.task for r in run.replicas.values() if r.exit is None and r.pid is not None]
