@@ -307,14 +307,14 @@ class Settings(BaseSettings):
     scheduler_max_preemptions_per_pass: int = Field(
         16, ge=0, le=10_000, description="Jobs one admission pass may preempt (0: no preemption)")
     scheduler_max_waiting: int = Field(
-        20_000, ge=1, le=1_000_000, description="Waiting jobs of one backend one admission pass looks at "
-        "(the oldest); the rest wait for a later pass")
+        20_000, ge=1, le=1_000_000, description="Waiting jobs of one team on one backend an admission pass "
+        "looks at (each team's oldest, so one team's backlog never hides another's); the rest wait for a later pass")
     preemption_grace_seconds: float = Field(
         30.0, ge=0, le=3600, description="A preempted local or Slurm job's replicas get SIGTERM, then SIGKILL "
         "after this long (the trainer saves a checkpoint in between)")
     max_preemptions_per_job: int = Field(
-        3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted; after that it runs "
-        "to its end")
+        3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted for priority; after "
+        "that no class preempts it (a borrowed job stays reclaimable by a team inside its nominal quota)")
     queue_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="GET /v1/queue and a waiting job's view reuse one computed queue per "
         "backend and process for this long")
