@@ -8,8 +8,15 @@
     later, team C one job of a preempting class later still. Each team's wait, B's and C's time
     to a first start, the preemptions and the step each preempted job resumed at, and the most
     cores ever in use (replica processes counted in /proc, not the service's own figure).
+(c) The defaults (issue 47, bench/fair_defaults.py): no capacity, launch slots at their default
+    (2) and at 1; team A queues 12 jobs of 4 s, then team B 1, B named after A and before it:
+    B's wait and how many of A's jobs started before it.
+(d) A team reclaiming a launch slot (bench/fair_defaults.py): capacity 4 cores, 2 slots, A and B
+    a nominal core each; A's two 30 s jobs take both slots, then B submits 1: B's wait and the
+    preemptions of A's jobs (grace 2 s).
+(c) and (d) start `serve` from --root's code (default: this tree), e.g. a worktree of older code.
 
-Run: .venv/bin/python bench/fairness.py [--repeat 20] [--only a|b]
+Run: .venv/bin/python bench/fairness.py [--repeat 20] [--only a|b|c|d] [--root DIR]
 The last line is one JSON object with the figures."""
 from __future__ import annotations
 
@@ -70,8 +77,10 @@ def one_pass(repeat: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--only", choices=["a", "b"])
+    ap.add_argument("--only", choices=["a", "b", "c", "d"])
     ap.add_argument("--flood", type=int, default=30, help="(b) team A's jobs")
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="(c), (d): the tree whose service code `serve` runs (default: this one)")
     args = ap.parse_args()
     out: dict = {}
     if args.only in (None, "a"):
@@ -84,7 +93,37 @@ def main() -> None:
     if args.only in (None, "b"):
         from bench.contention import contend
         out.update(contend(flood=args.flood))
+    if args.only in (None, "c"):
+        out["defaults"] = _defaults(args.root.resolve())
+    if args.only in (None, "d"):
+        out["reclaim"] = _reclaim(args.root.resolve())
     print(json.dumps(out))
+
+
+def _defaults(root: Path) -> list[dict]:
+    from bench.fair_defaults import defaults
+    runs = []
+    for slots in (None, 1):
+        for early, late in (("teama", "teamb"), ("teamb", "teama")):
+            r = defaults(root, slots, late=late, early=early)
+            print(f"(c) no capacity, {r['slots']} launch slots ({r['slots_setting']}): {early} queued "
+                  f"{r['early_jobs']} jobs of {r['job_s']:g} s, then {late} 1: {late}'s job waited "
+                  f"{r['late_wait_s']} s, {r['early_started_before']} of {early}'s started before it "
+                  f"(load {r['load_avg_1m']}; code {r['service_code']})", flush=True)
+            runs.append(r)
+    return runs
+
+
+def _reclaim(root: Path) -> dict:
+    from bench.fair_defaults import reclaim
+    r = reclaim(root)
+    kinds = ", ".join(f"{p['cause']}/{p['kind']}" for p in r["preemptions"]) or "none"
+    print(f"(d) capacity 4 cores, 2 launch slots, A and B a nominal core: A's {r['long_job_s']:g} s jobs take both "
+          f"slots, B submits 1: B's job waited {r['late_wait_s']} s (grace {r['grace_s']} s); {r['preempted']} of "
+          f"A's jobs preempted ({kinds}) (load {r['load_avg_1m']}; code {r['service_code']})", flush=True)
+    for p in r["preemptions"]:
+        print(f"(d) preempted: {p['why']}")
+    return r
 
 
 if __name__ == "__main__":
