@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from service.capacity import snapshot as snapshots
 from service.capacity.settings import CapacitySettings
 from service.lifecycle.admission import Plan, PreemptOrder, WaitingNote
+from service.scheduling.forecast import explained
 from service.scheduling.model import Decision, Policy
 from service.scheduling.scheduler import schedule
 
@@ -20,18 +21,24 @@ class Planner:
         self.settings = settings
         self.policy = Policy(starve_after_s=settings.starve_after_seconds,
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
-                             grace_s=settings.grace_seconds)
+                             grace_s=settings.grace_seconds, forecast_seconds=settings.forecast_seconds,
+                             forecast_passes=settings.forecast_passes)
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
-                 held_teams: frozenset = frozenset()) -> snapshots.Snapshot:
+                 held_teams: frozenset = frozenset(), forecast: bool = False) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
                                max_preemptions_per_job=self.settings.max_preemptions_per_job,
                                grace_seconds=self.settings.grace_seconds, now=now, slots=slots,
-                               held_teams=held_teams)
+                               held_teams=held_teams, forecast=forecast)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime, *, explain: bool = True) -> Decision:
+        """explain: every waiting job's place in the predicted start order, why, its likely start
+        and its start at the latest (service/scheduling/forecast.py); else the decision alone."""
+        if explain:
+            return explained(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
+                             served=snap.served)
         return schedule(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
-                        explain=explain, served=snap.served)
+                        explain=False, served=snap.served)
 
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
              room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan:
@@ -52,7 +59,10 @@ def to_plan(decision: Decision) -> Plan:
         admit=[a.job_id for a in decision.admit],  # type: ignore[misc]  # job ids are the rows' UUIDs
         preempt=[PreemptOrder(p.job_id, p.for_job, p.kind.value, p.why)  # type: ignore[arg-type]
                  for p in decision.preempt],
-        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead,  # type: ignore[misc]
-                                       None if q.estimated_start is None
-                                       else datetime.fromtimestamp(q.estimated_start, UTC))
+        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),  # type: ignore[misc]
+                                       _at(q.likely_start))
                  for q in decision.queue})
+
+
+def _at(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)

@@ -64,11 +64,15 @@ class Computed:
         for a in decision.admit:
             order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))  # type: ignore[arg-type]
         for q in decision.queue:
-            start = None if q.estimated_start is None else datetime.fromtimestamp(q.estimated_start, UTC)
-            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, start)))  # type: ignore[arg-type]
+            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),  # type: ignore[arg-type]
+                                                _at(q.likely_start))))
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),  # type: ignore[misc]
                    team_uses(snap), len(decision.admit))
+
+
+def _at(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
 def _sum(demands) -> dict[str, int]:
@@ -119,7 +123,8 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
         # The team name and the job's team row must agree: a job is shown as ours only if both say so.
         if job.team == team and job_id in names:
             entry = entry.model_copy(update=dict(id=job_id, display_name=names[job_id], why=note.why, ahead=note.ahead,
-                                                 estimated_start=note.estimated_start))
+                                                 estimated_start=note.estimated_start,
+                                                 likely_start=note.likely_start))
         entries.append(entry)
     return BackendQueue(
         backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),

@@ -55,7 +55,7 @@ class QueueCache:
                 return found
             started = self.clock()
             slots = self.slots(session, backend)
-            snap = self.planner.snapshot(session, backend, slots=None if slots is None else slots.limit)
+            snap = self.planner.snapshot(session, backend, slots=None if slots is None else slots.limit, forecast=True)
             computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now())
             self.computations += 1
             # Aged from when the computation began: what it read is that old.

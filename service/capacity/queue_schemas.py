@@ -32,8 +32,15 @@ class QueueEntry(BaseModel):
     display_name: str | None = Field(None, description="Your own team's jobs only")
     why: str | None = Field(None, description="What it waits for, in words (your own team's jobs only)")
     ahead: int | None = Field(None, description="Waiting jobs ahead of it (your own team's jobs only)")
-    estimated_start: datetime | None = Field(None, description="When it may start, where an estimate can be "
-                                                               "made (your own team's jobs only)")
+    likely_start: datetime | None = Field(
+        None, description="When it will likely start: the queue played forward with each job's expected run time "
+                          "(its template's recent runs, else its time limit), nothing new arriving; null where "
+                          "the forecast does not reach it (your own team's jobs "
+                          "only)")
+    estimated_start: datetime | None = Field(
+        None, description="When it starts at the latest if nothing new of a higher priority arrives: every "
+                          "running job to its time limit; null where nothing known frees enough (your own "
+                          "team's jobs only)")
 
 
 class BackendQueue(BaseModel):

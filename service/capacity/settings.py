@@ -14,5 +14,7 @@ class CapacitySettings:
     grace_seconds: float = 30.0                                         # TRAINJOBS_PREEMPTION_GRACE_SECONDS
     max_preemptions_per_job: int = 3                                    # TRAINJOBS_MAX_PREEMPTIONS_PER_JOB
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
+    forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
+    forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
     max_priority_classes: int = 100                                     # TRAINJOBS_MAX_PRIORITY_CLASSES
     max_resources: int = 64                                             # TRAINJOBS_CAPACITY_MAX_RESOURCES

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
+from service.capacity.durations import expected_durations
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
@@ -84,21 +85,26 @@ def _seconds(at: datetime | None) -> float:
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
          max_preemptions_per_job: int, grace_seconds: float, now: datetime | None = None, slots: int | None = None,
-         held_teams: frozenset[uuid.UUID] = frozenset()) -> Snapshot:
+         held_teams: frozenset[uuid.UUID] = frozenset(), forecast: bool = False) -> Snapshot:
     """`now`: the controller's clock (a retry's backoff ends by it); None: this process's.
     `slots`: the backend's launch slots (None: no limit). `held_teams`: teams whose own limits
     (budgets) hold their jobs: none of their waiting jobs is read, so they take no capacity in the
-    plan and cost nothing until the limit frees (the controller asks the gate once per team)."""
+    plan and cost nothing until the limit frees (the controller asks the gate once per team).
+    `forecast`: also how long each job will likely run (the queue's reads play the plan forward;
+    the controller's pass does not)."""
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     # Team names once (teams are few), not a subquery per job row: 10,000 waiting jobs are read
     # on every admission pass.
     names = dict(session.execute(select(Team.id, Team.name)).all())
     slot = {SLOT: 1} if slots is not None else {}
+    now = now or utcnow()
+    likely = expected_durations(session, backend, names, now) if forecast else {}
     running = []
     for row in session.execute(select(Job.id, Job.team_id, Job.priority, Job.demand, Job.started_at,
                                       Job.launch_attempted_at, Job.created_at, Job.state, Job.preempt_requested_at,
-                                      Job.preempted_for, Job.preemptions, _TIMEOUT.label("timeout"))
+                                      Job.preempted_for, Job.preemptions, _TIMEOUT.label("timeout"),
+                                      Job.template_name)
                                .where(launched_active(backend))):
         started = row.started_at or row.launch_attempted_at or row.created_at
         timeout = _timeout_seconds(row.timeout)
@@ -112,11 +118,14 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             started_at=_seconds(started),
             stopping=row.preempt_requested_at is not None or row.state == JobState.CANCELLING.value,
             stopping_for=row.preempted_for, expected_end=end,
-            preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value))
+            preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value,
+            likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end)))
     waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
-                       may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None)
-               for row in session.execute(_waiting(backend, now or utcnow(), max_waiting, held_teams))]
+                       may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None,
+                       duration=likely.get((row.team_id, row.template_name)) or _timeout_seconds(row.timeout)
+                       if forecast else None)
+               for row in session.execute(_waiting(backend, now, max_waiting, held_teams, forecast))]
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
                     served_of(session, backend, names))
 
@@ -129,13 +138,16 @@ QUEUED_AT = case((Job.preemptions > 0, func.coalesce(
     else_=Job.created_at)
 
 
-def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID]):
-    """Each team's oldest `per_team` waiting jobs, oldest first."""
+def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID], forecast: bool):
+    """Each team's oldest `per_team` waiting jobs, oldest first (with their template and time
+    limit for a forecast)."""
     where = [Job.backend == backend, UNLAUNCHED, due(now)]
     if held_teams:
         where.append(Job.team_id.not_in(held_teams))
+    extra = (Job.template_name, _TIMEOUT.label("timeout")) if forecast else (
+        literal(None).label("template_name"), literal(None).label("timeout"))
     ranked = (select(Job.id, Job.team_id, Job.priority, Job.demand, QUEUED_AT.label("queued_at"), Job.may_preempt,
-                     Job.nominated_at,
+                     Job.nominated_at, *extra,
                      func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id)).label("rank"))
               .where(*where).subquery())
     return select(ranked).where(ranked.c.rank <= per_team).order_by(ranked.c.queued_at, ranked.c.id)
@@ -153,6 +165,15 @@ def served_of(session: Session, backend: str, names: Mapping[uuid.UUID, str]) ->
 # whole compiled job of every running job (~10 KB of JSON each, 3,000 on a busy Vertex project)
 # was decoded on every admission pass for this one field.
 _TIMEOUT = Job.compiled[("custom_job", "jobSpec", "scheduling", "timeout")].as_string()
+
+
+def _likely_end(duration: float | None, started: datetime | None, limit_end: float | None) -> float | None:
+    """When a running job will likely end: its start plus its template's usual run time (never
+    after its time limit); unknown: None (the forecast then takes its time limit)."""
+    if duration is None:
+        return None
+    end = _seconds(started) + duration
+    return end if limit_end is None else min(end, limit_end)
 
 
 def _timeout_seconds(raw: str | None) -> float | None:

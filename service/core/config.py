@@ -315,6 +315,11 @@ class Settings(BaseSettings):
     max_preemptions_per_job: int = Field(
         3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted for priority; after "
         "that no class preempts it (a borrowed job stays reclaimable by a team inside its nominal quota)")
+    queue_forecast_seconds: float = Field(
+        0.3, ge=0, le=10, description="CPU seconds one queue computation may spend playing the plan forward "
+        "(the predicted start order and likely starts); the jobs it does not reach keep the current pass's order")
+    queue_forecast_passes: int = Field(
+        200, ge=0, le=100_000, description="Scheduler passes one queue computation's forecast plays at most")
     queue_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="GET /v1/queue and a waiting job's view reuse one computed queue per "
         "backend and process for this long")

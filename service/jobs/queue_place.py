@@ -28,4 +28,5 @@ def queue_place(notes: QueueNotes, backends: Mapping, session: Session, job: Job
     note = notes.note(session, job.backend, job.id)
     if note is None:
         return None
-    return QueuePlace(position=note.position, why=note.why, ahead=note.ahead, estimated_start=note.estimated_start)
+    return QueuePlace(position=note.position, why=note.why, ahead=note.ahead, estimated_start=note.estimated_start,
+                      likely_start=note.likely_start)

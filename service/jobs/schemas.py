@@ -180,7 +180,13 @@ class QueuePlace(BaseModel):
     position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
     why: str = Field(description="What it waits for, in words")
     ahead: int = Field(description="Waiting jobs ahead of it (all teams)")
-    estimated_start: datetime | None = Field(None, description="When it may start, where an estimate can be made")
+    likely_start: datetime | None = Field(
+        None, description="When it will likely start: the queue played forward with each job's expected run time "
+                          "(its template's recent runs, else its time limit), nothing new arriving; null where "
+                          "the forecast does not reach it")
+    estimated_start: datetime | None = Field(
+        None, description="When it starts at the latest if nothing new of a higher priority arrives: every "
+                          "running job to its time limit; null where nothing known frees enough")
 
 
 class JobOut(JobSummary):

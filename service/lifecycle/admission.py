@@ -121,7 +121,8 @@ class WaitingNote:
     position: int
     why: str
     ahead: int
-    estimated_start: datetime | None = None
+    estimated_start: datetime | None = None     # at the latest (time limits)
+    likely_start: datetime | None = None        # as the forecast plays it (expected durations)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class Running:
     stopping_for: JobId | None = None
     expected_end: float | None = None
     preemptible: bool = True
+    likely_end: float | None = None       # when it will likely end (its template's past runs), for the forecast
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Waiting:
     queued_at: float
     may_preempt: bool = False
     nominated: bool = False
+    duration: float | None = None         # how long it will likely run (the forecast's; None: unknown)
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,16 @@ class Policy:
     """starve_after_s: a job waiting this long has capacity kept for it as it frees, so a large
     job is never starved by a stream of small ones. max_preemptions_per_pass bounds the work a
     pass may undo at once. estimate_limit: start estimates for this many waiting jobs.
-    grace_s: a job preempted now has stopped this long from now at the latest (the estimates)."""
+    grace_s: a job preempted now has stopped this long from now at the latest (the estimates).
+    forecast_passes / forecast_jobs / forecast_seconds: how far the forecast plays forward (the
+    passes it runs, the jobs it places, its time); the jobs beyond keep this pass's order."""
     starve_after_s: float = 1800.0
     max_preemptions_per_pass: int = 16
     estimate_limit: int = 100
     grace_s: float = 30.0
+    forecast_passes: int = 200
+    forecast_jobs: int = 2000
+    forecast_seconds: float = 0.3
 
 
 class PreemptionKind(str, Enum):
@@ -120,7 +127,9 @@ class Queued:
     position: int
     why: str
     ahead: int
-    estimated_start: float | None = None
+    estimated_start: float | None = None  # at the latest: the running jobs run to their time limits
+    likely_start: float | None = None     # as the forecast plays it (expected durations), if it got there
+    reason: str = ""                      # why, without the place ("; 3 jobs ahead")
 
 
 @dataclass

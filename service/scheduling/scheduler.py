@@ -97,9 +97,8 @@ class _Pass:
             if why is None:
                 why = said[key] = waiting_why(self.ledger, job)
             why = f"{note}; {why}" if note else why
-            place = "next in line" if i == 0 else f"{i} job{'s' if i != 1 else ''} ahead"
-            self.decision.queue.append(Queued(job.job_id, job.team, i + 1, f"{why}; {place}" if why else place, i,
-                                              starts.get(job.job_id)))
+            self.decision.queue.append(Queued(job.job_id, job.team, i + 1, with_place(why, i), i,
+                                              starts.get(job.job_id), reason=why))
         return self.decision
 
     def _ending(self) -> list[Running]:
@@ -205,6 +204,11 @@ class _Pass:
         if self.ledger.share(job.team).nominal and quota_part(job.demand):
             return f"fits; team {job.team} is inside its nominal quota"
         return "fits"
+
+
+def with_place(why: str, ahead: int) -> str:
+    place = "next in line" if ahead == 0 else f"{ahead} job{'s' if ahead != 1 else ''} ahead"
+    return f"{why}; {place}" if why else place
 
 
 def _preempt_why(victim: Running, job: Waiting, kind) -> str:

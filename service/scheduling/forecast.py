@@ -1,0 +1,126 @@
+"""Where each waiting job will start, by playing the plan forward: the pure scheduler, pass after
+pass, each running job ending at its expected time (what jobs of its template took before, else
+its time limit), until every waiting job has started or the play's bounds are reached. A job's
+place is its place in that predicted start order, and its likely start the time the play starts
+it: the order a member reads is the order the controller would follow if nothing new arrived
+(issue 49; the standings of one pass change every time a job ends).
+
+Nothing is invented here: every pass is schedule() itself, so a rule (fair order, slots, quotas,
+reclaim, priority, starvation) is written once. What the play assumes: no new job arrives; a job
+runs its expected duration (unknown: it ends at its time limit, or never); a job preempted stops
+within the grace period and comes back to the queue with its first attempt's age."""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from service.scheduling.estimate import estimate_starts
+from service.scheduling.model import Decision, JobId, Policy, Queued, Resources, Running, Share, Waiting
+from service.scheduling.scheduler import schedule, with_place
+
+
+@dataclass
+class Forecast:
+    order: list[JobId] = field(default_factory=list)       # the predicted start order
+    likely: dict[JobId, float] = field(default_factory=dict)  # when each starts, as played
+
+
+def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
+                 waiting: Sequence[Waiting], now: float, policy: Policy, *,
+                 served: Mapping[str, float]) -> Forecast:
+    """Each running job ends at its `likely_end` (else its `expected_end`, its time limit); each
+    waiting job runs its `duration` (None: for ever, in the play). Bounded by the policy's
+    forecast_passes, forecast_jobs and forecast_seconds (of this thread's CPU): a place beyond
+    them is the current pass's."""
+    deadline = time.thread_time() + policy.forecast_seconds
+    out = Forecast()
+    played = [replace(r, expected_end=r.likely_end if r.likely_end is not None else r.expected_end)
+              for r in running]
+    queue: list[Waiting] = list(waiting)
+    seen = {w.job_id for w in waiting}
+    served = dict(served)
+    left: dict[JobId, float | None] = {}
+    t = now
+    for _ in range(policy.forecast_passes):
+        if not queue or len(out.order) >= policy.forecast_jobs or time.thread_time() > deadline:
+            break
+        d = schedule(capacity, shares, played, queue, t, policy, explain=False, served=served)
+        by_id = {w.job_id: w for w in queue}
+        for a in d.admit:
+            w = by_id[a.job_id]
+            if w.job_id in seen and w.job_id not in out.likely:
+                out.order.append(w.job_id)
+                out.likely[w.job_id] = t
+            played.append(Running(w.job_id, w.team, w.priority, w.demand, t,
+                                  expected_end=None if w.duration is None else t + w.duration))
+            served[w.team] = t
+        started = {a.job_id for a in d.admit}
+        stopping = {p.job_id: p.for_job for p in d.preempt}
+        nominated = set(stopping.values())
+        queue = [replace(w, nominated=True) if w.job_id in nominated else w for w in queue if w.job_id not in started]
+        soon = t + policy.grace_s
+        for r in played:
+            if r.job_id in stopping:       # what it still had to run, once it runs again
+                left[r.job_id] = None if r.expected_end is None else max(0.0, r.expected_end - t)
+        played = [replace(r, stopping=True, stopping_for=stopping[r.job_id], expected_end=soon)
+                  if r.job_id in stopping else r for r in played]
+        nxt, played, back = _next_end(t, played)
+        if nxt is None:
+            break                                # nothing known ends: the rest wait for ever here
+        t = nxt
+        for r in back:                           # a preempted job waits again, with its first age
+            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, r.started_at, duration=left.get(r.job_id)))
+    return out
+
+
+def _next_end(t: float, played: list[Running]) -> tuple[float | None, list[Running], list[Running]]:
+    """Moves the clock to the next expected end: the running jobs that end then are gone (a
+    preempted one comes back to the queue). None when no running job has a known end."""
+    ends = [r.expected_end for r in played if r.expected_end is not None]
+    if not ends:
+        return None, played, []
+    nxt = min(ends)
+    keep, back = [], []
+    for r in played:
+        if r.expected_end is not None and r.expected_end <= nxt:
+            if r.stopping and r.stopping_for is not None:
+                back.append(r)
+        else:
+            keep.append(r)
+    return max(t, nxt) if nxt != -math.inf else t, keep, back
+
+
+def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
+              waiting: Sequence[Waiting], now: float, policy: Policy, *,
+              served: Mapping[str, float]) -> Decision:
+    """This pass's decision with every waiting job's place in the predicted start order, its
+    likely start (the play's) and its start at the latest (every running job to its time limit,
+    in that order): what GET /v1/queue, a waiting job's view and the UI show."""
+    d = schedule(capacity, shares, running, waiting, now, policy, served=served)
+    if not d.queue:
+        return d
+    fc = play_forward(capacity, shares, running, waiting, now, policy, served=served)
+    by_id = {q.job_id: q for q in d.queue}
+    order = [j for j in fc.order if j in by_id]
+    placed = set(order)
+    order += [q.job_id for q in d.queue if q.job_id not in placed]
+    victims = {p.job_id for p in d.preempt}
+    soon = now + policy.grace_s
+    ending = [replace(r, expected_end=soon) if r.job_id in victims and (r.expected_end is None or r.expected_end > soon)
+              else r for r in running]
+    jobs = {w.job_id: w for w in waiting}
+    latest = estimate_starts(capacity, ending, d.admit, [jobs[j] for j in order], waiting, now,
+                             policy.estimate_limit)
+    d.queue = [_placed(by_id[j], i, latest.get(j), fc.likely.get(j)) for i, j in enumerate(order)]
+    return d
+
+
+def _placed(q: Queued, ahead: int, latest: float | None, likely: float | None) -> Queued:
+    if likely is not None and latest is not None:
+        # The walk to the time limits sets quotas aside; where the play (quotas kept) starts the
+        # job later, that is the honest latest.
+        latest = max(likely, latest)
+    return replace(q, position=ahead + 1, ahead=ahead, why=with_place(q.reason, ahead), estimated_start=latest,
+                   likely_start=likely)
