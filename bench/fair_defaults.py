@@ -6,7 +6,7 @@ API: each job's created_at and started_at (the job view). Every job is one repli
 (`python -c "import time, sys; time.sleep(...)"`), so the figures are the queue's, not a trainer's.
 
 (c) The defaults: no capacity set, TRAINJOBS_LOCAL_MAX_RUNNING_JOBS at its default (2) and at 1.
-    Team A queues 12 jobs of 4 s, then team B queues 1. Run with B named so it sorts after A
+    Team A queues 12 jobs of 4 s; once A's jobs hold every slot, team B queues 1. Run with B named so it sorts after A
     (A `teama`, B `teamb`) and before it (A `teamb`, B `teama`). Figures: B's wait (started_at -
     created_at) and how many of A's jobs started before B's. Goal: B starts with the next free slot,
     at most one of A's jobs (4 s) plus a controller pass or two.
@@ -168,6 +168,10 @@ def defaults(root: Path, slots: int | None, late: str, early: str, jobs: int = 1
         for team in (early, late):
             svc.template(team, "sleep", seconds)
         a_ids = [svc.submit(early, "sleep") for _ in range(jobs)]
+        # B comes once A holds every slot, so its wait is for the next free slot (submitted at once,
+        # it sometimes beat A's second launch to a pass: 0.3 s, which measures nothing).
+        held = min(jobs, slots or 2)
+        wait(lambda: sum(1 for i in a_ids if _started(svc, early, i)) >= held, f"{early} to hold every slot", 120, 0.1)
         b_id = svc.submit(late, "sleep")
         b = wait(lambda: _started(svc, late, b_id), f"{late}'s job to start", 300, 0.1)
         b_start = _ts(b["started_at"])
