@@ -2,16 +2,19 @@
 and PostgreSQL; another team's waiting jobs without id or name; a backend not enabled."""
 from __future__ import annotations
 
+import copy
 import html
 import re
 import uuid
+from datetime import datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from service.core.clock import utcnow
-from service.persistence.models import Job
+from service.persistence.models import Job, TeamShare
+from service.ui.render_format import iso
 from tests.backends.localkit import Api, settings_for
 from tests.capacity.queuekit import set_capacity, set_share, shape, write
 from tests.conftest import bearer
@@ -105,3 +108,37 @@ def test_a_preempted_jobs_page_lists_its_preemption_and_another_page_none(app, s
     # A job never preempted: the panel is there (for the live swap) and hidden.
     page = new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text
     assert '<section class="panel" id="panel-preemptions" data-live aria-labelledby="h-preemptions" hidden>' in page
+
+
+def test_the_queue_and_a_waiting_jobs_page_show_the_likely_start_and_the_latest(app, api, scene, tokens, db_url):
+    """Issue 49.2: both times, labelled. Without its quota alpha preempts nothing: it waits for
+    beta's running job to end. Beta's last run of its template took 60 s, so that job likely
+    ends a minute after it started, long before its time limit."""
+    def limited(session):   # beta's running job: a one-hour time limit
+        job = session.get(Job, uuid.UUID(scene["b1"]))
+        compiled = copy.deepcopy(job.compiled)
+        compiled["custom_job"]["jobSpec"].setdefault("scheduling", {})["timeout"] = "3600s"
+        job.compiled = compiled
+        session.execute(delete(TeamShare))
+    write(db_url, limited)
+    beta = Api(TestClient(app, headers=bearer(tokens["other"])))
+    done = beta.submit("tiny", display_name="bob-done")["id"]
+    now = utcnow()
+    write(db_url, lambda s: s.execute(update(Job).where(Job.id == uuid.UUID(done)).values(
+        state="SUCCEEDED", started_at=now - timedelta(minutes=10), ended_at=now - timedelta(minutes=9))))
+    [q] = api.c.get("/v1/queue?backend=local").json()["items"]
+    [mine] = [e for e in q["waiting"] if e["id"] == scene["a1"]]
+    likely, latest = (datetime.fromisoformat(mine[k]) for k in ("likely_start", "estimated_start"))
+    assert likely < latest
+    at = {k: f'<time datetime="{iso(v)}"' for k, v in (("likely", likely), ("latest", latest))}
+    c = new_client(app, tokens["viewer"])
+    page = c.get("/ui/queue").text
+    assert '<th scope="col">Likely start</th><th scope="col">At the latest</th>' in page
+    row = page[page.index(f'/ui/jobs/{scene["a1"]}'):]
+    row = row[:row.index("</tr>")]
+    assert f'<td class="likely">{at["likely"]}' in row and f'<td class="latest">{at["latest"]}' in row
+    assert '<td class="likely">—</td> <td class="latest">—</td>' in " ".join(page.split())   # beta's: no times
+    place = c.get(f"/ui/jobs/{scene['a1']}").text
+    place = place[place.index('id="queue-place"'):]
+    place = place[:place.index("</dd>")]
+    assert f', likely start {at["likely"]}' in place and f', at the latest {at["latest"]}' in place
