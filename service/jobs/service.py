@@ -182,6 +182,6 @@ def attempts_of(session: Session, job: Job) -> list:
     """Every attempt of the job `job` is one of (its first, then its retries), in order."""
     first = job.retry_of or job.id
     return list(session.execute(select(Job.id, Job.attempt, Job.state, Job.preempt_requested_at, Job.preempted_for,
-                                       Job.preempt_reason, Job.error, Job.progress)
+                                       Job.preempt_reason, Job.preempt_kind, Job.error, Job.progress)
                                 .where(or_(Job.id == first, Job.retry_of == first))
                                 .order_by(Job.attempt)).all())

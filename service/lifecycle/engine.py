@@ -222,7 +222,7 @@ class Engine:
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
                                          Job.waiting_reason, Job.preempt_requested_at, Job.preempted_for,
-                                         Job.preempt_reason)
+                                         Job.preempt_reason, Job.preempt_kind)
                                   .where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
@@ -306,7 +306,8 @@ class Engine:
         if fence is not None:
             stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
         values = {"preempt_requested_at": now, "preempted_for": order.for_job,
-                  "preempt_reason": preemption.stored_reason(order.kind, order.why), "updated_at": now}
+                  "preempt_kind": order.kind, "preempt_reason": order.why[:preemption.REASON_CHARS],
+                  "updated_at": now}
         if rows_changed(session.execute(stmt.values(**values))) != 1:
             if fence is not None and not self.fence_holds(session, fence):
                 raise Deposed(f"controller epoch {fence} is no longer current")

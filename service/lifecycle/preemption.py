@@ -20,14 +20,14 @@ STOPPABLE = [S.QUEUED.value, S.PENDING.value, S.RUNNING.value, S.PAUSED.value, S
 REASON_CHARS = 500
 
 
-def stored_reason(kind: str, why: str) -> str:
-    """jobs.preempt_reason: "<kind>: <why>" (the kind, "reclaim" or "priority", has no column)."""
-    return f"{kind}: {why}"[:REASON_CHARS]
-
-
-def parse_reason(text: str | None) -> tuple[str | None, str]:
-    kind, sep, why = (text or "").partition(": ")
-    return (kind, why) if sep and kind.isidentifier() else (None, text or "")
+def kind_and_why(row: Any) -> tuple[str | None, str]:
+    """A preemption's kind (jobs.preempt_kind) and why (jobs.preempt_reason). A row written
+    before the kind had its column kept it in the reason as "<kind>: <why>" (migration 0016
+    splits those; this reads one that was not)."""
+    if row.preempt_kind is not None:
+        return row.preempt_kind, row.preempt_reason or ""
+    kind, sep, why = (row.preempt_reason or "").partition(": ")
+    return (kind, why) if sep and kind in ("reclaim", "priority") else (None, row.preempt_reason or "")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def ended(row: Any, current: JobState, dst: JobState | None, error: dict | None,
     if row.preempt_requested_at is None and not by_backend:
         return None
     if row.preempt_requested_at is not None:
-        kind, why = parse_reason(row.preempt_reason)
+        kind, why = kind_and_why(row)
         for_job = str(row.preempted_for) if row.preempted_for and for_own_team else None
         message = f"preempted for {for_job_words(for_job, row.preempted_for)} ({why})"
     else:

@@ -205,6 +205,7 @@ class Job(Base):
     preempt_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     preempted_for: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     preempt_reason: Mapped[str | None] = mapped_column(String(500))
+    preempt_kind: Mapped[str | None] = mapped_column(String(20))     # reclaim | priority (scheduling.PreemptionKind)
     # Set on a waiting job the controller preempted others for: it goes first until it starts.
     nominated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

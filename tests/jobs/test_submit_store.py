@@ -79,7 +79,7 @@ def test_a_new_jobs_values_read_as_its_stored_row(client, demo, db_url, monkeypa
     columns = [c for c in jobrows.COLUMNS if hasattr(new, c)]
     assert "compiled" in columns, columns
     # Only the preemption and observation columns, which a new job has at their defaults.
-    assert set(jobrows.COLUMNS) - set(columns) <= {"nominated_at", "preempt_reason", "preempt_requested_at",
+    assert set(jobrows.COLUMNS) - set(columns) <= {"nominated_at", "preempt_reason", "preempt_kind", "preempt_requested_at",
                                                    "preempted_for", "preemptions", "state_observed_at"}
     for column in columns:
         assert getattr(new, column) == getattr(job, column), column
