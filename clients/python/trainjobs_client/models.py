@@ -123,7 +123,8 @@ class QueuePlace(Model):
     position: int          # 0: starts on the planner's next pass; 1: next in line
     why: str
     ahead: int
-    estimated_start: datetime | None = None
+    likely_start: datetime | None = None       # the queue played forward with expected run times
+    estimated_start: datetime | None = None    # at the latest: every running job to its time limit
 
 
 class Job(JobSummary):
@@ -358,7 +359,8 @@ class QueueEntry(Model):
     display_name: str | None = None
     why: str | None = None
     ahead: int | None = None
-    estimated_start: datetime | None = None
+    likely_start: datetime | None = None       # the queue played forward with expected run times
+    estimated_start: datetime | None = None    # at the latest: every running job to its time limit
 
 
 class BackendQueue(Model):

@@ -1,7 +1,7 @@
 """`trainjobs queue [--backend NAME] [--json]`: each backend's capacity, each team's use of it,
-and the waiting jobs in the order the controller would start them, with why and an estimated
-start (GET /v1/queue; docs/queue.md). Another team's waiting jobs show only their team, place,
-priority and demand: that is all the service tells."""
+and the waiting jobs in the order the controller would start them, with why, when each will
+likely start and when at the latest (GET /v1/queue; docs/queue.md). Another team's waiting
+jobs show only their team, place, priority and demand: that is all the service tells."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -64,13 +64,13 @@ def render(q) -> list:
         teams.add_row(escape(t.team), escape(amounts(t.nominal)), escape(amounts(t.use)), escape(amounts(t.borrowed)),
                       f"{t.weight:g}", str(t.running_jobs), str(t.waiting_jobs))
     waiting = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("POS", "TEAM", "JOB", "PRIO", "DEMAND", "ESTIMATED START", "WHY"):
+    for col in ("POS", "TEAM", "JOB", "PRIO", "DEMAND", "LIKELY", "AT THE LATEST", "WHY"):
         waiting.add_column(col, no_wrap=col in ("POS", "PRIO"))
     now = q.computed_at
     for e in q.waiting:
         job = f"{escape(e.display_name or '')} ({str(e.id)[:8]})" if e.id is not None else "[dim](another team's job)[/]"
         waiting.add_row(str(e.position), escape(e.team), job, str(e.priority), escape(amounts(e.demand)),
-                        when(e.estimated_start, now), escape(e.why or ""))
+                        when(e.likely_start, now), when(e.estimated_start, now), escape(e.why or ""))
     parts: list = [head, counts]
     if q.teams:
         parts += ["", teams]

@@ -3,11 +3,18 @@
 why; another team's jobs without id or name; a backend that is not enabled."""
 from __future__ import annotations
 
+import copy
 import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import delete, update
 
-from tests.capacity.queuekit import http_scene, queue_server
+from service.core.clock import utcnow
+from service.persistence.models import Job, TeamShare
+from tests.capacity.queuekit import http_scene, queue_server, write
 
 
 @pytest.fixture
@@ -50,3 +57,30 @@ def test_a_backend_not_enabled_is_a_clear_error(cli, scene):
     r = cli("queue", "--limit", "0")
     assert r.returncode == 2 and "422" in r.stderr
 
+
+
+def test_queue_shows_when_a_job_likely_starts_and_when_at_the_latest(cli, scene, db_url):
+    """Issue 49.2: both times, labelled. Beta's b2 ran 60 s (its template's history) and beta's
+    running b1 has a one-hour limit; without its quota alpha waits for b1 to end."""
+    now = utcnow()
+
+    def history(session):
+        b1 = session.get(Job, uuid.UUID(scene["b1"]))
+        compiled = copy.deepcopy(b1.compiled)
+        compiled["custom_job"]["jobSpec"].setdefault("scheduling", {})["timeout"] = "3600s"
+        b1.compiled = compiled
+        session.execute(update(Job).where(Job.id == uuid.UUID(scene["b2"])).values(
+            state="SUCCEEDED", started_at=now - timedelta(minutes=10), ended_at=now - timedelta(minutes=9)))
+        session.execute(delete(TeamShare))
+    write(db_url, history)
+    [q] = json.loads(cli("queue", "--json").stdout)["items"]
+    [entry] = q["waiting"]
+    likely, latest = (datetime.fromisoformat(entry[k]).astimezone(UTC) for k in ("likely_start", "estimated_start"))
+    assert latest - likely > timedelta(minutes=30)
+    r = cli("queue")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("POS "))
+    assert header.split()[5:9] == ["LIKELY", "AT", "THE", "LATEST"]
+    row = next(line for line in lines if line.startswith("1 "))
+    assert re.search(rf"{likely:%H:%M} UTC \((now|in 0h0[01]m)\)\s+{latest:%H:%M} UTC \(in 0h[56]\dm\)", row), row
