@@ -15,7 +15,7 @@ from service.auth.service import Actor
 from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import queries, service, submit_input
-from service.jobs.preemptions import preemptions_of
+from service.jobs.preemption_history import preemptions_of
 from service.jobs.queue_place import queue_place
 from service.jobs.schemas import (
     AttemptRef,

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from service.core.clock import utcnow
 from service.core.errors import Conflict, NotFound
-from service.lifecycle import preemption, retries, sanitize
+from service.lifecycle import preempted, retries, sanitize
 from service.lifecycle.admission import PreemptOrder
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
@@ -79,8 +79,8 @@ def decide(current: JobState, proposed: JobState | None) -> JobState | None:
 def _preempted(row, current: JobState, dst: JobState | None, reason: str, error: dict | None,
                for_own_team: bool = True):
     """(the preemption's ending or None, the state, the event's reason, the error) for what a
-    backend reported of a job (lifecycle/preemption.py decides whether it ends a preemption)."""
-    ending = preemption.ended(row, current, dst, error, for_own_team)
+    backend reported of a job (lifecycle/preempted.py decides whether it ends a preemption)."""
+    ending = preempted.ended(row, current, dst, error, for_own_team)
     if ending is not None:
         return ending, S.FAILED, ending.reason, ending.error
     if row.preempt_requested_at is not None and dst == S.CANCELLING:
@@ -301,12 +301,12 @@ class Engine:
         preempted_for and reason, an event on it (no state change) and the waiting job's
         nominated_at, fenced. False: the victim is no longer running, or already being stopped."""
         now = utcnow()
-        stmt = update(Job).where(Job.id == order.job_id, Job.state.in_(preemption.STOPPABLE),
+        stmt = update(Job).where(Job.id == order.job_id, Job.state.in_(preempted.STOPPABLE),
                                  Job.preempt_requested_at.is_(None))
         if fence is not None:
             stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
         values = {"preempt_requested_at": now, "preempted_for": order.for_job,
-                  "preempt_kind": order.kind, "preempt_reason": order.why[:preemption.REASON_CHARS],
+                  "preempt_kind": order.kind, "preempt_reason": order.why[:preempted.REASON_CHARS],
                   "updated_at": now}
         if rows_changed(session.execute(stmt.values(**values))) != 1:
             if fence is not None and not self.fence_holds(session, fence):
@@ -314,7 +314,7 @@ class Engine:
             return False
         state = session.scalar(select(Job.state).where(Job.id == order.job_id))
         shown = order.for_job if self._same_team(session, order.job_id, order.for_job) else None
-        text = f"preemption requested for {preemption.for_job_words(shown, order.for_job)}: {order.why}"
+        text = f"preemption requested for {preempted.for_job_words(shown, order.for_job)}: {order.why}"
         session.execute(insert(JobEvent), [self._event_row(order.job_id, state, S(state), text, actor, now)])
         session.execute(update(Job).where(Job.id == order.for_job, Job.state == S.QUEUED.value)
                         .values(nominated_at=now))

@@ -4,7 +4,7 @@ call; `start()` runs it every interval on its own thread.
 
 A pass: settle cancels, poll the launched jobs in batches, then admit QUEUED jobs and
 submit them: oldest first within the backend's cap, or, with a CapacityPlanner, in the
-plan's order (fair share, priorities) after carrying out its preemptions (preempting.py). Only this thread calls
+plan's order (fair share, priorities) after carrying out its preemptions (preempter.py). Only this thread calls
 the backend's submit/poll/cancel, so none of them race each other. Every write goes
 through lifecycle.engine with this controller's fencing epoch."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ from service.core.clock import utcnow
 from service.lifecycle import admission, observed, stalls
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.handles import handle_of_row, read_handles
-from service.lifecycle.preempting import Preempter
+from service.lifecycle.preempter import Preempter
 from service.lifecycle.protocol import (
     Backend,
     Observation,

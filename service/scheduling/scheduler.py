@@ -37,7 +37,7 @@ from service.scheduling.model import (
     Waiting,
     quota_part,
 )
-from service.scheduling.preemption import choose_victims
+from service.scheduling.victims import choose_victims
 
 
 def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],

@@ -12,7 +12,7 @@ from service.core.errors import DomainError
 from service.jobs import epochs as epoch_history
 from service.jobs import queries
 from service.jobs import service as jobs
-from service.jobs.preemptions import preemptions_of
+from service.jobs.preemption_history import preemptions_of
 from service.jobs.queue_place import queue_place
 from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job

@@ -38,7 +38,7 @@ SLACK_TEXT_CHARS = 3000       # Slack shows about this much of a message before 
 
 
 def types_for(from_state: JobState | None, to_state: JobState | None, *, preempted: bool = False) -> list[str]:
-    """preempted: the job ended by a preemption (lifecycle/preemption.py), which is not its failure."""
+    """preempted: the job ended by a preemption (lifecycle/preempted.py), which is not its failure."""
     if to_state is None:
         return []   # progress only
     out = ["job.state_changed"]

@@ -71,7 +71,7 @@ def _job_of(s, team: str, state=S.RUNNING):
 def test_a_preemption_names_the_waiting_job_to_its_own_team_only(session_factory):
     """A member reads which job of their team theirs was preempted for; another team's job is
     "another team's job" in the event, the error and the job view's list (its id is not theirs)."""
-    from service.jobs.preemptions import preemptions_of
+    from service.jobs.preemption_history import preemptions_of
     from service.jobs.service import attempts_of
     from service.lifecycle.admission import PreemptOrder
 

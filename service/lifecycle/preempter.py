@@ -24,7 +24,7 @@ from service.lifecycle.protocol import Backend, PermanentBackendError, Transient
 from service.lifecycle.states import JobState
 from service.persistence.models import Job
 
-log = logging.getLogger("trainjobs.lifecycle.preempting")
+log = logging.getLogger("trainjobs.lifecycle.preempter")
 
 
 class Preempter:

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.jobs.schemas import PreemptionRef
-from service.lifecycle import preemption
+from service.lifecycle import preempted
 from service.persistence.models import Job
 
 
@@ -23,7 +23,7 @@ def preemptions_of(session: Session, team_id: uuid.UUID, attempts: list) -> list
         error = a.error if isinstance(a.error, dict) else {}
         if a.preempt_requested_at is None and error.get("cause") != "preemption":
             continue
-        kind, why = preemption.kind_and_why(a)
+        kind, why = preempted.kind_and_why(a)
         kept = ((a.progress or {}).get("preempted_at") or {}).get("step") if isinstance(a.progress, dict) else None
         resumed = (after.progress or {}).get("resumed_at_step") if after is not None and \
             isinstance(after.progress, dict) else None
