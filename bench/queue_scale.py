@@ -151,7 +151,8 @@ def main() -> None:
     ap.add_argument("--waiting", type=int, default=10_000, help="jobs waiting for capacity (50 teams)")
     ap.add_argument("--seconds", type=float, default=30, help="each measuring window")
     ap.add_argument("--keep-db", action="store_true")
-    ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3")
+    ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3 "
+                                      "(and FILE.readers: of point 4)")
     ap.add_argument("--py-spy", default="py-spy")
     args = ap.parse_args()
     held = [f"held{i:02d}" for i in range(HELD_TEAMS)]
@@ -227,6 +228,8 @@ def main() -> None:
         # 4. 8 readers
         stop = threading.Event()
         lat: dict[str, list[float]] = {"queue": [], "job": [], "other": []}
+        timeline: list[tuple[float, str, float]] = []   # (started, s after the readers began; kind; seconds)
+        w0 = time.perf_counter()
         lock = threading.Lock()
 
         def reader(i: int) -> None:
@@ -247,9 +250,13 @@ def main() -> None:
                         raise SystemExit(f"bench: {path} shows no place in the queue: {r.text[:300]}")
                     with lock:
                         lat[kind].append(d)
+                        timeline.append((round(t - w0, 2), kind, round(d, 3)))
 
         threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(READERS)]
         t0 = time.time()
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "raw",
+                                "--nonblocking", "-o", f"{args.profile}.readers"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) if args.profile else None
         for th in threads:
             th.start()
         lat["other"] = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", None,
@@ -257,6 +264,9 @@ def main() -> None:
         stop.set()
         for th in threads:
             th.join(60)
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(60)
         out["passes_readers"] = passes(passlog, t0, time.time())
         out["load_end"] = loadavg()
     finally:
@@ -284,6 +294,7 @@ def main() -> None:
           f"ms, without readers {out['other_list_p50_ms_quiet']}/{out['other_list_p99_ms_quiet']} ms, before the "
           f"waiting jobs {out['other_list_p50_ms_empty']}/{out['other_list_p99_ms_empty']} ms; passes meanwhile "
           f"{out['passes_readers']}")
+    print("reads (started s, kind, seconds), in order of their end:", timeline)
     print(json.dumps(out))
 
 
