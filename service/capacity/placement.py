@@ -15,7 +15,7 @@ from service.capacity.cache import TtlCache
 from service.capacity.settings import CapacitySettings
 from service.core.errors import Forbidden, Invalid, Problem
 from service.jobspec import CompiledJob
-from service.lifecycle.protocol import Backend
+from service.lifecycle.protocol import Backend, SharesCapacity
 from service.persistence.models import PriorityClass
 from service.scheduling.explain import amount
 
@@ -62,9 +62,8 @@ class Placement:
             if teams is not None and team not in teams:
                 raise Forbidden(f"team {team} may not use priority class {name!r}; it is for team(s) "
                                 f"{', '.join(teams) or 'none'}: ask an operator, or use another class")
-        # The SharesCapacity role's demand(), where the backend plays it (a role, so looked up by name).
-        demand_of = getattr(backend, "demand", None)
-        demand = demand_of(compiled) if callable(demand_of) else {}
+        # The SharesCapacity role's demand(), where the backend plays it (a declared role, checked).
+        demand = backend.demand(compiled) if isinstance(backend, SharesCapacity) else {}
         capacity = self._capacity(session, backend_name)
         asked = snapshot.arbitrated(demand, capacity)
         problems = [Problem("backend", f"the job asks {amount(n, r)}; backend {backend_name} has {capacity[r]} in all",

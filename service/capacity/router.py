@@ -21,6 +21,7 @@ from service.capacity.schemas import (
 )
 from service.capacity.settings import CapacitySettings
 from service.core.errors import NotFound
+from service.lifecycle.protocol import SharesCapacity
 from service.web.container import SessionDep, services
 from service.web.problems import problem_responses
 
@@ -38,8 +39,7 @@ def _offered(request: Request, backend: str) -> dict[str, int]:
     b = services(request).backends.get(backend)
     if b is None:
         raise NotFound(f"no backend {backend!r} is enabled here; enabled: {', '.join(sorted(services(request).backends))}")
-    offered = getattr(b, "offered_capacity", None)   # the optional SharesCapacity role
-    return offered() if callable(offered) else {}
+    return b.offered_capacity() if isinstance(b, SharesCapacity) else {}   # the optional role
 
 
 def _changed(request: Request) -> None:

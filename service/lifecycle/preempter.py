@@ -4,9 +4,8 @@ For each of the plan's orders: one fenced write (Engine.request_preemption: the 
 preempt_requested_at and reason, an event on it, the waiting job's nominated_at), committed
 before the backend is called, so that a controller that dies between the two leaves a request
 its successor sends. Then every victim whose stop this term has not sent yet is stopped: through
-the backend's graceful preempt() where its Capabilities say `preempts` (a declared flag, not a
-probe: a backend that implements only part of the SharesCapacity role still says what it can),
-else through cancel(). A stop that failed for now (TransientBackendError) is sent again on the
+the backend's graceful preempt() where its Capabilities say `preempts` (a declared flag) and it
+plays the SharesCapacity role (a declared Protocol, checked with isinstance), else through cancel(). A stop that failed for now (TransientBackendError) is sent again on the
 next pass; one sent is never sent twice in a term (nor planned twice: the snapshot counts a
 victim as `stopping`)."""
 from __future__ import annotations
@@ -20,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.lifecycle.admission import PreemptOrder, launched_active
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.handles import handle_of_row, read_handles
-from service.lifecycle.protocol import Backend, PermanentBackendError, TransientBackendError
+from service.lifecycle.protocol import Backend, PermanentBackendError, SharesCapacity, TransientBackendError
 from service.lifecycle.states import JobState
 from service.persistence.models import Job
 
@@ -69,8 +68,8 @@ class Preempter:
                 continue
             handle = handle_of_row(self.session_factory, row)
             try:
-                if self.backend.capabilities.preempts:
-                    self.backend.preempt(handle, self.grace_seconds)  # type: ignore[attr-defined]
+                if self.backend.capabilities.preempts and isinstance(self.backend, SharesCapacity):
+                    self.backend.preempt(handle, self.grace_seconds)
                 else:
                     self.backend.cancel(handle)
             except TransientBackendError as e:

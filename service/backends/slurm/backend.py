@@ -367,6 +367,9 @@ class SlurmBackend(Backend):
                                                "job-completion record)")
 
     # -- shared capacity (SharesCapacity) ----------------------------------------------------------
+    def offered_capacity(self) -> dict[str, int]:
+        return {}     # SharesCapacity: the cluster arbitrates itself (docs/slurm.md); nothing offered
+
     def demand(self, compiled: CompiledJob) -> dict[str, int]:
         """What its sbatch asks: CPUs (--cpus-per-task x tasks) and GPUs by type, over every pool."""
         out: dict[str, int] = {}

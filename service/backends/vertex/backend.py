@@ -224,6 +224,10 @@ class VertexBackend(Backend):
         self.progress.ended(str(job.id))
         return None
 
+    def offered_capacity(self) -> dict[str, int]:
+        """SharesCapacity: a project's quota is not ours to read; the operator sets it."""
+        return {}
+
     def demand(self, compiled: CompiledJob) -> dict[str, int]:
         """SharesCapacity: vCPUs and accelerators by type, over every replica (the quota's terms)."""
         return pool_demand(compiled.custom_job_dict)
