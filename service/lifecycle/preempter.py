@@ -5,7 +5,8 @@ preempt_requested_at and reason, an event on it, the waiting job's nominated_at)
 before the backend is called, so that a controller that dies between the two leaves a request
 its successor sends. Then every victim whose stop this term has not sent yet is stopped: through
 the backend's graceful preempt() where its Capabilities say `preempts` (a declared flag) and it
-plays the SharesCapacity role (a declared Protocol, checked with isinstance), else through cancel(). A stop that failed for now (TransientBackendError) is sent again on the
+plays the SharesCapacity role (a declared Protocol, checked with isinstance), else through
+cancel(). A stop that failed for now (TransientBackendError) is sent again on the
 next pass; one sent is never sent twice in a term (nor planned twice: the snapshot counts a
 victim as `stopping`)."""
 from __future__ import annotations

@@ -83,7 +83,7 @@ def span(seconds: int) -> str:
         if seconds >= size and seconds % size == 0:
             n = seconds // size
             return f"{n} {unit}{'' if n == 1 else 's'}"
-    return f"{seconds} seconds" if seconds < 3600 else f"{seconds / 3600:.1f} hours"
+    return f"{seconds} second{'' if seconds == 1 else 's'}" if seconds < 3600 else f"{seconds / 3600:.1f} hours"
 
 
 def amounts(values: dict[str, int] | None, zeros: bool = False) -> str:

@@ -241,7 +241,7 @@ class LocalBackend(Backend):
         all_started = all(r.started for r in run.replicas.values())
         if job.state in (S.QUEUED, S.PENDING) and all_started and \
                 (run.outcome is None or run.outcome.state != S.CANCELLED):
-            reason = f"all {len(run.replicas)} replicas running"
+            reason = "the replica is running" if len(run.replicas) == 1 else f"all {len(run.replicas)} replicas running"
             if run.adopted:
                 reason += " (followed again after a service restart)"
             out.append(Observation(job.id, state=S.RUNNING, reason=reason, backend_ref=run.ref,

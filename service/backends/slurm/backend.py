@@ -29,6 +29,7 @@ from service.backends.slurm.config import SlurmConfig, SlurmConfigError
 from service.backends.slurm.config import check as check_config
 from service.backends.slurm.runs import SlurmRun, own_tree
 from service.core.errors import Problem
+from service.core.text import plural
 from service.jobspec import CompiledJob
 from service.lifecycle.protocol import (
     Backend,
@@ -181,8 +182,9 @@ class SlurmBackend(Backend):
         self._uids[job.id] = uid
         log.info("job %s: submitted as Slurm job %s", job.id, slurm_id)
         return SubmitResult(backend_ref=slurm_id, state=S.PENDING,
-                            reason=f"submitted as Slurm job {slurm_id} ({len(script.groups_of(job.compiled))} "
-                                   f"components, {len(job.compiled.replicas)} tasks)")
+                            reason=f"submitted as Slurm job {slurm_id} "
+                                   f"({plural(len(script.groups_of(job.compiled)), 'component')}, "
+                                   f"{plural(len(job.compiled.replicas), 'task')})")
 
     def _lookup(self, job: JobHandle) -> str | None:
         """The Slurm job an earlier attempt made: this pass's listing, else a lookup by name
@@ -331,12 +333,13 @@ class SlurmBackend(Backend):
             started = [t for t in tasks if run.task_record(t, "started") is not None]
             if len(started) == len(tasks):
                 return Observation(job.id, state=S.RUNNING, backend_ref=ref, started_at=sj.start,
-                                   reason=f"all {len(tasks)} tasks running on {', '.join(sj.nodes)} "
+                                   reason=f"{'the task' if len(tasks) == 1 else f'all {len(tasks)} tasks'} running on "
+                                          f"{', '.join(sj.nodes)} "
                                           f"(Slurm job {ref})")
             if job.state == S.QUEUED:
                 return Observation(job.id, state=S.PENDING, backend_ref=ref,
                                    reason=f"Slurm job {ref} allocated {', '.join(sj.nodes)}; starting "
-                                          f"{len(tasks) - len(started)} of {len(tasks)} tasks")
+                                          f"{len(tasks) - len(started)} of {plural(len(tasks), 'task')}")
         return None
 
     def _missing(self, job: JobHandle, run: SlurmRun) -> Observation | None:
