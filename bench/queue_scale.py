@@ -151,6 +151,7 @@ def main() -> None:
     ap.add_argument("--waiting", type=int, default=10_000, help="jobs waiting for capacity (50 teams)")
     ap.add_argument("--seconds", type=float, default=30, help="each measuring window")
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: another TRAINJOBS_NAME for serve")
     ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3 "
                                       "(and FILE.readers: of point 4)")
     ap.add_argument("--py-spy", default="py-spy")
@@ -168,6 +169,7 @@ def main() -> None:
     env = {**os.environ, "TRAINJOBS_DATABASE_URL": url, "TRAINJOBS_BACKENDS": '["sim"]',
            "TRAINJOBS_DEFAULT_BACKEND": "sim", "TRAINJOBS_CAPACITY": json.dumps({"sim": {"core": CAPACITY}}),
            "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_LEVEL": "WARNING"}
+    env |= {f"TRAINJOBS_{k.upper()}": v for k, _, v in (kv.partition("=") for kv in args.set)}
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(passlog), "serve", "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"], cwd=ROOT, env=env,
                             stdout=servelog.open("w"), stderr=subprocess.STDOUT)
