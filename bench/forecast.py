@@ -228,7 +228,7 @@ def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: d
     tau = kendall_tau_b([r[0] for r in rows], [r[1] for r in rows])
     within = [r for r in rows if r[2] is not None and r[1] <= r[2] + 0.2 * max(0.0, r[2] - read_at)]
     with_latest = [r for r in rows if r[3] is not None]
-    latest = [r for r in with_latest if r[1] <= r[3]]
+    latest = [r for r in with_latest if r[3] is not None and r[1] <= r[3]]
     late = [r[1] - r[2] for r in rows if r[2] is not None]
     # The pass gap: from the end that made room for a job to its launch (the controller notices an
     # end on its next pass, then launches on a pass): what the play counts as nothing.
