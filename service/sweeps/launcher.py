@@ -33,6 +33,7 @@ from service.persistence.models import (
     utcnow,
 )
 from service.sweeps import early_stop
+from service.sweeps.attempts import CURRENT_JOB
 from service.sweeps.schemas import SweepState
 from service.sweeps.service import (
     LAUNCHER,
@@ -144,7 +145,7 @@ class SweepLauncher(LoopService):
             select(func.count(), func.count().filter(or_(
                 and_(SweepTrial.job_id.is_(None), SweepTrial.error.is_(None)),
                 Job.state.not_in(_TERMINAL_JOB))))
-            .select_from(SweepTrial).outerjoin(Job, Job.id == SweepTrial.job_id)
+            .select_from(SweepTrial).outerjoin(Job, Job.id == CURRENT_JOB)
             .where(SweepTrial.sweep_id == sweep_id)).one()
         return started, unfinished
 
@@ -160,16 +161,18 @@ class SweepLauncher(LoopService):
 
     def _stop_laggards(self, session: Session, sweep: Sweep) -> None:
         rule = sweep.request["early_stopping"]
-        running: set[uuid.UUID] = set(session.scalars(
-            select(Job.id).select_from(SweepTrial).join(Job, Job.id == SweepTrial.job_id).where(
+        # The trials' running attempts (a trial goes on in its latest attempt), by job id.
+        trial_of: dict[uuid.UUID, int] = {job_id: number for job_id, number in session.execute(
+            select(Job.id, SweepTrial.number).select_from(SweepTrial).join(Job, Job.id == CURRENT_JOB).where(
                 SweepTrial.sweep_id == sweep.id, SweepTrial.stopped_early.is_(None),
-                Job.state == JobState.RUNNING.value)))
+                Job.state == JobState.RUNNING.value))}
+        running = set(trial_of)
         if not running:
             return
         value = JobEpoch.metrics[sweep.objective_metric].as_float()
         curves: dict[uuid.UUID, list[tuple[int, float]]] = {}
         for job_id, epoch, v in session.execute(
-                select(JobEpoch.job_id, JobEpoch.epoch, value).join(SweepTrial, SweepTrial.job_id == JobEpoch.job_id)
+                select(JobEpoch.job_id, JobEpoch.epoch, value).join(SweepTrial, CURRENT_JOB == JobEpoch.job_id)
                 .where(SweepTrial.sweep_id == sweep.id, value.is_not(None))
                 .order_by(JobEpoch.job_id, JobEpoch.epoch)):
             curves.setdefault(job_id, []).append((epoch, float(v)))
@@ -180,7 +183,8 @@ class SweepLauncher(LoopService):
                                  fence=self.fence)
             except Conflict:
                 continue   # it ended meanwhile
-            session.execute(update(SweepTrial).where(SweepTrial.job_id == verdict.job_id)
+            session.execute(update(SweepTrial).where(SweepTrial.sweep_id == sweep.id,
+                                                     SweepTrial.number == trial_of[verdict.job_id])
                             .values(stopped_early=verdict.reason))
             log.info("sweep %s: %s (job %s)", sweep.id, verdict.reason, verdict.job_id)
             self._wake_after_commit.add(sweep.backend)
@@ -226,7 +230,7 @@ class SweepLauncher(LoopService):
             final = SweepState.CANCELLED
         else:
             succeeded = session.scalar(select(func.count()).select_from(SweepTrial)
-                                       .join(Job, Job.id == SweepTrial.job_id)
+                                       .join(Job, Job.id == CURRENT_JOB)
                                        .where(SweepTrial.sweep_id == sweep.id,
                                               Job.state == JobState.SUCCEEDED.value))
             final = SweepState.SUCCEEDED if succeeded else SweepState.FAILED

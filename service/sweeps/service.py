@@ -35,6 +35,7 @@ from service.persistence.models import (
 )
 from service.persistence.rows import rows_changed
 from service.sweeps import space
+from service.sweeps.attempts import CURRENT_JOB
 from service.sweeps.schemas import (
     SWEEP_ACTIVE,
     Objective,
@@ -219,7 +220,7 @@ def cancel_trials(session: Session, engine: Engine, sweep_id: uuid.UUID, *, acto
                   fence: int | None = None) -> set[str]:
     """Ask every unfinished trial job to stop (CANCELLING: the controller stops it).
     Returns the backends to wake."""
-    rows = session.execute(select(Job.id, Job.backend).join(SweepTrial, SweepTrial.job_id == Job.id)
+    rows = session.execute(select(Job.id, Job.backend).join(SweepTrial, CURRENT_JOB == Job.id)
                            .where(SweepTrial.sweep_id == sweep_id,
                                   Job.state.not_in(_TERMINAL_JOB + [JobState.CANCELLING.value]))).all()
     for job_id, _ in rows:
@@ -269,16 +270,43 @@ def _objectives(session: Session, job_ids: list[uuid.UUID], metric: str,
     return {job_id: (float(v), epoch) for job_id, v, epoch in rows if v is not None}
 
 
+def _attempts(session: Session, first_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """Each trial job's attempts (itself first)."""
+    out: dict[uuid.UUID, list[uuid.UUID]] = {job_id: [job_id] for job_id in first_ids}
+    if first_ids:
+        for job_id, first in session.execute(select(Job.id, Job.retry_of).where(Job.retry_of.in_(first_ids))
+                                             .order_by(Job.attempt)):
+            if first in out:
+                out[first].append(job_id)
+    return out
+
+
+def _best_of(values: dict[uuid.UUID, tuple[float, int]], attempts: dict[uuid.UUID, list[uuid.UUID]],
+             goal: str) -> dict[uuid.UUID, tuple[float, int]]:
+    """Per trial job: the best objective over its attempts (the first such attempt's epoch)."""
+    sign = -1 if goal == "maximize" else 1
+    out = {}
+    for first, ids in attempts.items():
+        found = [values[a] for a in ids if a in values]
+        if found:
+            out[first] = min(found, key=lambda v: sign * v[0])
+    return out
+
+
 def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def trials_of(session: Session, sweep: Sweep) -> list[TrialOut]:
+    # A trial's state and progress are its latest attempt's (sweeps/attempts.py); its objective
+    # the best over every attempt it ran.
     rows = session.execute(select(SweepTrial.number, SweepTrial.parameters, SweepTrial.job_id, SweepTrial.error,
                                   SweepTrial.stopped_early, Job.state, Job.progress)
-                           .outerjoin(Job, Job.id == SweepTrial.job_id)
+                           .outerjoin(Job, Job.id == CURRENT_JOB)
                            .where(SweepTrial.sweep_id == sweep.id).order_by(SweepTrial.number)).all()
-    best = _objectives(session, [r.job_id for r in rows if r.job_id], sweep.objective_metric, sweep.objective_goal)
+    attempts = _attempts(session, [r.job_id for r in rows if r.job_id])
+    best = _best_of(_objectives(session, [a for ids in attempts.values() for a in ids], sweep.objective_metric,
+                                sweep.objective_goal), attempts, sweep.objective_goal)
     out, started = [], set()
     for r in rows:
         started.add(r.number)
