@@ -82,3 +82,54 @@ def test_one_computation_at_a_time_per_backend(session_factory):
         t.join(60)
     assert not errors and len(results) == 8
     assert cache.computations == 1 and all(r is results[0] for r in results)
+
+
+def _readers(cache, session_factory, n):
+    started, results, errors = [], [], []
+
+    def read():
+        started.append(1)
+        try:
+            with session_factory() as session:
+                results.append(cache.get(session, "local"))
+        except BaseException as e:  # pragma: no cover - shown by the assertion below
+            errors.append(e)
+    threads = [threading.Thread(target=read) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads, started, results, errors
+
+
+def test_readers_take_a_computation_that_took_longer_than_the_ttl(session_factory):
+    """A computation longer than the TTL (the forecast's, under load): the readers that waited
+    for it take its result; each used to find it stale and compute again in turn (8 readers
+    queued behind 7 computations, p99 30 s in bench/queue_scale.py)."""
+    clock, planner = Clock(), GatedPlanner()
+    cache = QueueCache(planner, 2.0, clock=clock)
+    threads, started, results, errors = _readers(cache, session_factory, 8)
+    wait_for(lambda: planner.entered.is_set() and len(started) == 8, "every reader to start")
+    clock.t += 5.0                                  # it takes 5 s
+    planner.release.set()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(results) == 8
+    assert cache.computations == 1 and all(r is results[0] for r in results)
+
+
+def test_a_stale_result_is_read_while_another_reader_computes(session_factory):
+    clock, planner = Clock(), GatedPlanner()
+    planner.release.set()
+    cache = QueueCache(planner, 2.0, clock=clock)
+    with session_factory() as session:
+        first = cache.get(session, "local")
+    clock.t += 3.0                                  # stale now
+    planner.entered.clear()
+    planner.release.clear()
+    threads, started, results, errors = _readers(cache, session_factory, 1)
+    wait_for(planner.entered.is_set, "a reader to recompute")
+    with session_factory() as session:
+        assert cache.get(session, "local") is first     # at once, not behind the computation
+    planner.release.set()
+    for t in threads:
+        t.join(60)
+    assert not errors and results[0] is not first and cache.computations == 2
