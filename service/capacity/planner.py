@@ -22,7 +22,7 @@ class Planner:
         self.policy = Policy(starve_after_s=settings.starve_after_seconds,
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
                              grace_s=settings.grace_seconds, forecast_seconds=settings.forecast_seconds,
-                             forecast_passes=settings.forecast_passes)
+                             forecast_passes=settings.forecast_passes, pass_s=settings.pass_seconds)
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
                  held_teams: frozenset = frozenset(), forecast: bool = False) -> snapshots.Snapshot:

@@ -16,5 +16,6 @@ class CapacitySettings:
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
     forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
     forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
+    pass_seconds: float = 0.5                                           # TRAINJOBS_RECONCILE_INTERVAL_SECONDS
     max_priority_classes: int = 100                                     # TRAINJOBS_MAX_PRIORITY_CLASSES
     max_resources: int = 64                                             # TRAINJOBS_CAPACITY_MAX_RESOURCES

@@ -124,7 +124,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None,
                        duration=likely.get((row.team_id, row.template_name)) or _timeout_seconds(row.timeout)
-                       if forecast else None)
+                       if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
                for row in session.execute(_waiting(backend, now, max_waiting, held_teams, forecast))]
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
                     served_of(session, backend, names))

@@ -16,7 +16,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from service.scheduling.estimate import estimate_starts
 from service.scheduling.model import Decision, JobId, Policy, Queued, Resources, Running, Share, Waiting
 from service.scheduling.scheduler import schedule, with_place
 
@@ -29,14 +28,17 @@ class Forecast:
 
 def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
                  waiting: Sequence[Waiting], now: float, policy: Policy, *,
-                 served: Mapping[str, float]) -> Forecast:
+                 served: Mapping[str, float], latest: bool = False) -> Forecast:
     """Each running job ends at its `likely_end` (else its `expected_end`, its time limit); each
-    waiting job runs its `duration` (None: for ever, in the play). Bounded by the policy's
-    forecast_passes, forecast_jobs and forecast_seconds (of this thread's CPU): a place beyond
-    them is the current pass's."""
+    waiting job runs its `duration` (None: for ever, in the play). latest: every job to its time
+    limit instead (`expected_end`, `limit`): the start at the latest, quotas kept. The controller
+    sees an end at its next pass (every policy.pass_s from now), so ends between two passes free
+    their capacity together and a start comes at a pass. Bounded by the policy's forecast_passes,
+    forecast_jobs and forecast_seconds (of this thread's CPU): a place beyond them is the
+    current pass's."""
     deadline = time.thread_time() + policy.forecast_seconds
     out = Forecast()
-    played = [replace(r, expected_end=r.likely_end if r.likely_end is not None else r.expected_end)
+    played = [replace(r, expected_end=r.expected_end if latest or r.likely_end is None else r.likely_end)
               for r in running]
     queue: list[Waiting] = list(waiting)
     seen = {w.job_id for w in waiting}
@@ -53,8 +55,9 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
             if w.job_id in seen and w.job_id not in out.likely:
                 out.order.append(w.job_id)
                 out.likely[w.job_id] = t
+            runs = w.limit if latest else w.duration
             played.append(Running(w.job_id, w.team, w.priority, w.demand, t,
-                                  expected_end=None if w.duration is None else t + w.duration))
+                                  expected_end=None if runs is None else t + runs))
             served[w.team] = t
         started = {a.job_id for a in d.admit}
         stopping = {p.job_id: p.for_job for p in d.preempt}
@@ -66,22 +69,27 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
                 left[r.job_id] = None if r.expected_end is None else max(0.0, r.expected_end - t)
         played = [replace(r, stopping=True, stopping_for=stopping[r.job_id], expected_end=soon)
                   if r.job_id in stopping else r for r in played]
-        nxt, played, back = _next_end(t, played)
+        nxt, played, back = _next_end(t, played, now, policy.pass_s)
         if nxt is None:
             break                                # nothing known ends: the rest wait for ever here
         t = nxt
         for r in back:                           # a preempted job waits again, with its first age
-            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, r.started_at, duration=left.get(r.job_id)))
+            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, r.started_at, duration=left.get(r.job_id),
+                                 limit=left.get(r.job_id)))
     return out
 
 
-def _next_end(t: float, played: list[Running]) -> tuple[float | None, list[Running], list[Running]]:
-    """Moves the clock to the next expected end: the running jobs that end then are gone (a
-    preempted one comes back to the queue). None when no running job has a known end."""
+def _next_end(t: float, played: list[Running], now: float,
+              pass_s: float) -> tuple[float | None, list[Running], list[Running]]:
+    """Moves the clock to the pass that sees the next expected end: the running jobs that have
+    ended by then are gone (a preempted one comes back to the queue). None when no running job
+    has a known end."""
     ends = [r.expected_end for r in played if r.expected_end is not None]
     if not ends:
         return None, played, []
     nxt = min(ends)
+    if pass_s > 0 and nxt > t:
+        nxt = now + math.ceil((nxt - now) / pass_s) * pass_s
     keep, back = [], []
     for r in played:
         if r.expected_end is not None and r.expected_end <= nxt:
@@ -96,24 +104,18 @@ def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequenc
               waiting: Sequence[Waiting], now: float, policy: Policy, *,
               served: Mapping[str, float]) -> Decision:
     """This pass's decision with every waiting job's place in the predicted start order, its
-    likely start (the play's) and its start at the latest (every running job to its time limit,
-    in that order): what GET /v1/queue, a waiting job's view and the UI show."""
+    likely start (the play's) and its start at the latest (the same play with every job to its
+    time limit): what GET /v1/queue, a waiting job's view and the UI show."""
     d = schedule(capacity, shares, running, waiting, now, policy, served=served)
     if not d.queue:
         return d
     fc = play_forward(capacity, shares, running, waiting, now, policy, served=served)
+    worst = play_forward(capacity, shares, running, waiting, now, policy, served=served, latest=True)
     by_id = {q.job_id: q for q in d.queue}
     order = [j for j in fc.order if j in by_id]
     placed = set(order)
     order += [q.job_id for q in d.queue if q.job_id not in placed]
-    victims = {p.job_id for p in d.preempt}
-    soon = now + policy.grace_s
-    ending = [replace(r, expected_end=soon) if r.job_id in victims and (r.expected_end is None or r.expected_end > soon)
-              else r for r in running]
-    jobs = {w.job_id: w for w in waiting}
-    latest = estimate_starts(capacity, ending, d.admit, [jobs[j] for j in order], waiting, now,
-                             policy.estimate_limit)
-    d.queue = [_placed(by_id[j], i, latest.get(j), fc.likely.get(j)) for i, j in enumerate(order)]
+    d.queue = [_placed(by_id[j], i, worst.likely.get(j), fc.likely.get(j)) for i, j in enumerate(order)]
     return d
 
 

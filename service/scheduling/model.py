@@ -79,6 +79,7 @@ class Waiting:
     may_preempt: bool = False
     nominated: bool = False
     duration: float | None = None         # how long it will likely run (the forecast's; None: unknown)
+    limit: float | None = None            # its time limit in seconds (the forecast's "at the latest")
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Policy:
     max_preemptions_per_pass: int = 16
     estimate_limit: int = 100
     grace_s: float = 30.0
+    pass_s: float = 0.0                   # the controller's pass interval: an end is seen at the next pass
     forecast_passes: int = 200
     forecast_jobs: int = 2000
     forecast_seconds: float = 0.3

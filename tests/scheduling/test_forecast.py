@@ -50,3 +50,26 @@ def test_a_preempted_job_comes_back_to_the_play_with_what_it_still_had_to_run():
     waiting = [Waiting("b1", "b", 0, {"core": 2}, 5.0, duration=50.0)]
     fc = play_forward(CAP, shares, running, waiting, 10.0, Policy(grace_s=30.0), served={})
     assert fc.order == ["b1"] and fc.likely["b1"] == 40.0          # a1 preempted at 10, stopped by 40
+
+
+def test_ends_between_two_passes_free_their_capacity_together():
+    """The controller sees ends at its passes: two cores freed 0.2 s apart are free together at
+    the next pass, so the 2-core job waiting longest is not overtaken by a younger 1-core one
+    (bench/forecast.py found tau 0.71-0.78 with 2-core jobs before this)."""
+    running = [Running("r1", "c", 0, {"core": 1}, 0.0, likely_end=10.1),
+               Running("r2", "c", 0, {"core": 1}, 0.0, likely_end=10.3)]
+    waiting = [Waiting("big", "a", 0, {"core": 2}, 1.0, duration=5.0),
+               Waiting("small", "b", 0, {"core": 1}, 2.0, duration=5.0)]
+    fc = play_forward(CAP, {}, running, waiting, 0.0, Policy(pass_s=0.5), served={})
+    assert fc.order == ["big", "small"] and fc.likely["big"] == 10.5 and fc.likely["small"] == 15.5
+    ticked_not = play_forward(CAP, {}, running, waiting, 0.0, Policy(), served={})
+    assert ticked_not.order == ["small", "big"]      # one end at a time: what the play used to say
+
+
+def test_at_the_latest_plays_every_job_to_its_time_limit():
+    running = [Running("r", "a", 0, {"core": 2}, 0.0, expected_end=100.0, likely_end=10.0)]
+    waiting = [Waiting("w1", "b", 0, {"core": 2}, 1.0, duration=5.0, limit=50.0),
+               Waiting("w2", "b", 0, {"core": 2}, 2.0, duration=5.0, limit=50.0)]
+    d = explained(CAP, {}, running, waiting, 0.0, Policy(), served={})
+    got = {q.job_id: (q.likely_start, q.estimated_start) for q in d.queue}
+    assert got == {"w1": (10.0, 100.0), "w2": (15.0, 150.0)}     # the walk used to give w2 no latest at all
