@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from service.auth.deps import Operator, Viewer
 from service.capacity import store
@@ -42,9 +44,16 @@ def _offered(request: Request, backend: str) -> dict[str, int]:
     return b.offered_capacity() if isinstance(b, SharesCapacity) else {}   # the optional role
 
 
-def _changed(request: Request) -> None:
-    services(request).capacity_cache.clear()
-    services(request).waker.wake(None)   # waiting jobs are looked at again at once
+def _changed(request: Request, session: Session) -> None:
+    """Once the change is committed (the unit of work commits after the route returns): the
+    cached capacity is dropped and the controller looks at the waiting jobs again. Done before
+    the commit, a reader or a woken pass could read the old rows and keep them (issue 50.4)."""
+    state = services(request)
+
+    def after(_session) -> None:
+        state.capacity_cache.clear()
+        state.waker.wake(None)
+    event.listen(session, "after_commit", after, once=True)
 
 
 @router.get("/capacity", response_model=list[CapacityOut], operation_id="capacity_list",
@@ -69,7 +78,7 @@ def set_capacity(backend: BackendName, body: CapacityIn, request: Request, sessi
     store.set_capacity(session, backend, dict(body.resources), actor.name, services(request).backends,
                        _settings(request))
     session.flush()
-    _changed(request)
+    _changed(request, session)
     return store.capacity(session, backend, offered, _settings(request))
 
 
@@ -79,7 +88,7 @@ def set_capacity(backend: BackendName, body: CapacityIn, request: Request, sessi
 def reset_capacity(backend: BackendName, request: Request, session: SessionDep, actor: Operator):
     _offered(request, backend)
     store.reset_capacity(session, backend, actor.name, services(request).backends, _settings(request))
-    _changed(request)
+    _changed(request, session)
     return Response(status_code=204)
 
 
@@ -106,7 +115,7 @@ def get_share(team: TeamName, backend: BackendName, request: Request, session: S
 def set_share(team: TeamName, backend: BackendName, body: ShareIn, request: Request, session: SessionDep,
               actor: Operator):
     out = store.set_share(session, team, backend, body, actor.name, services(request).backends, _settings(request))
-    _changed(request)
+    _changed(request, session)
     return out
 
 
@@ -115,7 +124,7 @@ def set_share(team: TeamName, backend: BackendName, body: ShareIn, request: Requ
                responses=problem_responses(401, 403, 404, 422, 503))
 def delete_share(team: TeamName, backend: BackendName, request: Request, session: SessionDep, actor: Operator):
     store.delete_share(session, team, backend, actor.name)
-    _changed(request)
+    _changed(request, session)
     return Response(status_code=204)
 
 
@@ -137,7 +146,7 @@ def get_class(name: ClassName, session: SessionDep, actor: Viewer):
             responses=problem_responses(401, 403, 413, 422, 503))
 def set_class(name: ClassName, body: PriorityClassIn, request: Request, session: SessionDep, actor: Operator):
     out = store.set_class(session, name, body, actor.name, actor.team, _settings(request))
-    _changed(request)
+    _changed(request, session)
     return out
 
 
@@ -146,7 +155,7 @@ def set_class(name: ClassName, body: PriorityClassIn, request: Request, session:
                responses=problem_responses(401, 403, 404, 422, 503))
 def delete_class(name: ClassName, request: Request, session: SessionDep, actor: Operator):
     store.delete_class(session, name, actor.name)
-    _changed(request)
+    _changed(request, session)
     return Response(status_code=204)
 
 
