@@ -511,6 +511,11 @@ class Settings(BaseSettings):
                                              "QUEUED. Default: no cap of ours")
 
 def default_local_work_dir(database_url: str) -> Path:
+    """The local backend's run folders, tied to the database (every process of one service finds
+    the same). Named by a digest of the database's identity, not its name: a job sees its own
+    run folder's host path (its HOME, /proc/self/mountinfo), and the database's file name, host
+    or name is nothing it needs (issue 48.4). A folder of the earlier naming (`<db file>.runs`,
+    `<host>-<port>-<db>/runs`) that exists is still used: an upgrade moves nothing."""
     from sqlalchemy.engine import make_url
 
     url = make_url(database_url)
@@ -518,7 +523,8 @@ def default_local_work_dir(database_url: str) -> Path:
         db = url.database
         if db and db != ":memory:":
             path = Path(db).expanduser().resolve()
-            return path.with_name(path.name + ".runs")
+            earlier = path.with_name(path.name + ".runs")
+            return earlier if earlier.is_dir() else path.with_name(f"runs-{_digest(str(path))}")
         return Path(os.environ.get("TMPDIR", "/tmp")) / f"trainjobs-memory-{os.getpid()}" / "runs"
     # root's home is closed to the unprivileged uids replicas run as (docs/local.md).
     data = Path("/var/lib") if os.geteuid() == 0 else \
@@ -527,7 +533,12 @@ def default_local_work_dir(database_url: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in ident)[:100]
     if safe != ident:
         safe += "-" + hashlib.sha256(ident.encode()).hexdigest()[:8]
-    return data / "trainjobs" / safe / "runs"
+    earlier = data / "trainjobs" / safe / "runs"
+    return earlier if earlier.is_dir() else data / "trainjobs" / _digest(ident) / "runs"
+
+
+def _digest(ident: str) -> str:
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 @lru_cache

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from service.core.config import default_local_work_dir
 from service.demo import demo_template
 from tests.backends.localkit import PROGRAM, job_processes, kill_all
 from tests.conftest import truncate_all
@@ -123,10 +124,11 @@ def test_two_services_on_sqlite(tmp_path, fake_vertex, fake_logging):  # noqa: F
     # No run folder setting: it is tied to the database file, whatever each process's cwd.
     env = {"TRAINJOBS_DATABASE_URL": f"sqlite:///{db}", **vertex_env(fake_vertex, fake_logging)}
     services = [Serve(tmp_path / f"cwd-{i}", env, name=f"serve-{i}") for i in range(2)]
-    runs = db.with_name("trainjobs.db.runs")
+    runs = default_local_work_dir(f"sqlite:///{db}")
     try:
         run_scenario(services, fake_vertex, runs)
         assert runs.is_dir() and not (tmp_path / "cwd-0" / ".trainjobs").exists()
+        assert runs.parent == db.parent and "trainjobs.db" not in runs.name   # no database name in a job's view
         assert oct(db.stat().st_mode & 0o777) == "0o600"  # replicas (other uids) cannot read it
     finally:
         for s in services:
