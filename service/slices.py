@@ -70,8 +70,8 @@ def capacity_settings(s: Settings) -> CapacitySettings:
         max_preemptions_per_pass=s.scheduler_max_preemptions_per_pass, max_waiting=s.scheduler_max_waiting,
         grace_seconds=s.preemption_grace_seconds, max_preemptions_per_job=s.max_preemptions_per_job,
         queue_cache_seconds=s.queue_cache_seconds, forecast_seconds=s.queue_forecast_seconds,
-        forecast_passes=s.queue_forecast_passes, pass_seconds=s.reconcile_interval_seconds, max_priority_classes=s.max_priority_classes,
-        max_resources=s.capacity_max_resources)
+        forecast_passes=s.queue_forecast_passes, pass_seconds=s.reconcile_interval_seconds,
+        max_priority_classes=s.max_priority_classes, max_resources=s.capacity_max_resources)
 
 
 def sweep_limits(s: Settings) -> SweepLimits:

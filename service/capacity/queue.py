@@ -136,6 +136,19 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
         waiting=entries, next_offset=offset + limit if offset + limit < len(computed.order) else None)
 
 
+def own_places(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
+               limit: int) -> list[QueueEntry]:
+    """The caller's own team's waiting jobs wherever they stand in the order (the first
+    `limit`), with their places and starts: what the Queue page's first page sums up."""
+    mine = [(job_id, note) for job_id, note in computed.order if computed.waiting[job_id].team == team][:limit]
+    names = _names(session, [job_id for job_id, _ in mine], team_id)
+    return [QueueEntry(position=note.position, team=team, priority=computed.waiting[job_id].priority,
+                       demand=quota_part(computed.waiting[job_id].demand), id=job_id, display_name=names[job_id],
+                       why=note.why, ahead=note.ahead, estimated_start=note.estimated_start,
+                       likely_start=note.likely_start)
+            for job_id, note in mine if job_id in names]
+
+
 def _names(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, str]:
     if not ids:
         return {}

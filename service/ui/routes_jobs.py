@@ -25,6 +25,7 @@ from service.ui.deps import Form, Member, UiUser, User
 from service.ui.feed import change_of
 from service.ui.render import render, render_fragment
 from service.ui.routing import HtmlRoute
+from service.ui.settings import refresh_ms
 from service.ui.severity import severities
 from service.web.container import SessionDep, services
 from service.web.security_headers import SECURITY_HEADERS
@@ -102,7 +103,8 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 events=jobs.list_events(session, user.actor.team_id, job.id),
                 preemptions=preemptions_of(session, user.actor.team_id, attempts),
                 live=change_of(queries.change_of_job(job)),
-                queue_place=queue_place(services(request).queue, services(request).backends, session, job))
+                queue_place=queue_place(services(request).queue, services(request).backends, session, job),
+                refresh_ms=refresh_ms(services(request).queue.seconds))
 
 
 def _log_tail(request: Request, ctx: dict, replica: str | None) -> dict:

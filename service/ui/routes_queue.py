@@ -13,10 +13,12 @@ from service.ui import priority
 from service.ui.deps import User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
+from service.ui.settings import refresh_ms
 from service.web.container import SessionDep, services
 
 router = APIRouter(prefix="/ui", route_class=HtmlRoute, include_in_schema=False)
 
+MINE_AT_LEAST = 20    # your team's jobs summed up on page 1: a page's worth (TRAINJOBS_UI_PAGE_SIZE), at least this
 SOURCE = {"api": "set by an operator", "settings": "from TRAINJOBS_CAPACITY", "none": "none set: nothing arbitrated"}
 
 
@@ -30,14 +32,20 @@ def queue_page(request: Request, session: SessionDep, user: User,
         raise NotFound(f"backend {backend!r} is not enabled here; enabled: {', '.join(enabled) or 'none'}")
     cache = svc.queue
     limit = svc.ui_settings.page_size
+    shown = [backend] if backend is not None else enabled
     queues = [queue.view(session, cache.get(session, name), user.actor.team, user.actor.team_id, limit=limit,
                          offset=offset if backend is not None else 0, max_waiting=cache.planner.settings.max_waiting)
-              for name in ([backend] if backend is not None else enabled)]
+              for name in shown]
+    # Page 1: the caller's team's waiting jobs wherever they stand, with a jump to each.
+    mine = {name: queue.own_places(session, cache.get(session, name), user.actor.team, user.actor.team_id,
+                                   limit=max(limit, MINE_AT_LEAST)) for name in shown} if offset == 0 else {}
     # A backend with no capacity set is held only by its running-jobs limit (max_running): say which.
     limits = {name: svc.backends[name].capabilities.max_running for name in enabled}
     class_names = priority.names_by_value(priority.classes(session, user.actor.team))
     return render(request, "queue.html", user=user, queues=queues, enabled=enabled, selected=backend,
-                  sources=SOURCE, limits=limits, class_names=class_names)
+                  sources=SOURCE, limits=limits, class_names=class_names, mine=mine, offset=offset, page=limit,
+                  refresh_ms=refresh_ms(svc.queue.seconds))
+
 
 
 @router.get("/help/queue")

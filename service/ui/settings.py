@@ -17,3 +17,9 @@ class UiSettings:
     diff_max_lines: int
     log_tail_lines: int
     default_backend: str              # the launch form's preselected backend
+
+
+def refresh_ms(cache_seconds: float) -> int:
+    """How often a shown queue reads itself again: as often as it can change (the queue is
+    computed at most every TRAINJOBS_QUEUE_CACHE_SECONDS), at least every 5 s, at most every 1 s."""
+    return int(min(5.0, max(1.0, cache_seconds)) * 1000)
