@@ -44,27 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local import free_port, wait  # noqa: E402
-from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.persistence import migrate  # noqa: E402
-from service.persistence.session import make_engine, make_session_factory  # noqa: E402
+from bench.seed_tokens import tokens  # noqa: E402
 
 TEAMS = ("t1", "t2", "t3")
 NOMINAL = {"t1": {"core": 2}}
 TEMPLATES = {"short": (2, 1), "mid": (4, 1), "long": (6, 2)}   # name -> (wall seconds, cores)
 CAPACITY, SLOTS = 4, 4
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED")
-
-
-def tokens(url: str) -> tuple[str, dict[str, str]]:
-    """An operator's token and each team's admin token, made on the database (as the CLI does)."""
-    migrate.upgrade(url)
-    engine = make_engine(url)
-    with make_session_factory(engine)() as s:
-        op = create_token(s, get_or_create_team(s, "ops"), "bench", "operator", "bench")[1]
-        admins = {t: create_token(s, get_or_create_team(s, t), "bench", "admin", "bench")[1] for t in TEAMS}
-        s.commit()
-    engine.dispose()
-    return op, admins
 
 
 def start_serve(url: str, args, port: int, log: Path) -> subprocess.Popen:
@@ -179,7 +165,7 @@ def main() -> None:
     TEMPLATES["long"] = (TEMPLATES["long"][0], args.long_cores)
     tmp = Path(tempfile.mkdtemp(prefix="forecast-bench-"))
     url = f"sqlite:///{tmp / 'db.sqlite'}"
-    op, admins = tokens(url)
+    op, admins = tokens(url, TEAMS)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp / "serve.log"

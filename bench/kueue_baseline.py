@@ -53,9 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local import free_port, wait  # noqa: E402
-from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.persistence import migrate  # noqa: E402
-from service.persistence.session import make_engine, make_session_factory  # noqa: E402
+from bench.seed_tokens import tokens  # noqa: E402
 
 PG = "postgresql://postgres@127.0.0.1:5432"
 COHORTS = 5
@@ -77,18 +75,6 @@ def fresh_database(name: str) -> str:
 def drop_database(name: str) -> None:
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def tokens(url: str) -> tuple[str, dict[str, str]]:
-    """An operator's token and each team's admin token, made on the database (as the CLI does)."""
-    migrate.upgrade(url)
-    engine = make_engine(url)
-    with make_session_factory(engine)() as s:
-        op = create_token(s, get_or_create_team(s, "ops"), "bench", "operator", "bench")[1]
-        admins = {t: create_token(s, get_or_create_team(s, t), "bench", "admin", "bench")[1] for t in TEAMS}
-        s.commit()
-    engine.dispose()
-    return op, admins
 
 
 def start_serve(url: str, args, port: int, log: Path) -> subprocess.Popen:
@@ -276,7 +262,7 @@ def main() -> None:
     db = f"kueue_bench_{os.getpid()}"
     url = fresh_database(db)
     dsn = f"{PG}/{db}"
-    op, admins = tokens(url)
+    op, admins = tokens(url, TEAMS)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = Path(tempfile.mkdtemp(prefix="kueue-bench-")) / "serve.log"

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.kueue_baseline import drop_database, fresh_database, loadavg  # noqa: E402
 from bench.local import free_port, wait  # noqa: E402
+from bench.seed_tokens import tokens  # noqa: E402
 
 HELD_TEAMS, HELD_LIMIT = 20, 5
 WAIT_TEAMS, WAIT_NOMINAL = 50, 2
@@ -69,21 +70,6 @@ def serve_with_pass_log(log: str, argv: list[str]) -> int:
     BackendLoop.run_once = timed("full", BackendLoop.run_once)  # type: ignore[method-assign]
     BackendLoop.run_admission = timed("admit", BackendLoop.run_admission)  # type: ignore[method-assign]
     return main(argv)
-
-
-def tokens(url: str, teams: list[str]) -> tuple[str, dict[str, str]]:
-    from service.auth.service import create_token, get_or_create_team
-    from service.persistence import migrate
-    from service.persistence.session import make_engine, make_session_factory
-
-    migrate.upgrade(url)
-    engine = make_engine(url)
-    with make_session_factory(engine)() as s:
-        op = create_token(s, get_or_create_team(s, "ops"), "bench", "operator", "bench")[1]
-        admins = {t: create_token(s, get_or_create_team(s, t), "bench", "admin", "bench")[1] for t in teams}
-        s.commit()
-    engine.dispose()
-    return op, admins
 
 
 def ok(r: httpx.Response) -> dict:

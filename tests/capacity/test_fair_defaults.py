@@ -17,22 +17,9 @@ from service.persistence.models import Job, TeamShare
 from service.persistence.session import make_engine, make_session_factory
 from tests.backends.conftest import token  # noqa: F401 (a fixture)
 from tests.backends.localkit import Api
-from tests.backends.sim.simkit import settings, submit, template
-from tests.conftest import bearer, make_token
+from tests.backends.sim.simkit import As, settings, submit, template
+from tests.conftest import make_token
 from tests.waiting import wait_for
-
-
-class As:
-    """The same client, speaking as another token."""
-
-    def __init__(self, client, secret: str) -> None:
-        self.client, self.headers = client, bearer(secret)
-
-    def get(self, url, **kw):
-        return self.client.get(url, headers=self.headers, **kw)
-
-    def post(self, url, **kw):
-        return self.client.post(url, headers=self.headers, **kw)
 
 
 def _teams(api_client, db_url, token, **overrides) -> tuple[Api, Api]:

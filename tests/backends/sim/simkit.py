@@ -7,6 +7,7 @@ from datetime import datetime
 from service.backends.sim.runs import SimRun, parse
 from service.core.config import Settings
 from tests.backends.localkit import Api
+from tests.conftest import bearer
 
 
 def settings(db_url: str, **overrides) -> Settings:
@@ -47,3 +48,16 @@ def seconds(a: str, b: str) -> float:
 def states(api: Api, job_id: str) -> list[str]:
     """Every state the job's events went through, in order (the first event creates it QUEUED)."""
     return [e["to_state"] for e in api.events(job_id)]
+
+
+class As:
+    """The same client, speaking as another token (another team's member, say)."""
+
+    def __init__(self, client, secret: str) -> None:
+        self.client, self.headers = client, bearer(secret)
+
+    def get(self, url, **kw):
+        return self.client.get(url, headers=self.headers, **kw)
+
+    def post(self, url, **kw):
+        return self.client.post(url, headers=self.headers, **kw)

@@ -15,8 +15,8 @@ from service.persistence.models import Job, TeamShare
 from service.persistence.session import make_engine, make_session_factory
 from tests.apikit import assert_problem
 from tests.backends.localkit import Api
-from tests.backends.sim.simkit import run_of, settings, submit, template
-from tests.conftest import bearer, make_token
+from tests.backends.sim.simkit import As, run_of, settings, submit, template
+from tests.conftest import make_token
 from tests.waiting import wait_for
 
 
@@ -39,21 +39,8 @@ def teams(api_client, db_url, token):
     _beta_owns_the_core(db_url)
     client = api_client(settings(db_url, capacity={"sim": {"core": 1}}, sim_capacity={"core": 64, "gpu": 8}), token)
     alpha, beta_api = Api(client), Api(client)
-    beta_api.c = _As(client, beta)
+    beta_api.c = As(client, beta)
     return alpha, beta_api
-
-
-class _As:
-    """The same client, speaking as another token."""
-
-    def __init__(self, client, secret: str) -> None:
-        self.client, self.headers = client, bearer(secret)
-
-    def get(self, url, **kw):
-        return self.client.get(url, headers=self.headers, **kw)
-
-    def post(self, url, **kw):
-        return self.client.post(url, headers=self.headers, **kw)
 
 
 def _row(client, job_id) -> Job:
