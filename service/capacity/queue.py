@@ -27,17 +27,6 @@ STARTING = "about to start"
 
 
 @dataclass(frozen=True)
-class Slots:
-    """A backend's limit on the jobs it runs at once (its max running jobs), and its use now."""
-    limit: int
-    running: int
-
-    @property
-    def free(self) -> int:
-        return self.limit - self.running
-
-
-@dataclass(frozen=True)
 class Computed:
     """One computation of one backend's queue: shared by every caller until it is stale. What
     does not depend on the caller (use per team, in use, the order) is worked out here once,

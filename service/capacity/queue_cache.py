@@ -19,9 +19,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from service.capacity.planner import Planner
-from service.capacity.queue import Computed, Slots
+from service.capacity.queue import Computed
 from service.core.clock import utcnow
-from service.lifecycle import admission
 from service.lifecycle.admission import WaitingNote
 from service.lifecycle.protocol import Backend
 
@@ -29,8 +28,8 @@ from service.lifecycle.protocol import Backend
 class QueueCache:
     def __init__(self, planner: Planner, seconds: float, *, clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], datetime] = utcnow,
-                 slots: Callable[[Session, str], Slots | None] = lambda session, backend: None) -> None:
-        """`slots`: a backend's launch slots now (None: it runs any number of jobs at once)."""
+                 slots: Callable[[str], int | None] = lambda backend: None) -> None:
+        """`slots`: a backend's launch slots (None: it runs any number of jobs at once)."""
         self.planner, self.seconds, self.clock, self.now, self.slots = planner, seconds, clock, now, slots
         self._entries: dict[str, tuple[float, Computed]] = {}
         self._finished: dict[str, float] = {}    # when each backend's last computation ended
@@ -69,8 +68,7 @@ class QueueCache:
             if found is not None:
                 return found
             started = self.clock()
-            slots = self.slots(session, backend)
-            snap = self.planner.snapshot(session, backend, slots=None if slots is None else slots.limit, forecast=True)
+            snap = self.planner.snapshot(session, backend, slots=self.slots(backend), forecast=True)
             computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now())
             self.computations += 1
             # Aged from when the computation began: what it read is that old.
@@ -85,9 +83,8 @@ class QueueCache:
         return self.get(session, backend).notes.get(job_id)
 
 
-def launch_slots(backends: Mapping[str, Backend], session: Session, backend: str) -> Slots | None:
-    """The backend's limit on the jobs it runs at once (TRAINJOBS_LOCAL_MAX_RUNNING_JOBS, say) and
-    how many run now, counted as the controller's pass counts them (admission.room)."""
+def launch_slots(backends: Mapping[str, Backend], backend: str) -> int | None:
+    """The backend's limit on the jobs it runs at once (TRAINJOBS_LOCAL_MAX_RUNNING_JOBS, say), which
+    the scheduler arbitrates as the launch slots; the running jobs holding them are in the snapshot."""
     found = backends.get(backend)
-    limit = found.capabilities.max_running if found is not None else None
-    return None if limit is None else Slots(limit, admission.running_count(session, backend))
+    return found.capabilities.max_running if found is not None else None
