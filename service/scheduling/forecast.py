@@ -28,15 +28,16 @@ class Forecast:
 
 def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
                  waiting: Sequence[Waiting], now: float, policy: Policy, *,
-                 served: Mapping[str, float], latest: bool = False) -> Forecast:
+                 served: Mapping[str, float], latest: bool = False, deadline: float | None = None) -> Forecast:
     """Each running job ends at its `likely_end` (else its `expected_end`, its time limit); each
     waiting job runs its `duration` (None: for ever, in the play). latest: every job to its time
     limit instead (`expected_end`, `limit`): the start at the latest, quotas kept. The controller
     sees an end at its next pass (every policy.pass_s from now), so ends between two passes free
     their capacity together and a start comes at a pass. Bounded by the policy's forecast_passes,
     forecast_jobs and forecast_seconds (of this thread's CPU): a place beyond them is the
-    current pass's."""
-    deadline = time.thread_time() + policy.forecast_seconds
+    current pass's. `deadline`: this thread's CPU time to stop at (default: forecast_seconds from now)."""
+    if deadline is None:
+        deadline = time.thread_time() + policy.forecast_seconds
     out = Forecast()
     played = [replace(r, expected_end=r.expected_end if latest or r.likely_end is None else r.likely_end)
               for r in running]
@@ -109,8 +110,12 @@ def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequenc
     d = schedule(capacity, shares, running, waiting, now, policy, served=served)
     if not d.queue:
         return d
-    fc = play_forward(capacity, shares, running, waiting, now, policy, served=served)
-    worst = play_forward(capacity, shares, running, waiting, now, policy, served=served, latest=True)
+    # One budget for both plays (TRAINJOBS_QUEUE_FORECAST_SECONDS is per computation): half each.
+    half = policy.forecast_seconds / 2
+    fc = play_forward(capacity, shares, running, waiting, now, policy, served=served,
+                      deadline=time.thread_time() + half)
+    worst = play_forward(capacity, shares, running, waiting, now, policy, served=served, latest=True,
+                         deadline=time.thread_time() + half)
     by_id = {q.job_id: q for q in d.queue}
     order = [j for j in fc.order if j in by_id]
     placed = set(order)
