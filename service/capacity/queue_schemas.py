@@ -22,6 +22,44 @@ class TeamUse(BaseModel):
     waiting_jobs: int
 
 
+Tier = Literal["nominated", "nominal", "starving", "fair"]
+Decider = Literal["tier", "fair_share", "turn", "priority", "age", "forecast"]
+
+
+class FairShare(BaseModel):
+    """A team's fair share as the scheduler compares it now (docs/queue.md, "Why this job and not mine")."""
+    rank: int = Field(description="The team's place in the fair order between the teams with waiting jobs now "
+                                  "(1: first; teams that stand alike share one)")
+    borrowed: float = Field(description="The largest part of a resource the team uses beyond its nominal quota, "
+                                        "divided by its weight (0: inside its quota); the smallest goes first")
+    held: float = Field(description="Its dominant share: the largest part of a resource it uses (launch slots "
+                                    "included), divided by its weight; compared next")
+    running_jobs: float = Field(description="The jobs it runs, divided by its weight; compared last")
+    weight: float = Field(description="The team's fair-share weight")
+
+
+class QueueFactors(BaseModel):
+    """A waiting job's priority in parts, like Slurm's sprio. The scheduler orders by tiers, not by a
+    weighted sum: the tier first, then the parts it reads there. Another team's entries carry only
+    the parts the queue already shows (its team's fair share, its priority, its size)."""
+    tier: Tier | None = Field(None, description="nominated: running jobs were preempted for it; nominal: it keeps "
+                                                "its team inside its nominal quota; starving: it waited past "
+                                                "TRAINJOBS_SCHEDULER_STARVE_AFTER_SECONDS; fair: the rest, in fair "
+                                                "order between teams (your own team's jobs only)")
+    fair_share: FairShare
+    priority: int = Field(description="Its priority class's value: higher goes first within its team")
+    priority_class: str | None = Field(None, description="Its priority class (null: none; your own team's jobs only)")
+    waited_seconds: float | None = Field(None, description="How long it has waited (a preempted job's new attempt: "
+                                                           "since its first attempt; your own team's jobs only)")
+    size: float = Field(description="The largest part of an arbitrated resource its demand asks (1: the whole "
+                                    "backend): a job that does not fit holds back nobody")
+    decided_by: Decider | None = Field(
+        None, description="The part that put the job just ahead of it there: its tier, its team's fair share, its "
+                          "team's turn (served least recently), its priority, its age (older), or forecast (as things "
+                          "stand now this job would go first, but the job ahead starts first as the queue plays "
+                          "forward); null for the first (your own team's jobs only)")
+
+
 class QueueEntry(BaseModel):
     """A waiting job. Another team's entries carry only team, position, priority and demand."""
     position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
@@ -41,6 +79,25 @@ class QueueEntry(BaseModel):
         None, description="When it starts at the latest if nothing new of a higher priority arrives: every "
                           "running job to its time limit; null where nothing known frees enough (your own "
                           "team's jobs only)")
+    factors: QueueFactors | None = Field(None, description="Its priority in parts and what decided its place "
+                                                           "(docs/queue.md, \"Why this job and not mine\")")
+
+
+class QueuePlace(BaseModel):
+    """Where a waiting job stands in its backend's queue (a job's view, GET /v1/jobs/{id}; docs/queue.md)."""
+
+    position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
+    why: str = Field(description="What it waits for, in words")
+    ahead: int = Field(description="Waiting jobs ahead of it (all teams)")
+    likely_start: datetime | None = Field(
+        None, description="When it will likely start: the queue played forward with each job's expected run time "
+                          "(its template's recent runs, else its time limit), nothing new arriving; null where "
+                          "the forecast does not reach it")
+    estimated_start: datetime | None = Field(
+        None, description="When it starts at the latest if nothing new of a higher priority arrives: every "
+                          "running job to its time limit; null where nothing known frees enough")
+    factors: QueueFactors | None = Field(None, description="Its priority in parts and what decided its place "
+                                                           "(docs/queue.md, \"Why this job and not mine\")")
 
 
 class BackendQueue(BaseModel):

@@ -1,32 +1,28 @@
 """A waiting job's place in its backend's queue, for its views (GET /v1/jobs/{id}, the UI's job
-page). The place comes from the shared capacity domain's cached computation, reached through
-this protocol (service/capacity/queue_cache.py's QueueCache; the app hands it over), so the
-jobs domain imports no other domain."""
+page). The place comes from the shared capacity domain's cached computation (the app hands over
+its QueueCache, service/capacity/queue_cache.py, through this protocol), built by the same
+function that builds the job's entry in GET /v1/queue (service/capacity/queue.py)."""
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from service.jobs.schemas import QueuePlace
-from service.lifecycle.admission import WaitingNote
+from service.capacity import queue
+from service.capacity.queue_schemas import QueuePlace
 from service.lifecycle.states import JobState
 from service.persistence.models import Job
 
 
-class QueueNotes(Protocol):
-    def note(self, session: Session, backend: str, job_id: uuid.UUID) -> WaitingNote | None: ...
+class QueueReads(Protocol):
+    def get(self, session: Session, backend: str) -> queue.Computed: ...
 
 
-def queue_place(notes: QueueNotes, backends: Mapping, session: Session, job: Job) -> QueuePlace | None:
+def queue_place(reads: QueueReads, backends: Mapping, session: Session, job: Job) -> QueuePlace | None:
     """None, with no computation at all, for a job that does not wait (launched, ended, on a
-    backend not enabled here): their views stay as fast as they were."""
+    backend not enabled here): their views stay as fast as they were. The caller has checked
+    that the reader may see the job."""
     if job.state != JobState.QUEUED.value or job.backend_ref is not None or job.backend not in backends:
         return None
-    note = notes.note(session, job.backend, job.id)
-    if note is None:
-        return None
-    return QueuePlace(position=note.position, why=note.why, ahead=note.ahead, estimated_start=note.estimated_start,
-                      likely_start=note.likely_start)
+    return queue.place(reads.get(session, job.backend), job.id, job.priority_class)

@@ -14,6 +14,7 @@ from pydantic import (
     field_validator,
 )
 
+from service.capacity.queue_schemas import QueuePlace
 from service.core.schema_base import RequestBody
 from service.core.text import PlainText
 from service.cost.schemas import CostEstimate
@@ -172,21 +173,6 @@ class JobSummary(BaseModel):
                                                "checkpoint, so it is not the job's failure")
     progress: JobProgress | None = Field(None, description="Latest training progress; null until the trainer "
                                                            "reports any")
-
-
-class QueuePlace(BaseModel):
-    """Where a waiting job stands in its backend's queue (GET /v1/queue; docs/queue.md)."""
-
-    position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
-    why: str = Field(description="What it waits for, in words")
-    ahead: int = Field(description="Waiting jobs ahead of it (all teams)")
-    likely_start: datetime | None = Field(
-        None, description="When it will likely start: the queue played forward with each job's expected run time "
-                          "(its template's recent runs, else its time limit), nothing new arriving; null where "
-                          "the forecast does not reach it")
-    estimated_start: datetime | None = Field(
-        None, description="When it starts at the latest if nothing new of a higher priority arrives: every "
-                          "running job to its time limit; null where nothing known frees enough")
 
 
 class JobOut(JobSummary):

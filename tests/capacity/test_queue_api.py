@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.apikit import assert_problem
 from tests.capacity.queuekit import add_template, set_capacity, set_share, shape, submit
 from tests.conftest import bearer, make_token
@@ -89,7 +89,10 @@ def test_another_teams_jobs_show_no_id_no_name_no_why(client, scene, beta, db_ur
         shown = [e for e in _local(r.json())["waiting"] if e["team"] == theirs]
         assert shown
         for e in shown:
-            assert {k for k, v in e.items() if v is not None} == {"position", "team", "priority", "demand"}
+            assert {k for k, v in e.items() if v is not None} == {"position", "team", "priority", "demand", "factors"}
+            # Its parts only as far as the queue shows them already: its team's fair share (the team's
+            # use and share are shown), priority and size (its demand and the capacity are shown).
+            assert {k for k, v in e["factors"].items() if v is not None} == {"fair_share", "priority", "size"}
     # Nor can beta read alpha's waiting job (or its place) through the job view.
     assert_problem(client.get(f"/v1/jobs/{scene['a1']}", headers=beta), 404)
 
@@ -103,6 +106,33 @@ def test_a_waiting_jobs_view_says_its_place(client, scene, beta):
     assert mine["position"] == 2 and "1 job ahead" in mine["why"] and mine["likely_start"] is not None
     # A running job has no place in the queue.
     assert client.get(f"/v1/jobs/{scene['b1']}", headers=beta).json()["queue"] is None
+
+
+def test_each_waiting_job_has_its_priority_in_parts(client, scene):
+    """Issue 52.4, "why this job and not mine": the tier the scheduler takes the job in, then its
+    team's fair share, its priority, its age and its size, and the part that put the job ahead of
+    it there. Alpha's urgent job keeps alpha inside its nominal quota (tier nominal); beta's job is
+    in the fair tier; alpha's second job, inside the quota as things stand now, is passed in the
+    play once the urgent one holds the quota ("forecast")."""
+    w = _local(client.get("/v1/queue", params={"backend": "local"}).json())["waiting"]
+    urgent, theirs, low = (e["factors"] for e in w)
+    assert (urgent["tier"], urgent["decided_by"], urgent["priority"], urgent["size"]) == ("nominal", None, 5, 0.5)
+    assert urgent["priority_class"] is None and urgent["waited_seconds"] >= 0
+    assert urgent["fair_share"] == {"rank": 1, "borrowed": 0.0, "held": 0.0, "running_jobs": 0.0, "weight": 2.0}
+    # Beta borrows both cores: its standing is second, all it holds beyond its (empty) quota.
+    assert theirs["fair_share"] == {"rank": 2, "borrowed": 1.0, "held": 1.0, "running_jobs": 1.0, "weight": 1.0}
+    assert (low["tier"], low["decided_by"]) == ("nominal", "forecast")
+    # The job view says the same (computed again here: no cache in these tests, so it waited longer).
+    viewed = client.get(f"/v1/jobs/{scene['a1']}").json()["queue"]["factors"]
+    assert viewed.pop("waited_seconds") >= low.pop("waited_seconds") and viewed == low
+
+
+def test_another_teams_job_ahead_decided_by_its_tier(client, scene, beta):
+    """Beta's job, in the fair tier, waits behind alpha's, which keeps alpha inside its quota: the
+    tier decided; beta reads that, and none of alpha's job's own figures (tier, age)."""
+    [first, mine, _] = _local(client.get("/v1/queue", headers=beta).json())["waiting"]
+    assert mine["id"] == scene["b2"] and mine["factors"]["tier"] == "fair" and mine["factors"]["decided_by"] == "tier"
+    assert first["factors"]["tier"] is None and first["factors"]["waited_seconds"] is None
 
 
 def test_a_job_that_fits_is_about_to_start(client, demo, db_url):

@@ -117,6 +117,29 @@ class JobSummary(Model):
         return self.state.final
 
 
+class FairShare(Model):
+    """A team's fair share as the scheduler compares it now (each figure divided by its weight)."""
+
+    rank: int                  # its place among the teams with waiting jobs (1: first)
+    borrowed: float = 0.0      # the largest part of a resource used beyond its nominal quota
+    held: float = 0.0          # its dominant share
+    running_jobs: float = 0.0
+    weight: float = 1.0
+
+
+class QueueFactors(Model):
+    """A waiting job's priority in parts (like Slurm's sprio): the tier, then the parts read there.
+    Another team's entries carry fair_share, priority and size only."""
+
+    tier: str | None = None               # nominated | nominal | starving | fair
+    fair_share: FairShare
+    priority: int = 0
+    priority_class: str | None = None
+    waited_seconds: float | None = None
+    size: float = 0.0                     # the largest part of an arbitrated resource it asks
+    decided_by: str | None = None         # tier | fair_share | turn | priority | age | forecast
+
+
 class QueuePlace(Model):
     """Where a waiting job stands in its backend's queue (Job.queue)."""
 
@@ -125,6 +148,7 @@ class QueuePlace(Model):
     ahead: int
     likely_start: datetime | None = None       # the queue played forward with expected run times
     estimated_start: datetime | None = None    # at the latest: every running job to its time limit
+    factors: QueueFactors | None = None        # its priority in parts and what decided its place
 
 
 class Job(JobSummary):
@@ -361,6 +385,7 @@ class QueueEntry(Model):
     ahead: int | None = None
     likely_start: datetime | None = None       # the queue played forward with expected run times
     estimated_start: datetime | None = None    # at the latest: every running job to its time limit
+    factors: QueueFactors | None = None        # its priority in parts (another team's: fair_share, priority, size)
 
 
 class BackendQueue(Model):

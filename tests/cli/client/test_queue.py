@@ -84,3 +84,25 @@ def test_queue_shows_when_a_job_likely_starts_and_when_at_the_latest(cli, scene,
     assert header.split()[5:9] == ["LIKELY", "AT", "THE", "LATEST"]
     row = next(line for line in lines if line.startswith("1 "))
     assert re.search(rf"{likely:%H:%M} UTC \((now|in 0h0[01]m)\)\s+{latest:%H:%M} UTC \(in 0h[56]\dm\)", row), row
+
+
+def test_queue_explain_shows_each_jobs_priority_in_parts(cli, scene, db_url):
+    """Issue 52.4, like Slurm's sprio: beta's job waits in the fair tier behind alpha's, which keeps
+    alpha inside its nominal quota, so the tier decided; alpha's job shows only what the queue
+    shows of another team's (its team's fair share, its priority, its size), not its tier or age."""
+    from tests.conftest import make_token
+
+    r = cli("queue", "--explain", TRAINJOBS_TOKEN=make_token(db_url, "beta", "viewer", "beta-reader"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("POS "))
+    assert header.split() == ["POS", "TEAM", "JOB", "TIER", "FAIRSHARE", "CLASS", "AGE", "SIZE", "DECIDED", "BY"]
+    alpha = next(line for line in lines if line.startswith("1 "))
+    assert re.search(r"alpha\s+\(another team's job\)\s+-\s+#1 \(borrowed 0\.00, held 0\.00, weight 1\)\s+3\s+-\s+0\.50\s+-\s*$",
+                     alpha), alpha
+    mine = next(line for line in lines if line.startswith("2 "))
+    assert re.search(rf"beta\s+beta-hidden \({scene['b2'][:8]}\)\s+fair\s+#2 \(borrowed 1\.00, held 1\.00, weight 1\)"
+                     r"\s+0\s+\d+s\s+0\.50\s+its tier\s*$", mine), mine
+    assert "LIKELY" not in r.stdout and scene["a1"][:8] not in r.stdout and "alpha-waits" not in r.stdout
+    [q] = json.loads(cli("queue", "--json", TRAINJOBS_TOKEN=make_token(db_url, "beta", "viewer", "beta-json")).stdout)["items"]
+    assert [e["factors"]["decided_by"] for e in q["waiting"]] == [None, "tier"]
