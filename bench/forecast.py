@@ -219,6 +219,10 @@ def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: d
     # The pass gap: from the end that made room for a job to its launch (the controller notices an
     # end on its next pass, then launches on a pass): what the play counts as nothing.
     ends = sorted(ts(v["ended_at"]) for v in views.values() if v.get("ended_at"))
+    # Use of the capacity: the waiting jobs' mean wait (snapshot to start) and the makespan (snapshot
+    # to the last end): a policy that keeps capacity for a big job must not leave it idle for long.
+    waits = [r[1] - read_at for r in rows]
+    makespan = max(ends) - read_at if ends else None
     gaps = [r[1] - max(e for e in ends if e <= r[1]) for r in rows if any(e <= r[1] for e in ends)]
     print(f"{len(views)} jobs submitted, {len(rows)} waiting in the snapshot of {snap['computed_at']} "
           f"(the rest launched before it); serve log {log}")
@@ -232,12 +236,15 @@ def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: d
     if gaps:
         print(f"from the last end before a job's start to its start: mean {sum(gaps) / len(gaps):.2f} s, "
               f"largest {max(gaps):.2f} s")
+    print(f"mean wait {sum(waits) / len(waits):.2f} s; makespan {makespan:.2f} s" if waits and makespan else "")
     out = {"tau": round(tau, 3), "within_likely_20pct": round(len(within) / len(rows), 3) if rows else None,
            "by_latest": round(len(latest) / len(with_latest), 3) if with_latest else None,
            "with_latest": len(with_latest), "jobs": len(rows),
            "submitted": len(views), "late_mean_s": round(sum(late) / len(late), 2) if late else None,
            "late_max_s": round(max(late), 2) if late else None,
-           "preempted": preempted, "gap_mean_s": round(sum(gaps) / len(gaps), 2) if gaps else None}
+           "preempted": preempted, "gap_mean_s": round(sum(gaps) / len(gaps), 2) if gaps else None,
+           "wait_mean_s": round(sum(waits) / len(waits), 2) if waits else None,
+           "makespan_s": round(makespan, 2) if makespan is not None else None}
     print(json.dumps(out))
 
 
