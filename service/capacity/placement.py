@@ -18,6 +18,7 @@ from service.jobspec import CompiledJob
 from service.lifecycle.protocol import Backend, SharesCapacity
 from service.persistence.models import PriorityClass
 from service.scheduling.explain import amount
+from service.scheduling.ledger import over_borrowing_limit, over_capacity
 
 
 @dataclass(frozen=True)
@@ -66,20 +67,19 @@ class Placement:
         demand = backend.demand(compiled) if isinstance(backend, SharesCapacity) else {}
         capacity = self._capacity(session, backend_name)
         asked = snapshot.arbitrated(demand, capacity)
-        problems = [Problem("backend", f"the job asks {amount(n, r)}; backend {backend_name} has {capacity[r]} in all",
+        # The scheduler's own rules for a job that could never start (service/scheduling/ledger.py),
+        # asked with nothing running: what a pass would leave waiting for ever is refused now.
+        problems = [Problem("backend", f"the job asks {amount(asked[r], r)}; backend {backend_name} has {most} in all",
                             f"ask for fewer (replicas, machine type, accelerators), or an operator raises the capacity "
                             f"(PUT /v1/capacity/{backend_name})")
-                    for r, n in sorted(asked.items()) if n > capacity[r]]
+                    for r, most in sorted(over_capacity(capacity, asked).items())]
         share = self._shares(session, backend_name).get(team)
         if share is not None and not problems:
-            for r, n in sorted(asked.items()):
-                limit = share.borrowing_limit.get(r)
-                if limit is not None and n > share.nominal.get(r, 0) + limit:
-                    problems.append(Problem(
-                        "backend", f"the job asks {amount(n, r)}; team {team} may use at most "
-                        f"{share.nominal.get(r, 0) + limit} on backend {backend_name} (nominal quota + borrowing "
-                        "limit)", "ask for fewer, or an operator raises the team's share "
-                        f"(PUT /v1/teams/{team}/shares/{backend_name})"))
+            problems = [Problem("backend", f"the job asks {amount(asked[r], r)}; team {team} may use at most {most} on "
+                                f"backend {backend_name} (nominal quota + borrowing limit)",
+                                "ask for fewer, or an operator raises the team's share "
+                                f"(PUT /v1/teams/{team}/shares/{backend_name})")
+                        for r, most in sorted(over_borrowing_limit(share, asked).items())]
         if problems:
             raise Invalid.of(problems)
         return Placed(demand=dict(demand), priority_class=name, priority=priority, may_preempt=preempts)

@@ -4,6 +4,7 @@ carries out. The same plan, computed read-only, is what GET /v1/queue and a wait
 show (so what a member reads is what the controller does)."""
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
@@ -54,13 +55,12 @@ class Planner:
         return to_plan(self.decide(snap, now, explain=explain))
 
 
-def to_plan(decision: Decision) -> Plan:
+def to_plan(decision: Decision[uuid.UUID]) -> Plan:
+    """The scheduler's decision over the rows' ids (the snapshot's jobs are the rows)."""
     return Plan(
-        admit=[a.job_id for a in decision.admit],  # type: ignore[misc]  # job ids are the rows' UUIDs
-        preempt=[PreemptOrder(p.job_id, p.for_job, p.kind.value, p.why)  # type: ignore[arg-type]
-                 for p in decision.preempt],
-        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),  # type: ignore[misc]
-                                       _at(q.likely_start))
+        admit=[a.job_id for a in decision.admit],
+        preempt=[PreemptOrder(p.job_id, p.for_job, p.kind.value, p.why) for p in decision.preempt],
+        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start), _at(q.likely_start))
                  for q in decision.queue})
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from service.scheduling.model import Admitted, JobId, Resources, Running, Waiting
+from service.scheduling.model import Admitted, Id, Resources, Running, Waiting
 
 
-def estimate_starts(capacity: Resources, running: Sequence[Running], admitted: Sequence[Admitted],
-                    queue: Sequence[Waiting], waiting: Sequence[Waiting], now: float, limit: int) -> dict[JobId, float]:
+def estimate_starts(capacity: Resources, running: Sequence[Running[Id]], admitted: Sequence[Admitted[Id]],
+                    queue: Sequence[Waiting[Id]], waiting: Sequence[Waiting[Id]], now: float,
+                    limit: int) -> dict[Id, float]:
     free = dict(capacity)
     demand_of = {w.job_id: w.demand for w in waiting}
     held = [j.demand for j in running] + [demand_of[a.job_id] for a in admitted if a.job_id in demand_of]
@@ -19,7 +20,7 @@ def estimate_starts(capacity: Resources, running: Sequence[Running], admitted: S
         for r, n in d.items():
             free[r] = free.get(r, 0) - n
     ends = sorted((j for j in running if j.expected_end is not None), key=lambda j: (j.expected_end, str(j.job_id)))
-    out: dict[JobId, float] = {}
+    out: dict[Id, float] = {}
     i, t = 0, now
     for job in queue[:limit]:
         while not all(free.get(r, 0) >= n for r, n in job.demand.items()):

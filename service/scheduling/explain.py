@@ -32,7 +32,7 @@ def waiting_why(ledger: Ledger, job: Waiting) -> str:
     parts = []
     limit = ledger.over_borrowing_limit(job.team, job.demand)
     if limit:
-        use = ledger.use.get(job.team, {})
+        use = ledger.use_of(job.team)
         parts.append("; ".join(f"team {job.team} may use at most {amount(n, r)} (nominal quota + borrowing limit) "
                                f"and uses {use.get(r, 0)}" for r, n in sorted(limit.items())))
     elif not ledger.could_ever_fit(job.team, job.demand):
@@ -60,7 +60,7 @@ def _short_words(ledger: Ledger, job: Waiting, r: str) -> str:
 
 def team_standing(ledger: Ledger, team: str, resources: Resources) -> str:
     resources = quota_part(resources)
-    nominal, use = ledger.share(team).nominal, ledger.use.get(team, {})
+    nominal, use = ledger.share(team).nominal, ledger.use_of(team)
     over = [r for r in resources if use.get(r, 0) > nominal.get(r, 0)]
     at = [r for r in resources if nominal.get(r, 0) and use.get(r, 0) == nominal.get(r, 0)]
     if over:

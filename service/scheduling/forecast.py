@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from service.scheduling.model import Decision, JobId, Policy, Queued, Resources, Running, Share, Waiting
+from service.scheduling.model import Decision, Id, JobId, Policy, Queued, Resources, Running, Share, Waiting
 from service.scheduling.scheduler import schedule, with_place
 
 
@@ -101,9 +101,9 @@ def _next_end(t: float, played: list[Running], now: float,
     return max(t, nxt) if nxt != -math.inf else t, keep, back
 
 
-def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
-              waiting: Sequence[Waiting], now: float, policy: Policy, *,
-              served: Mapping[str, float]) -> Decision:
+def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
+              waiting: Sequence[Waiting[Id]], now: float, policy: Policy, *,
+              served: Mapping[str, float]) -> Decision[Id]:
     """This pass's decision with every waiting job's place in the predicted start order, its
     likely start (the play's) and its start at the latest (the same play with every job to its
     time limit): what GET /v1/queue, a waiting job's view and the UI show."""
@@ -124,7 +124,7 @@ def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequenc
     return d
 
 
-def _placed(q: Queued, ahead: int, latest: float | None, likely: float | None) -> Queued:
+def _placed(q: Queued[Id], ahead: int, latest: float | None, likely: float | None) -> Queued[Id]:
     if likely is not None and latest is not None:
         # The walk to the time limits sets quotas aside; where the play (quotas kept) starts the
         # job later, that is the honest latest.

@@ -6,57 +6,73 @@ So the capacity committed to a team is max(its use + its reservations, what it k
 fits when the growth of its team's commitment fits in what is not committed. Capacity is never
 exceeded: the sum of commitments, which bounds the sum of uses, stays under it. One exception,
 the guarantee: a job that keeps its team inside its nominal quota may take what is reserved for
-other teams' jobs (the protection against being overtaken yields to the nominal quota)."""
+other teams' jobs (the protection against being overtaken yields to the nominal quota).
+
+Every method that changes the accounting bumps `version`: a memo of what a pass learned (a kind
+of job that cannot start, a team's fair key) is keyed on it, so it is dropped by any change,
+including one made by a branch added later."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from service.scheduling.model import DEFAULT_SHARE, SLOT, Resources, Running, Share, quota_part
+from service.scheduling.model import DEFAULT_SHARE, SLOT, Id, Resources, Running, Share, quota_part
+
+
+@dataclass
+class TeamBook:
+    """One team's accounts in a pass."""
+    share: Share
+    kept: dict[str, int]                                    # nominal quota it does not lend
+    use: dict[str, int] = field(default_factory=dict)      # what its running (and admitted) jobs hold
+    held: dict[str, int] = field(default_factory=dict)     # use + reservations
+    reserved: dict[str, int] = field(default_factory=dict)  # what its reservations add to committed
+    # What running jobs are being stopped for (their capacity comes once they have stopped): it
+    # counts against the team's nominal quota meanwhile.
+    promised: dict[str, int] = field(default_factory=dict)
+    jobs: int = 0                                           # jobs it runs (or was admitted)
 
 
 class Ledger:
     def __init__(self, capacity: Resources, shares: Mapping[str, Share], running: Iterable[Running]):
         self.capacity = dict(capacity)
         self.shares = shares
-        self.use: dict[str, dict[str, int]] = {}
-        self.kept: dict[str, dict[str, int]] = {}
-        self.held: dict[str, dict[str, int]] = {}           # use + reservations
+        self.teams: dict[str, TeamBook] = {}
         self.committed: dict[str, int] = dict.fromkeys(self.capacity, 0)
-        self.by_reservations: dict[str, dict[str, int]] = {}  # team -> what its reservations add to committed
         self.kept_total: dict[str, int] = {}
-        self.jobs: dict[str, int] = {}                        # jobs each team runs (or was admitted)
-        # What running jobs are being stopped for, per team (their capacity comes once they have
-        # stopped): it counts against the team's nominal quota meanwhile.
-        self.promised: dict[str, dict[str, int]] = {}
+        self.version = 0                   # bumped by every change (see the module's docstring)
         for team in shares:
-            self._team(team)
+            self.book(team)
         for job in running:
             self.add(job.team, job.demand)
 
     def share(self, team: str) -> Share:
         return self.shares.get(team, DEFAULT_SHARE)
 
-    def _team(self, team: str) -> dict[str, int]:
-        use = self.use.get(team)
-        if use is None:
-            use = self.use[team] = {}
-            self.held[team] = {}
+    def book(self, team: str) -> TeamBook:
+        """The team's accounts (opened, with what it keeps, the first time it is named)."""
+        found = self.teams.get(team)
+        if found is None:
             s = self.share(team)
-            kept = {r: n - min(s.lending_limit.get(r, n), n) for r, n in s.nominal.items() if n > 0}
-            self.kept[team] = kept
-            for r, k in kept.items():
+            found = self.teams[team] = TeamBook(s, kept_of(s))
+            for r, k in found.kept.items():
                 self.committed[r] = self.committed.get(r, 0) + k
                 self.kept_total[r] = self.kept_total.get(r, 0) + k
-        return use
+            # No version bump: after __init__ only a team outside `shares` is opened, and it
+            # keeps nothing, so opening it changes no figure.
+        return found
+
+    def use_of(self, team: str) -> Mapping[str, int]:
+        found = self.teams.get(team)
+        return found.use if found is not None else {}
 
     def growth(self, team: str, demand: Resources) -> dict[str, int]:
         """How much more capacity the team's commitment takes if it starts `demand`."""
-        self._team(team)
-        held, kept = self.held[team], self.kept[team]
+        book = self.book(team)
         out = {}
         for r, d in demand.items():
             if d:
-                h, k = held.get(r, 0), kept.get(r, 0)
+                h, k = book.held.get(r, 0), book.kept.get(r, 0)
                 out[r] = max(h + d, k) - max(h, k)
         return out
 
@@ -65,7 +81,7 @@ class Ledger:
         teams' reservations hold counts as available too."""
         free = self.capacity.get(r, 0) - self.committed.get(r, 0)
         if team is not None:
-            free += sum(v.get(r, 0) for t, v in self.by_reservations.items() if t != team)
+            free += sum(b.reserved.get(r, 0) for t, b in self.teams.items() if t != team)
         return free
 
     def _available_to(self, team: str, demand: Resources):
@@ -83,58 +99,45 @@ class Ledger:
 
     def over_borrowing_limit(self, team: str, demand: Resources) -> dict[str, int]:
         """The resources where starting `demand` would take the team past nominal + borrowing limit."""
-        s, use = self.share(team), self._team(team)
-        out = {}
-        for r, d in demand.items():
-            limit = s.borrowing_limit.get(r)
-            if d and limit is not None and use.get(r, 0) + d > s.nominal.get(r, 0) + limit:
-                out[r] = s.nominal.get(r, 0) + limit
-        return out
+        book = self.book(team)
+        return over_borrowing_limit(book.share, demand, book.use)
 
     def within_nominal(self, team: str, demand: Resources) -> bool:
         """Would the team stay inside its nominal quota with `demand` started? What it holds
         counts: its use and what is reserved for its jobs (a job jobs were preempted for, which has
         not started yet), so a team takes back its quota once, not once a pass."""
-        s = self.share(team)
-        self._team(team)
-        held, promised = self.held[team], self.promised.get(team, {})
+        book = self.book(team)
         asked = quota_part(demand)
         # A job that asks for nothing a quota governs (only a launch slot, or nothing arbitrated)
         # has no guarantee to invoke: it is never "inside" a nominal quota.
-        return bool(asked) and all(held.get(r, 0) + promised.get(r, 0) + d <= s.nominal.get(r, 0)
+        return bool(asked) and all(book.held.get(r, 0) + book.promised.get(r, 0) + d <= book.share.nominal.get(r, 0)
                                    for r, d in asked.items())
 
     def promise(self, team: str, demand: Resources) -> None:
         """Running jobs are being stopped for a job of `team` that needs `demand`."""
-        mine = self.promised.setdefault(team, {})
-        for r, d in demand.items():
-            if d:
-                mine[r] = mine.get(r, 0) + d
+        _plus(self.book(team).promised, demand, 1)
+        self.version += 1
 
     def borrows(self, team: str) -> bool:
-        nominal = self.share(team).nominal
-        return any(u > nominal.get(r, 0) for r, u in quota_part(self._team(team)).items())
+        book = self.book(team)
+        return any(u > book.share.nominal.get(r, 0) for r, u in quota_part(book.use).items())
 
     def add(self, team: str, demand: Resources) -> None:
-        self._hold(team, demand, 1)
-        self.jobs[team] = self.jobs.get(team, 0) + 1
-        use = self.use[team]
-        for r, d in demand.items():
-            if d:
-                use[r] = use.get(r, 0) + d
+        self._run(team, demand, 1)
 
     def remove(self, team: str, demand: Resources) -> None:
-        self._hold(team, demand, -1)
-        self.jobs[team] = self.jobs.get(team, 0) - 1
-        use = self.use[team]
-        for r, d in demand.items():
-            if d:
-                use[r] = use.get(r, 0) - d
+        self._run(team, demand, -1)
+
+    def _run(self, team: str, demand: Resources, sign: int) -> None:
+        self._hold(team, demand, sign)
+        book = self.teams[team]
+        book.jobs += sign
+        _plus(book.use, demand, sign)
 
     def _hold(self, team: str, demand: Resources, sign: int) -> dict[str, int]:
         """Changes what the team holds by sign * demand; returns how much committed grew."""
-        self._team(team)
-        held, kept = self.held[team], self.kept[team]
+        book = self.book(team)
+        held, kept = book.held, book.kept
         grew = {}
         for r, d in demand.items():
             if d:
@@ -143,22 +146,20 @@ class Ledger:
                 self.committed[r] = self.committed.get(r, 0) + g
                 held[r] = h + sign * d
                 grew[r] = g
+        self.version += 1
         return grew
 
     def reserve(self, team: str, demand: Resources) -> None:
         """Keep what is free now (up to what the job still needs) for a job that must not be
         overtaken: free capacity then accrues to it as running jobs end. Its team's own unused
         kept quota is held for it too, so the team's later jobs do not take it either."""
-        self._team(team)
-        held, kept = self.held[team], self.kept[team]
+        book = self.book(team)
         extra = {}
         for r, g in self.growth(team, demand).items():
             n = max(0, min(g, self.available(r)))
             if n:
-                extra[r] = n + max(0, kept.get(r, 0) - held.get(r, 0))
-        mine = self.by_reservations.setdefault(team, {})
-        for r, g in self._hold(team, extra, 1).items():
-            mine[r] = mine.get(r, 0) + g
+                extra[r] = n + max(0, book.kept.get(r, 0) - book.held.get(r, 0))
+        _plus(book.reserved, self._hold(team, extra, 1), 1)
 
     def fair_key(self, team: str) -> tuple[float, float, float]:
         """(borrowed share, whole share, jobs), each the largest over the resources and divided by
@@ -166,35 +167,64 @@ class Ledger:
         borrows nothing (0); between those, the smaller dominant share of use goes first (launch
         slots are a resource here: with no capacity set they are the only one, so the team running
         fewer jobs goes first); then the team running fewer jobs."""
-        s, use = self.share(team), self._team(team)
+        book = self.book(team)
+        s = book.share
         borrowed = whole = 0.0
-        for r, u in use.items():
+        for r, u in book.use.items():
             c = self.capacity.get(r, 0)
             if c > 0 and u > 0:
                 if r != SLOT:       # no quota names a slot: holding one borrows nothing
                     borrowed = max(borrowed, max(0, u - s.nominal.get(r, 0)) / c)
                 whole = max(whole, u / c)
         w = s.weight if s.weight > 0 else 1e-9
-        return borrowed / w, whole / w, self.jobs.get(team, 0) / w
+        return borrowed / w, whole / w, book.jobs / w
 
     def could_ever_fit(self, team: str, demand: Resources) -> bool:
         """Fits once every job has ended: no more than the capacity others do not keep."""
-        self._team(team)
-        kept = self.kept[team]
-        for r, d in demand.items():
-            if d and d > self.capacity.get(r, 0) - (self.kept_total.get(r, 0) - kept.get(r, 0)):
-                return False
-        return True
+        kept = self.book(team).kept
+        others = {r: k - kept.get(r, 0) for r, k in self.kept_total.items()}
+        return not over_capacity(self.capacity, demand, others)
 
 
-def borrowed_jobs(running: Iterable[Running], shares: Mapping[str, Share]) -> set:
+def over_capacity(capacity: Resources, demand: Resources, kept_by_others: Resources | None = None) -> dict[str, int]:
+    """The resources where `demand` asks more than the capacity (less what other teams keep), each
+    with that most: such a job could never start until the capacity or the quotas change. The
+    submit asks it with the whole capacity (it refuses the job: service/capacity/placement.py),
+    a pass with what others keep (the job waits, and says why)."""
+    kept = kept_by_others or {}
+    out = {}
+    for r, d in demand.items():
+        most = capacity.get(r, 0) - kept.get(r, 0)
+        if d and d > most:
+            out[r] = most
+    return out
+
+
+def over_borrowing_limit(share: Share, demand: Resources, use: Resources | None = None) -> dict[str, int]:
+    """The resources where a team using `use` (none: at the submit) would go past its nominal
+    quota + borrowing limit by starting `demand`, each with that most."""
+    used = use or {}
+    out = {}
+    for r, d in demand.items():
+        limit = share.borrowing_limit.get(r)
+        if d and limit is not None and used.get(r, 0) + d > share.nominal.get(r, 0) + limit:
+            out[r] = share.nominal.get(r, 0) + limit
+    return out
+
+
+def kept_of(share: Share) -> dict[str, int]:
+    """The part of a team's nominal quota it does not lend: no other team may take it."""
+    return {r: n - min(share.lending_limit.get(r, n), n) for r, n in share.nominal.items() if n > 0}
+
+
+def borrowed_jobs(running: Iterable[Running[Id]], shares: Mapping[str, Share]) -> set[Id]:
     """The running jobs outside their team's nominal quota: a team's jobs fill its nominal quota
     highest priority first, then oldest first; what does not fit is borrowed, and only a
     borrowed job may be preempted for another team's sake."""
-    by_team: dict[str, list[Running]] = {}
+    by_team: dict[str, list[Running[Id]]] = {}
     for job in running:
         by_team.setdefault(job.team, []).append(job)
-    out = set()
+    out: set[Id] = set()
     for team, jobs in by_team.items():
         left = dict(shares.get(team, DEFAULT_SHARE).nominal)
         for job in sorted(jobs, key=lambda j: (-j.priority, j.started_at, str(j.job_id))):
@@ -206,3 +236,9 @@ def borrowed_jobs(running: Iterable[Running], shares: Mapping[str, Share]) -> se
             else:
                 out.add(job.job_id)
     return out
+
+
+def _plus(into: dict[str, int], demand: Resources, sign: int) -> None:
+    for r, d in demand.items():
+        if d:
+            into[r] = into.get(r, 0) + sign * d

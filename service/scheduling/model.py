@@ -15,9 +15,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Generic, TypeVar
 
 Resources = Mapping[str, int]
-JobId = Hashable
+# A job's id: the scheduler only compares ids and orders them by str(); the service's are the
+# rows' UUIDs (Running[uuid.UUID] in, Decision[uuid.UUID] out), the pure tests' are strings.
+Id = TypeVar("Id", bound=Hashable)
+JobId = Hashable        # where any id will do (a memo keyed by it)
 SLOT = "#slots"
 
 
@@ -44,7 +48,7 @@ DEFAULT_SHARE = Share()
 
 
 @dataclass(frozen=True)
-class Running:
+class Running(Generic[Id]):
     """A job holding capacity: launched and not yet ended (a stopping job still holds it).
 
     stopping: a stop is under way (a preemption or a cancel); stopping_for: the waiting job a
@@ -55,23 +59,23 @@ class Running:
     ever). It never shields borrowed capacity: a borrowed job is always reclaimable by a team
     inside its nominal quota (as in Kueue), or a job preempted three times would keep what it
     borrowed for good."""
-    job_id: JobId
+    job_id: Id
     team: str
     priority: int
     demand: Resources
     started_at: float
     stopping: bool = False
-    stopping_for: JobId | None = None
+    stopping_for: Id | None = None
     expected_end: float | None = None
     preemptible: bool = True
     likely_end: float | None = None       # when it will likely end (its template's past runs), for the forecast
 
 
 @dataclass(frozen=True)
-class Waiting:
+class Waiting(Generic[Id]):
     """A job waiting for capacity. may_preempt: its priority class may preempt lower ones.
     nominated: jobs were preempted for it and it has not started since (it goes first)."""
-    job_id: JobId
+    job_id: Id
     team: str
     priority: int
     demand: Resources
@@ -106,25 +110,25 @@ class PreemptionKind(str, Enum):
 
 
 @dataclass(frozen=True)
-class Admitted:
-    job_id: JobId
+class Admitted(Generic[Id]):
+    job_id: Id
     team: str
     why: str
 
 
 @dataclass(frozen=True)
-class Preempted:
-    job_id: JobId
+class Preempted(Generic[Id]):
+    job_id: Id
     team: str
-    for_job: JobId
+    for_job: Id
     kind: PreemptionKind
     why: str
 
 
 @dataclass(frozen=True)
-class Queued:
+class Queued(Generic[Id]):
     """A job still waiting after the pass: its place (1 = next) and why, in words."""
-    job_id: JobId
+    job_id: Id
     team: str
     position: int
     why: str
@@ -135,7 +139,7 @@ class Queued:
 
 
 @dataclass
-class Decision:
-    admit: list[Admitted] = field(default_factory=list)
-    preempt: list[Preempted] = field(default_factory=list)
-    queue: list[Queued] = field(default_factory=list)
+class Decision(Generic[Id]):
+    admit: list[Admitted[Id]] = field(default_factory=list)
+    preempt: list[Preempted[Id]] = field(default_factory=list)
+    queue: list[Queued[Id]] = field(default_factory=list)

@@ -20,6 +20,7 @@ import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Generic
 
 from service.scheduling.estimate import estimate_starts
 from service.scheduling.explain import waiting_why
@@ -27,7 +28,7 @@ from service.scheduling.ledger import Ledger, borrowed_jobs
 from service.scheduling.model import (
     Admitted,
     Decision,
-    JobId,
+    Id,
     Policy,
     Preempted,
     Queued,
@@ -40,9 +41,9 @@ from service.scheduling.model import (
 from service.scheduling.victims import choose_victims
 
 
-def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
-             waiting: Sequence[Waiting], now: float, policy: Policy = Policy(), *, explain: bool = True,
-             served: Mapping[str, float] | None = None) -> Decision:
+def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
+             waiting: Sequence[Waiting[Id]], now: float, policy: Policy = Policy(), *, explain: bool = True,
+             served: Mapping[str, float] | None = None) -> Decision[Id]:
     """explain=False: `queue` stays empty (no positions, reasons or start estimates): the
     controller acts on `admit` and `preempt` alone, and with 10,000 waiting jobs the words and
     estimates cost more than the decision (GET /v1/queue computes them, cached).
@@ -51,26 +52,28 @@ def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence
     return _Pass(capacity, shares, running, waiting, now, policy, served or {}).run(explain)
 
 
-class _Pass:
-    def __init__(self, capacity, shares, running, waiting, now, policy, served):
+class _Pass(Generic[Id]):
+    def __init__(self, capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
+                 waiting: Sequence[Waiting[Id]], now: float, policy: Policy, served: Mapping[str, float]) -> None:
         self.ledger = Ledger(capacity, shares, running)
         self.running, self.waiting, self.now, self.policy = running, waiting, now, policy
         self.served = dict(served)   # a start in this pass serves its team now
         self.borrowed = borrowed_jobs(running, shares)
-        self.stopping_for: dict[JobId, int] = {}
+        self.stopping_for: dict[Id, int] = {}
         for job in running:
             if job.stopping and job.stopping_for is not None:
                 self.stopping_for[job.stopping_for] = self.stopping_for.get(job.stopping_for, 0) + 1
-        self.taken: set = set()
-        self.decision = Decision()
-        self.epoch = 0                            # counts the changes this pass made
-        self.hopeless: dict[tuple, int] = {}      # (team, demand) -> epoch at which such a job could not start
+        self.taken: set[Id] = set()
+        self.decision: Decision[Id] = Decision()
+        # Memos keyed on the ledger's version, which every change to it bumps: (team, demand) ->
+        # the version at which such a job could not start; and each kind's fair key at a version.
+        self.hopeless: dict[tuple, int] = {}
         self.keys: dict[tuple, tuple] = {}
         # (team, demand): jobs of one kind fare alike while nothing changes (see _consider)
         self.kinds = {job.job_id: (job.team, tuple(job.demand.items())) for job in waiting}
-        self.left: list[tuple[Waiting, str]] = []       # still waiting, with what the pass did for it
+        self.left: list[tuple[Waiting[Id], str]] = []       # still waiting, with what the pass did for it
 
-    def run(self, explain: bool = True) -> Decision:
+    def run(self, explain: bool = True) -> Decision[Id]:
         nominated, starving, rest = self._split()
         for job in nominated:
             self._consider(job, urgent=True)
@@ -101,7 +104,7 @@ class _Pass:
                                               starts.get(job.job_id), reason=why))
         return self.decision
 
-    def _ending(self) -> list[Running]:
+    def _ending(self) -> list[Running[Id]]:
         """The running jobs as the estimates see them: one preempted on this pass has stopped
         within the grace period at the latest."""
         soon = self.now + self.policy.grace_s
@@ -112,10 +115,10 @@ class _Pass:
             out.append(job)
         return out
 
-    def _inside_nominal(self, job: Waiting) -> bool:
+    def _inside_nominal(self, job: Waiting[Id]) -> bool:
         return bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)
 
-    def _split(self) -> tuple[list[Waiting], list[Waiting], list[Waiting]]:
+    def _split(self) -> tuple[list[Waiting[Id]], list[Waiting[Id]], list[Waiting[Id]]]:
         nominated, starving, rest = [], [], []
         for job in self.waiting:
             if job.nominated or job.job_id in self.stopping_for:
@@ -127,10 +130,10 @@ class _Pass:
         by_age = lambda j: (j.queued_at, str(j.job_id))  # noqa: E731
         return sorted(nominated, key=by_age), sorted(starving, key=by_age), rest
 
-    def _fair_order(self, jobs: Sequence[Waiting]):
+    def _fair_order(self, jobs: Sequence[Waiting[Id]]):
         """Yields jobs team by team, always from the team that is furthest below its share now
         (re-read after every start, since a start moves its team's share)."""
-        queues: dict[str, list[Waiting]] = {}
+        queues: dict[str, list[Waiting[Id]]] = {}
         for job in jobs:
             queues.setdefault(job.team, []).append(job)
         heap = []
@@ -147,23 +150,23 @@ class _Pass:
             if q:
                 heapq.heappush(heap, (self._team_key(team, q[-1]), team))
 
-    def _team_key(self, team: str, head: Waiting) -> tuple:
+    def _team_key(self, team: str, head: Waiting[Id]) -> tuple:
         key = self.kinds[head.job_id]
         known = self.keys.get(key)
-        if known is None or known[0] != self.epoch:
-            known = self.keys[key] = (self.epoch, (not self.ledger.within_nominal(team, head.demand),
-                                                   *self.ledger.fair_key(team)))
+        if known is None or known[0] != self.ledger.version:
+            value = (not self.ledger.within_nominal(team, head.demand), *self.ledger.fair_key(team))
+            known = self.keys[key] = (self.ledger.version, value)
         return (*known[1], self.served.get(team, -math.inf), head.queued_at, str(head.job_id))
 
-    def _consider(self, job: Waiting, *, urgent: bool) -> None:
+    def _consider(self, job: Waiting[Id], *, urgent: bool) -> None:
         """Starts the job, preempts for it, keeps capacity for it, or lets it wait. Nothing that
-        decides changes while the pass changes nothing (epoch), so a job like one that just had
+        decides changes while the ledger does not (its version), so a job like one that just had
         to wait (same team, same demand, no preempting class) waits too, without a second look:
-        that keeps a pass over 10,000 waiting jobs cheap."""
+        that keeps a pass over 10,000 waiting jobs cheap. (What else decides, the preemption
+        budget and the jobs taken, changes only with a preemption, which changes the ledger.)"""
         kind = self.kinds[job.job_id]
-        if not urgent and not job.may_preempt and self.hopeless.get(kind) == self.epoch:
+        if not urgent and not job.may_preempt and self.hopeless.get(kind) == self.ledger.version:
             return self._wait(job)
-        self.epoch += 1                          # undone below when nothing changed
         ledger = self.ledger
         if ledger.over_borrowing_limit(job.team, job.demand):
             return self._wait_hopeless(job, kind)
@@ -190,15 +193,15 @@ class _Pass:
             return self._wait(job, "waited longer than the starvation limit: capacity is kept for it as it frees")
         return self._wait_hopeless(job, kind)
 
-    def _wait(self, job: Waiting, note: str = "") -> None:
+    def _wait(self, job: Waiting[Id], note: str = "") -> None:
         self.left.append((job, note))
 
-    def _wait_hopeless(self, job: Waiting, kind: tuple) -> None:
-        self.epoch -= 1                          # this look changed nothing
-        self.hopeless[kind] = self.epoch
+    def _wait_hopeless(self, job: Waiting[Id], kind: tuple) -> None:
+        # As things stand now (a look that ended here left the ledger's figures as they were).
+        self.hopeless[kind] = self.ledger.version
         self.left.append((job, ""))
 
-    def _admit_why(self, job: Waiting) -> str:
+    def _admit_why(self, job: Waiting[Id]) -> str:
         if self.ledger.borrows(job.team):
             return f"fits; team {job.team} borrows idle capacity"
         if self.ledger.share(job.team).nominal and quota_part(job.demand):

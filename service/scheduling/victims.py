@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from service.scheduling.ledger import Ledger
-from service.scheduling.model import PreemptionKind, Running, Waiting
+from service.scheduling.model import Id, PreemptionKind, Running, Waiting
 
 
-def choose_victims(ledger: Ledger, job: Waiting, running: Iterable[Running], borrowed: set,
-                   taken: set, budget: int) -> list[tuple[Running, PreemptionKind]] | None:
+def choose_victims(ledger: Ledger, job: Waiting[Id], running: Iterable[Running[Id]], borrowed: set[Id],
+                   taken: set[Id], budget: int) -> list[tuple[Running[Id], PreemptionKind]] | None:
     """The jobs to preempt for `job` (each with why), or None when none may or it would not fit."""
     reclaim = ledger.within_nominal(job.team, job.demand)
     if budget <= 0 or not (reclaim or job.may_preempt):
         return None                            # the common case, decided without a look at the running jobs
     short = ledger.short(job.team, job.demand)
-    others: list[tuple[Running, PreemptionKind]] = []
-    own: list[tuple[Running, PreemptionKind]] = []
+    others: list[tuple[Running[Id], PreemptionKind]] = []
+    own: list[tuple[Running[Id], PreemptionKind]] = []
     for v in running:
         if v.stopping or v.job_id in taken or not any(v.demand.get(r, 0) for r in short):
             continue

@@ -138,3 +138,58 @@ def test_the_controllers_unexplained_pass_decides_the_same(world):
     with mock.patch.object(simulation, "schedule", both):
         world.run(passes=60)
     assert compared, "no pass was compared"
+
+
+class _Forgetful(dict):
+    """A memo that never remembers: every look is made again."""
+
+    def get(self, key, default=None):
+        return default
+
+
+@st.composite
+def crowded_worlds(draw):
+    """Many jobs of few kinds (team, demand) waiting at once: where the pass's memos are used."""
+    capacity = {"core": draw(st.integers(2, 8))}
+    teams = TEAMS[:draw(st.integers(2, 4))]
+    shares = {t: Share({"core": draw(st.integers(0, 2))}, weight=draw(st.sampled_from([1.0, 2.0]))) for t in teams}
+    jobs = [Job(f"j{i}", draw(st.sampled_from(teams)), draw(st.integers(0, 2)), {"core": draw(st.integers(1, 2))},
+                draw(st.integers(1, 4)), draw(st.sampled_from([0, 0, 5])), draw(st.booleans()))
+            for i in range(draw(st.integers(8, 30)))]
+    if draw(st.booleans()):
+        capacity[SLOT] = draw(st.integers(1, 6))
+        for job in jobs:
+            job.demand[SLOT] = 1
+    return World(capacity, shares, jobs, Policy(starve_after_s=6, max_preemptions_per_pass=1000))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(worlds(), crowded_worlds()))
+def test_the_passs_memos_change_no_decision(world):
+    """A pass remembers, keyed on the ledger's version, which kinds of job cannot start and each
+    team's fair key (that keeps 10,000 waiting jobs cheap): on every pass of a generated world it
+    decides exactly what a pass that looks at every job afresh decides (a change to the ledger
+    that did not bump its version fails it)."""
+    from unittest import mock
+
+    from service.scheduling import scheduler
+    from tests.scheduling import simulation
+
+    compared = []
+    init = scheduler._Pass.__init__
+
+    def forgetful(self, *args):
+        init(self, *args)
+        self.hopeless, self.keys = _Forgetful(), _Forgetful()
+
+    def both(*args, **kw):
+        remembered = scheduler.schedule(*args, **kw)
+        with mock.patch.object(scheduler._Pass, "__init__", forgetful):
+            fresh = scheduler.schedule(*args, **kw)
+        assert fresh == remembered
+        compared.append(len(remembered.admit) + len(remembered.preempt))
+        return remembered
+
+    with mock.patch.object(simulation, "schedule", both):
+        world.run(passes=60)
+    assert compared, "no pass was compared"
