@@ -10,18 +10,27 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.capacity.queue_schemas import BackendQueue, CapacitySource, QueueEntry, TeamUse
+from service.capacity.queue_schemas import (
+    BackendQueue,
+    CapacitySource,
+    FairShare,
+    QueueEntry,
+    QueueFactors,
+    QueuePlace,
+    TeamUse,
+)
 from service.capacity.snapshot import Snapshot
 from service.lifecycle.admission import WaitingNote
 from service.persistence.models import Job
-from service.scheduling.model import Decision, Waiting, quota_part
+from service.scheduling.factors import Factors, factors
+from service.scheduling.model import Decision, Policy, Waiting, quota_part
 
 STARTING = "about to start"
 
@@ -43,21 +52,25 @@ class Computed:
     in_use: dict[str, int]
     teams: list[TeamUse]
     starting: int = 0    # the admits the controller launches on its next pass
+    factors: Mapping[uuid.UUID, Factors] = field(default_factory=dict)   # each job's priority in parts
 
     @classmethod
-    def of(cls, snap: Snapshot, decision: Decision, at: datetime) -> Computed:
+    def of(cls, snap: Snapshot, decision: Decision, at: datetime, policy: Policy | None = None) -> Computed:
         """The planner arbitrates the launch slots itself (snap.slots, the scheduler's SLOT): what
         it admits is what the controller's next pass launches, and every other job's place and
-        why (a slot included) are the scheduler's own, written once."""
+        why (a slot included) are the scheduler's own, written once. `policy`: the planner's (the
+        starvation limit names a job's tier)."""
         order: list[tuple[uuid.UUID, WaitingNote]] = []
         for a in decision.admit:
             order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))
         for q in decision.queue:
             order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),
                                                 _at(q.likely_start))))
+        parts = factors(snap.arbitrated, snap.shares, snap.running, snap.waiting, [job_id for job_id, _ in order],
+                        at.timestamp(), policy or Policy(), served=snap.served)
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),
-                   team_uses(snap), len(decision.admit))
+                   team_uses(snap), len(decision.admit), parts)  # type: ignore[arg-type]
 
 
 def _at(seconds: float | None) -> datetime | None:
@@ -103,18 +116,13 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
     entries in order from the `offset`-th on, at most `limit`."""
     snap, in_use, waiting = computed.snapshot, computed.in_use, computed.waiting
     page = computed.order[offset:offset + limit]
-    mine = [job_id for job_id, _ in page if waiting[job_id].team == team]
-    names = _names(session, mine, team_id)
+    mine = _own(session, [job_id for job_id, _ in page if waiting[job_id].team == team], team_id)
     entries = []
     for job_id, note in page:
         job = waiting[job_id]
-        entry = QueueEntry(position=note.position, team=job.team, priority=job.priority, demand=quota_part(job.demand))
         # The team name and the job's team row must agree: a job is shown as ours only if both say so.
-        if job.team == team and job_id in names:
-            entry = entry.model_copy(update=dict(id=job_id, display_name=names[job_id], why=note.why, ahead=note.ahead,
-                                                 estimated_start=note.estimated_start,
-                                                 likely_start=note.likely_start))
-        entries.append(entry)
+        own = mine.get(job_id) if job.team == team else None
+        entries.append(_entry(computed, job_id, note, own))
     return BackendQueue(
         backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),
         capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
@@ -129,17 +137,55 @@ def own_places(session: Session, computed: Computed, team: str, team_id: uuid.UU
                limit: int) -> list[QueueEntry]:
     """The caller's own team's waiting jobs wherever they stand in the order (the first
     `limit`), with their places and starts: what the Queue page's first page sums up."""
-    mine = [(job_id, note) for job_id, note in computed.order if computed.waiting[job_id].team == team][:limit]
-    names = _names(session, [job_id for job_id, _ in mine], team_id)
-    return [QueueEntry(position=note.position, team=team, priority=computed.waiting[job_id].priority,
-                       demand=quota_part(computed.waiting[job_id].demand), id=job_id, display_name=names[job_id],
-                       why=note.why, ahead=note.ahead, estimated_start=note.estimated_start,
-                       likely_start=note.likely_start)
-            for job_id, note in mine if job_id in names]
+    ours = [(job_id, note) for job_id, note in computed.order if computed.waiting[job_id].team == team][:limit]
+    mine = _own(session, [job_id for job_id, _ in ours], team_id)
+    return [_entry(computed, job_id, note, mine[job_id]) for job_id, note in ours if job_id in mine]
 
 
-def _names(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, str]:
+def place(computed: Computed, job_id: uuid.UUID, priority_class: str | None) -> QueuePlace | None:
+    """A waiting job's own place, for its view (the job's reader may see it: the caller checked)."""
+    note = computed.notes.get(job_id)
+    if note is None:
+        return None
+    return QueuePlace(position=note.position, **_place(computed, job_id, note, priority_class))
+
+
+def _entry(computed: Computed, job_id: uuid.UUID, note: WaitingNote, own: tuple[str, str | None] | None) -> QueueEntry:
+    """One entry of the order: another team's with its team, position, priority, demand and the parts
+    of its factors that say no more; one of the caller's team (`own`: its name and class) with all."""
+    job = computed.waiting[job_id]
+    entry = QueueEntry(position=note.position, team=job.team, priority=job.priority, demand=quota_part(job.demand))
+    if own is None:
+        parts = computed.factors.get(job_id)
+        return entry.model_copy(update={"factors": None if parts is None else _public(parts)})
+    name, priority_class = own
+    return entry.model_copy(update={"id": job_id, "display_name": name,
+                                    **_place(computed, job_id, note, priority_class)})
+
+
+def _place(computed: Computed, job_id: uuid.UUID, note: WaitingNote, priority_class: str | None) -> dict:
+    """The fields a waiting job's own team reads, in the queue and in the job's view alike."""
+    parts = computed.factors.get(job_id)
+    return {"why": note.why, "ahead": note.ahead, "estimated_start": note.estimated_start,
+            "likely_start": note.likely_start,
+            "factors": None if parts is None else _public(parts).model_copy(update={
+                "tier": parts.tier, "priority_class": priority_class, "waited_seconds": round(parts.waited_s, 1),
+                "decided_by": parts.decided_by})}
+
+
+def _public(parts: Factors) -> QueueFactors:
+    """The parts anyone may read: the team's fair share (its use and share are shown), the priority
+    and the size (its demand and the capacity are shown)."""
+    s = parts.fair_share
+    return QueueFactors(fair_share=FairShare(rank=s.rank, borrowed=round(s.borrowed, 4), held=round(s.held, 4),
+                                             running_jobs=round(s.running_jobs, 4), weight=s.weight),
+                        priority=parts.priority, size=round(parts.size, 4))
+
+
+def _own(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, tuple[str, str | None]]:
+    """The caller's team's jobs among `ids`: each one's name and priority class."""
     if not ids:
         return {}
-    rows = session.execute(select(Job.id, Job.display_name).where(Job.id.in_(ids), Job.team_id == team_id))
-    return {job_id: name for job_id, name in rows}
+    rows = session.execute(select(Job.id, Job.display_name, Job.priority_class)
+                           .where(Job.id.in_(ids), Job.team_id == team_id))
+    return {job_id: (name, priority_class) for job_id, name, priority_class in rows}
