@@ -70,6 +70,8 @@ from service.ui import mount as mount_ui
 from service.ui.feed import JobFeed
 from service.ui.sessions import SigningKey
 from service.ui.settings import UiSettings
+from service.usage.recompute import UsageRecompute
+from service.usage.router import router as usage_router
 from service.web import docs as apidocs
 from service.web import problem_types, problems
 from service.web.body_limits import BodySizeLimitMiddleware
@@ -270,6 +272,7 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
         lambda fence: SweepLauncher(session_factory, lifecycle, submitter, interval=settings.sweep_interval_seconds,
                                     batch_size=settings.sweep_batch_size, fence=fence),
         lambda fence: ModelUploads(session_factory, model_clients, slices.upload_settings(settings)),
+        lambda fence: UsageRecompute(session_factory, slices.usage_settings(settings), fence=fence),
     ]
     metrics = parts.metrics
 
@@ -314,6 +317,7 @@ def _add_routers(app: FastAPI) -> None:
     app.include_router(webhooks_router)
     app.include_router(teams_router)
     app.include_router(capacity_router)
+    app.include_router(usage_router)
     app.include_router(sweeps_router)
     app.include_router(queue_router)
     mount_ui(app)  # the web UI under /ui

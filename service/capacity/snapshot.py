@@ -25,6 +25,7 @@ from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
+from service.usage.store import decayed_by_team
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class Snapshot:
     slots: int | None = None
     # Each team's last launch on this backend (seconds), the scheduler's tie-break between teams.
     served: dict[str, float] = field(default_factory=dict)
+    # Each team's decayed use over every backend in billing units (service/usage): fair share
+    # orders teams by it with what they hold now; a team with none is left out.
+    usage: dict[str, float] = field(default_factory=dict)
 
     @property
     def arbitrated(self) -> dict[str, int]:
@@ -127,7 +131,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                        if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
                for row in session.execute(_waiting(backend, now, max_waiting, held_teams, forecast))]
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
-                    served_of(session, backend, names))
+                    served_of(session, backend, names), decayed_by_team(session, names, now))
 
 
 _FIRST = aliased(Job)
