@@ -24,6 +24,7 @@ from service.ui.render_format import (
     money,
     number,
     pretty,
+    seconds,
     span,
     when,
 )
@@ -64,7 +65,7 @@ def _env() -> Environment:
                        csrf_field=markup.csrf_field, epoch_rows=markup.epoch_rows)
     env.filters.update(age=age, amounts=amounts, clock=clock,
                        declared=declared, iso=iso, money=money, span=span, when=when, pretty=pretty,
-                       number=number, duration=duration_between)
+                       number=number, duration=duration_between, seconds=seconds)
     return env
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +30,11 @@ def duration(delta) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def seconds(n: float | None) -> str:
+    """A number of seconds as duration() writes a length of time ('3m 05s'); '—' for none."""
+    return "—" if n is None else duration(timedelta(seconds=n))
 
 
 def iso(at: datetime | None) -> str:

@@ -62,3 +62,18 @@ def test_paging_goes_both_ways(make_browser, queue_scene, tokens):  # noqa: F811
     d.find_element(By.CSS_SELECTOR, 'a[rel="prev"]').click()
     wait(d, lambda drv: "offset=0" in drv.current_url, "back to the first page")
     assert d.find_elements(By.ID, "mine-local")
+
+
+def test_below_720_px_a_waiting_jobs_parts_read_within_the_screen(make_browser, queue_scene, tokens):  # noqa: F811
+    """Issue 52.4: the row under each waiting job that gives its priority in parts is shown on a
+    narrow screen and wraps within it, however wide the table scrolls."""
+    d = make_browser(width=700, height=900)
+    sign_in(d, tokens["viewer"])
+    d.get(d.base_url + "/ui/queue")
+    row = d.find_element(By.XPATH, f'//a[@href="/ui/jobs/{queue_scene["a1"]}"]/ancestor::tr/following-sibling::tr[1]')
+    assert row.get_attribute("class") == "factors-row"
+    parts = row.find_element(By.CSS_SELECTOR, ".factors")
+    assert parts.is_displayed() and "tier nominal" in parts.text and "fair share #1" in parts.text, parts.text
+    box = d.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right, window.innerWidth]",
+                           parts)
+    assert 0 <= box[0] and box[1] <= box[2], box

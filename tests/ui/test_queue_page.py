@@ -147,3 +147,22 @@ def test_the_queue_and_a_waiting_jobs_page_show_the_likely_start_and_the_latest(
     times = [datetime.fromisoformat(part.split('"', 1)[0]) for part in place.split('<time datetime="')[1:]]
     assert ", likely start <time" in place and ", at the latest <time" in place and len(times) == 2, place
     assert abs((times[0] - likely).total_seconds()) <= 1 and abs((times[1] - latest).total_seconds()) <= 1
+
+
+def test_the_queue_and_a_waiting_jobs_page_show_its_priority_in_parts(app, scene, tokens):
+    """Issue 52.4 on the UI: under each waiting job its priority in parts, the tier first; another
+    team's job with only what the queue shows of it (its team's fair share, priority, size)."""
+    page = new_client(app, tokens["viewer"]).get("/ui/queue").text
+    table = page[page.index('<table class="waiting">'):]
+    rows = [_text(r) for r in re.findall(r'<tr class="factors-row">(.*?)</tr>', table, re.S)]
+    assert len(rows) == 2, rows
+    mine, theirs = rows
+    assert re.fullmatch(r"Priority in parts: tier nominal \(keeps its team inside its nominal quota\) · fair share #1 "
+                        r"\(borrowed 0\.00, held 0\.00, weight 1\) · priority 3 · waited \d+s · size 0\.50", mine), mine
+    assert theirs == "Priority in parts: fair share #2 (borrowed 1.00, held 1.00, weight 1) · priority 0 · size 0.50"
+    # Beta reads its own job's: behind alpha's by its tier, and nothing of alpha's job but those parts.
+    other = _text(new_client(app, tokens["other"]).get("/ui/queue").text)
+    assert "tier fair (fair order between teams)" in other and "behind the job above by its tier" in other
+    assert "tier nominal" not in other
+    job = _text(new_client(app, tokens["viewer"]).get(f"/ui/jobs/{scene['a1']}").text)
+    assert re.search(r"Priority in parts: tier nominal .* fair share #1 .* size 0\.50", job), job
