@@ -115,7 +115,7 @@ _MARKS = {
     "unit": ("service/jobs/router.py", "_create_in_unit"),
     "submit_view": ("service/jobs/router.py", "submit"),
     "submit": ("service/jobs/submitter.py", "submit"),
-    "compile": ("service/jobs/submitter.py", "_compile"),
+    "compile": ("service/jobs/submitter.py", "_build"),      # the pre-check is not inside it
     "precheck": ("service/jobs/precheck.py", "for_submit"),
     "price": ("service/jobs/compile_reuse.py", "cost"),    # the estimate, or a copy of the one kept
     "store": ("service/jobs/submitter.py", "_store"),
@@ -140,10 +140,11 @@ def print_parts(stats: pstats.Stats, n: int, cpu: float) -> None:
         ("request thread trip, session open/close", cum["endpoint"] - cum.get("input", 0.0) - cum["submit_view"]),
         # A repeat submit runs no pre-check (jobs.precheck.guard): 0 in the steady state.
         ("pre-check (first submit of a template, or a failed guard)", cum.get("precheck", 0.0)),
-        ("compile: parameters, CustomJob, checks", cum["compile"] - cum.get("precheck", 0.0)),
+        ("compile: parameters, CustomJob, checks", cum["compile"]),
         ("price (kept from the first submit of the same values)", cum["price"]),
         ("store: values, the guarded insert statement, commit", cum["store"]),
-        ("other submit work (idempotency, limits)", cum["submit"] - cum["compile"] - cum["price"] - cum["store"]),
+        ("other submit work (idempotency, limits)",
+         cum["submit"] - cum.get("precheck", 0.0) - cum["compile"] - cum["price"] - cum["store"]),
         ("answer: job view (replica env), JSON", cum["submit_view"] - cum["submit"]),
     ]
     total = cum["request"]

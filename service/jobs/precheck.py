@@ -8,15 +8,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import Table, bindparam, exists, select
+from sqlalchemy import and_, bindparam, exists, select
 from sqlalchemy.orm import Session
 
 from service import jobspec
 from service.auth.service import unknown_token
 from service.core.errors import NotFound
 from service.persistence import pgfast
-from service.persistence.jobrows import PgGuard
+from service.persistence.jobrows import Guard
 from service.persistence.models import ApiToken, TeamLimits, Template, WebhookSubscription
+from service.persistence.rows import table_of
 from service.templates import service as templates
 from service.templates.cache import Head, TemplateCache
 
@@ -36,20 +37,26 @@ class Launchable:
     team_limited: bool        # the team has budgets (else the submit takes no limits lock)
 
 
-def _table(model: type) -> Table:
-    return model.__table__  # type: ignore[attr-defined]
-
-
+# The facts a submit reads before it writes, each written once, as expressions over the template
+# row: the head read selects them, and a guessed submit's guard requires them where it writes.
 # Built once: a statement built per call costs more than its round trip (SQLAlchemy's cache key).
-_T, _TOK = _table(Template).c, _table(ApiToken).c
-_HOOK, _LIM = _table(WebhookSubscription).c, _table(TeamLimits).c
-_HEAD = select(
-    _T.id, _T.name, _T.latest_version, _T.archived_at,
-    exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)).label("token_live"),
-    exists().where(_HOOK.team_id == _T.team_id, _HOOK.paused_at.is_(None)).label("team_webhooks"),
-    exists().where(_LIM.team_id == _T.team_id).label("team_limited"),
-).where(_T.team_id == bindparam("team_id"), _T.name == bindparam("name"))
-_TOKEN_LIVE = select(exists().where(_TOK.token_hash == bindparam("token_hash"), _TOK.revoked_at.is_(None)))
+_T, _TOK = table_of(Template).c, table_of(ApiToken).c
+_HOOK, _LIM = table_of(WebhookSubscription).c, table_of(TeamLimits).c
+_TOKEN_LIVE = exists().where(_TOK.token_hash == bindparam("head_token_hash"), _TOK.revoked_at.is_(None))
+# A head is kept, and a guess stored, only while each of these is false (`plain`).
+_UNPLAIN = {
+    "archived": _T.archived_at.is_not(None),
+    "team_webhooks": exists().where(_HOOK.team_id == _T.team_id, _HOOK.paused_at.is_(None)),
+    "team_limited": exists().where(_LIM.team_id == _T.team_id),
+}
+_NAMED = (_T.team_id == bindparam("head_team_id"), _T.name == bindparam("head_name"))
+_HEAD = select(_T.id, _T.name, _T.latest_version, _TOKEN_LIVE.label("token_live"),
+               *(fact.label(name) for name, fact in _UNPLAIN.items())).where(*_NAMED)
+_TOKEN_LIVE_ALONE = select(_TOKEN_LIVE)
+# The head still as kept: the same template at the same latest version, and still plain.
+_SAME_HEAD = exists().where(*_NAMED, _T.id == bindparam("head_template_id"),
+                            _T.latest_version == bindparam("head_latest"), *(~fact for fact in _UNPLAIN.values()))
+_GUARD, _GUARD_TOKEN = _SAME_HEAD, and_(_SAME_HEAD, _TOKEN_LIVE)
 
 
 def guessed(cache: TemplateCache, head: Head, version: int | None) -> Launchable | None:
@@ -63,52 +70,45 @@ def guessed(cache: TemplateCache, head: Head, version: int | None) -> Launchable
     return Launchable(head.template_id, head.name, wanted, False, prepared, True, False, False)
 
 
-def guard(head: Head, team_id: uuid.UUID, token_hash: str) -> PgGuard:
-    """What for_submit would read, as a condition for the job-row writer's statement: the
+def guard(head: Head, team_id: uuid.UUID, token_hash: str) -> Guard:
+    """What for_submit would read, as the condition of the job-row writer's statement: the
     template is still `head` (same id, name and latest version, not archived), the caller's
     token is still live, and the team still has no active webhook and no budgets. False, and
     nothing is written: the submit then runs in order, pre-check first (jobs.submitter)."""
-    params: dict = {"guard_template_id": head.template_id, "guard_team_id": team_id, "guard_name": head.name,
-                    "guard_latest": head.latest_version}
-    token = ""
-    if token_hash:
-        params["guard_token_hash"] = token_hash
-        token = _GUARD_TOKEN
-    return PgGuard(_GUARD + token, params)
-
-
-_GUARD = (
-    f"EXISTS (SELECT 1 FROM {_table(Template).name} WHERE id = :guard_template_id AND team_id = :guard_team_id "
-    "AND name = :guard_name AND latest_version = :guard_latest AND archived_at IS NULL) "
-    f"AND NOT EXISTS (SELECT 1 FROM {_table(WebhookSubscription).name} WHERE team_id = :guard_team_id "
-    "AND paused_at IS NULL) "
-    f"AND NOT EXISTS (SELECT 1 FROM {_table(TeamLimits).name} WHERE team_id = :guard_team_id)")
-_GUARD_TOKEN = (f" AND EXISTS (SELECT 1 FROM {_table(ApiToken).name} WHERE token_hash = :guard_token_hash "
-                "AND revoked_at IS NULL)")
+    params: dict = {"head_template_id": head.template_id, "head_team_id": team_id, "head_name": head.name,
+                    "head_latest": head.latest_version}
+    if not token_hash:
+        return Guard(_GUARD, params)
+    params["head_token_hash"] = token_hash
+    return Guard(_GUARD_TOKEN, params)
 
 
 def for_submit(session: Session, cache: TemplateCache, team_id: uuid.UUID, name: str,
-               version: int | None = None, *, token_hash: str = "") -> Launchable:
+               version: int | None = None, *, token_hash: str = "", known: Launchable | None = None) -> Launchable:
     """The template version to launch, and the facts above; the version parsed and checked
     only the first time this process sees it (templates.prepared_version: versions are
-    immutable). A revoked token `token_hash` raises Unauthorized here, before anything
-    else is told."""
-    head = pgfast.first(session.connection(), _HEAD, {"team_id": team_id, "name": name, "token_hash": token_hash})
+    immutable; `known`: a version already in hand, a missed guess's). A revoked token
+    `token_hash` raises Unauthorized here, before anything else is told."""
+    head = pgfast.first(session.connection(), _HEAD, {"head_team_id": team_id, "head_name": name,
+                                                      "head_token_hash": token_hash})
     if head is None:
         if token_hash:
             check_token_live(session, token_hash)
         raise NotFound(f"no template named {name!r}; GET /v1/templates lists them")
     if token_hash and not head.token_live:
         raise unknown_token()
-    plain = head.archived_at is None and not head.team_webhooks and not head.team_limited
+    plain = not any(getattr(head, fact) for fact in _UNPLAIN)
     cache.keep_head(team_id, name, Head(head.id, head.name, head.latest_version) if plain else None)
     wanted = version or head.latest_version
-    prepared = templates.prepared_version(session, cache, head.id, name, wanted, head.latest_version)
-    return Launchable(head.id, head.name, wanted, head.archived_at is not None, prepared,
+    if known is not None and (known.template_id, known.version) == (head.id, wanted):
+        prepared = known.prepared
+    else:
+        prepared = templates.prepared_version(session, cache, head.id, name, wanted, head.latest_version)
+    return Launchable(head.id, head.name, wanted, bool(head.archived), prepared,
                       bool(head.token_live), bool(head.team_webhooks), bool(head.team_limited))
 
 
 def check_token_live(session: Session, token_hash: str) -> None:
     """Unauthorized unless the token is still unrevoked (a cached actor's: auth.cache)."""
-    if not session.connection().execute(_TOKEN_LIVE, {"token_hash": token_hash}).scalar():
+    if not session.connection().execute(_TOKEN_LIVE_ALONE, {"head_token_hash": token_hash}).scalar():
         raise unknown_token()

@@ -18,7 +18,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 from sqlalchemy import select
@@ -43,7 +43,7 @@ from service.lifecycle.states import JobState
 from service.lifecycle.wake import Wake, Waker
 from service.persistence import jobrows
 from service.persistence.autocommit import Autocommit, autocommit
-from service.persistence.jobrows import PgGuard
+from service.persistence.jobrows import ALWAYS, Guard
 from service.persistence.models import Job, utcnow
 from service.templates.cache import Head, TemplateCache
 
@@ -113,6 +113,15 @@ class _Compiled:
     built: Built                 # prices the job (once per reused compile)
 
 
+@dataclass(frozen=True)
+class _Missed:
+    """A guess that was not stored (`_guessed`): the Launchable it compiled from, and its compile
+    or the problem its compile raised, which the submit in order reuses when its pre-check reads
+    the same version: a missed guess reads the version and compiles once, as an ordered submit."""
+
+    tv: precheck.Launchable
+    compiled: _Compiled | None = None
+    error: DomainError | None = None
 
 def request_hash(body: JobCreate, dry_run: bool) -> str:
     canonical = json.dumps({"body": body.model_dump(mode="json"), "dry_run": dry_run},
@@ -181,13 +190,15 @@ class JobSubmitter:
             existing = self._replay(session, actor, idempotency_key, digest)
             if existing is not None:
                 return Submitted(existing, True, None)
+        missed = None
         if alone.on and not dry_run and not idempotency_key:
             head = self.template_cache.head(actor.team_id, body.template)
             if head is not None:
-                done = self._guessed(session, body, actor, alone, head, verify_token, trial)
-                if done is not None:
-                    return done
-        c = self._compile(session, body, actor, verify_token, trial)
+                guess = self._guessed(session, body, actor, alone, head, verify_token, trial)
+                if isinstance(guess, Submitted):
+                    return guess
+                missed = guess
+        c = self._compile(session, body, actor, verify_token, trial, missed)
         cost = self._price(c)
         if dry_run:
             view = c.backend.launch_view(c.job_id, c.compiled, None)
@@ -207,22 +218,24 @@ class JobSubmitter:
         return stored
 
     def _guessed(self, session: Session, body: JobCreate, actor: Actor, alone: Autocommit, head: Head,
-                 verify_token: str, trial: jobspec.Trial | None) -> Submitted | None:
+                 verify_token: str, trial: jobspec.Trial | None) -> Submitted | _Missed | None:
         """The submit in one statement: compiled from the template's head as this process last
         read it (templates.cache.Head), and stored only if the statement finds everything the pre-check
-        would have read unchanged (precheck.guard). None: nothing was written, and the submit
+        would have read unchanged (precheck.guard). Else nothing was written, and the submit
         runs in order (the pre-check first), so every answer but a stored job (a revoked token,
         an archived or changed template, a problem in the body) is the ordered path's own, word
-        for word; the guess costs a compile more when it is wrong."""
+        for word. _Missed: what the guess compiled, for the ordered path to reuse (`_compile`);
+        None: nothing was guessed (the version is not in the cache)."""
         tv = precheck.guessed(self.template_cache, head, body.template_version)
         if tv is None:
             return None
         try:
-            c = self._compile(session, body, actor, verify_token, trial, guessed=tv)
-        except DomainError:
-            return None
-        return self._store(session, body, actor, c, self._price(c), None, None, None, alone,
-                           guard=precheck.guard(head, actor.team_id, verify_token))
+            c = self._build(session, body, actor, tv, trial)
+        except DomainError as e:
+            return _Missed(tv, error=e)
+        stored = self._store(session, body, actor, c, self._price(c), None, None, None, alone,
+                             guard=precheck.guard(head, actor.team_id, verify_token))
+        return stored if stored is not None else _Missed(tv, compiled=c)
 
     def _price(self, c: _Compiled) -> CostEstimate:
         """The job's estimate: kept with its reused compile, else priced now."""
@@ -230,15 +243,25 @@ class JobSubmitter:
                                                                           c.backend.capabilities.runs_on))
 
     def _compile(self, session: Session, body: JobCreate, actor: Actor, verify_token: str,
-                 trial: jobspec.Trial | None, guessed: precheck.Launchable | None = None) -> _Compiled:
-        """The pre-check, the compile and every check of the result: every problem at once
-        (issue 25), the overrides policy's and the backend's with the compiler's. `guessed`:
-        the template's head without the pre-check (see `_guessed`)."""
-        tv = guessed or precheck.for_submit(session, self.template_cache, actor.team_id, body.template,
-                                            body.template_version, token_hash=verify_token)
+                 trial: jobspec.Trial | None, missed: _Missed | None = None) -> _Compiled:
+        """The pre-check, then the compile (`_build`), or a missed guess's of the same version."""
+        tv = precheck.for_submit(session, self.template_cache, actor.team_id, body.template, body.template_version,
+                                 token_hash=verify_token, known=missed.tv if missed else None)
         if tv.archived:
             raise Conflict(f"template {body.template!r} is archived; "
                            f"POST /v1/templates/{body.template}/unarchive to use it again")
+        if missed is not None and (missed.tv.template_id, missed.tv.version) == (tv.template_id, tv.version):
+            # The guess compiled this very version with these values: its job, or its problem, is this one's.
+            if missed.error is not None:
+                raise missed.error
+            assert missed.compiled is not None    # one of the two
+            return replace(missed.compiled, tv=tv)
+        return self._build(session, body, actor, tv, trial)
+
+    def _build(self, session: Session, body: JobCreate, actor: Actor, tv: precheck.Launchable,
+               trial: jobspec.Trial | None) -> _Compiled:
+        """The compile and every check of the result: every problem at once (issue 25), the
+        overrides policy's and the backend's with the compiler's."""
         submitted, problems = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
         backend_name = body.backend or self.default_backend
         backend = self.backends.get(backend_name)
@@ -270,10 +293,10 @@ class JobSubmitter:
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
-               alone: Autocommit, guard: PgGuard | None = None) -> Submitted | None:
+               alone: Autocommit, guard: Guard = ALWAYS) -> Submitted | None:
         """The job row, its labels, first event and cost row in one transaction, committed
         (or, `alone.on`, in one statement that commits itself); then the controller is woken.
-        `guard` (with `alone.on`): see `_guessed`; None when it did not hold (nothing written)."""
+        `guard`: see `_guessed`; None when it did not hold (nothing written)."""
         now = utcnow()
         values = dict(id=c.job_id, team_id=actor.team_id, display_name=c.display_name, template_id=c.tv.template_id,
                       template_name=c.ref.name, template_version=c.ref.version, backend=c.backend_name,

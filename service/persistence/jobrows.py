@@ -1,35 +1,54 @@
-"""The job-row writer: the one place a new job's rows are inserted — the job row, its label
-rows, its first event and its cost row (what team budgets add up) — for a submit
-(jobs.submitter) and a retry attempt (lifecycle.retries) alike, so a new per-job table is
-added here once. On PostgreSQL it is one statement (one round trip), which may also
-evaluate the caller's `PgAlso` (the controller's wake-up: lifecycle.wake.notify_expr).
+"""The job-row writer: the one place a new job's rows are inserted — the job row and the
+rows of every per-job table (`PER_JOB`: its labels, its first event, its cost row, which
+team budgets add up) — for a submit (jobs.submitter) and a retry attempt
+(lifecycle.retries) alike. A new per-job table is one line in `PER_JOB`.
 
-The submit path is the service's hottest: there, building SQLAlchemy statements and
-running the ORM's bulk machinery cost more than the database does. So the statements
-are built once per dialect, from the tables themselves (a new column is picked up),
-and JSON columns are bound as text the caller has already encoded (the compiled job
+One plan, one builder: the tables, their columns and how each is sent are worked out once
+from `PER_JOB` and the tables themselves (a new column is picked up). On PostgreSQL the plan
+is one statement (one round trip) that inserts every table under a guard (`Guard`: what a
+guessed submit read earlier, checked where it writes; `ALWAYS` otherwise) and may also
+evaluate the caller's `PgAlso` (the controller's wake-up: lifecycle.wake.notify_expr). On
+SQLite the same plan is an insert per table, after the guard is read.
+
+The submit path is the service's hottest: building SQLAlchemy statements and running the
+ORM's bulk machinery cost more than the database does. So a statement is built once per
+shape, and JSON columns are bound as text the caller has already encoded (the compiled job
 is assembled from JSON the compiler wrote): nothing is encoded twice."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import JSON, String, Table, Text, bindparam, insert, text
-from sqlalchemy import column as result_column
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Insert,
+    Select,
+    String,
+    Table,
+    Text,
+    bindparam,
+    case,
+    cast,
+    column,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.selectable import CTE
 
 from service.persistence import pgfast
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel
+from service.persistence.rows import table_of
 
-_JOBS: Table = Job.__table__              # type: ignore[assignment]  # a declarative class's Table
-_COSTS: Table = JobCost.__table__         # type: ignore[assignment]
-_LABELS: Table = JobLabel.__table__       # type: ignore[assignment]
-_EVENTS: Table = JobEvent.__table__       # type: ignore[assignment]
-_EVENT_COLUMNS = ("job_id", "from_state", "to_state", "reason", "actor", "at")
-_COST_COLUMNS = tuple(c.name for c in _COSTS.columns)
+_JOBS = table_of(Job)
 JSON_COLUMNS = frozenset(c.name for c in _JOBS.columns if isinstance(c.type, JSON))
 COLUMNS = tuple(c.name for c in _JOBS.columns)
 # A NOT NULL column with a constant default (priority 0, preemptions 0) takes it when not given.
@@ -40,24 +59,60 @@ DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in _JOBS.columns
 _PLAN = tuple((c, c in JSON_COLUMNS, DEFAULTS.get(c)) for c in COLUMNS)
 _COLUMN_SET = frozenset(COLUMNS)
 _NULL = json.dumps(None)
-_PG = postgresql.dialect()
+_EMPTY = "[]"
+
+
+class NewJob(NamedTuple):
+    """A new job as the writer takes it: `row` (`job_row`'s), its `labels` (what the row's labels
+    column holds), its first `event` (lifecycle Engine.creation_event) and its `cost` row
+    (budgets.cost_row; None: none). A per-job table's rows are made from it (`PER_JOB`)."""
+
+    row: Mapping[str, Any]
+    labels: Mapping[str, str]
+    event: Mapping[str, Any]
+    cost: Mapping[str, Any] | None
+
+
+class PerJob(NamedTuple):
+    """A table written with every new job, in the writer's one statement. `rows`: its rows,
+    made from the NewJob (each a mapping of its columns, JSON columns as text: `encode`; a
+    column not given takes its constant default or NULL; an autoincrement key is the
+    database's). `many`: any number of rows (sent as one JSON array); else none or one (sent
+    as parameters, the cheaper: psycopg adapts scalars in a fraction of an array's time)."""
+
+    table: Table
+    rows: Callable[[NewJob], Sequence[Mapping[str, Any]]]
+    many: bool = False
+
+
+# The per-job tables (docs/DESIGN.md, "Where things go": add one here, with its migration and
+# model; its foreign key to jobs.id ON DELETE CASCADE, so its rows go with their job).
+PER_JOB: tuple[PerJob, ...] = (
+    PerJob(table_of(JobLabel), lambda job: [{"job_id": job.row["id"], "key": k, "value": v}
+                                            for k, v in job.labels.items()], many=True),
+    PerJob(table_of(JobEvent), lambda job: (job.event,)),
+    PerJob(table_of(JobCost), lambda job: () if job.cost is None else (job.cost,)),
+)
 
 
 class PgAlso(NamedTuple):
     """An SQL expression PostgreSQL evaluates in the writer's statement, with its bound
-    parameters (their names must not be columns'); SQLite has no use for it."""
+    parameters (their names must not be the statement's own); SQLite has no use for it."""
 
     expression: str
     params: Mapping[str, Any]
 
 
-class PgGuard(NamedTuple):
-    """A boolean SQL expression the writer's statement checks first, with its bound parameters
-    (names start with `guard_`): false, and the statement writes nothing and evaluates no
-    `PgAlso` (jobs.submitter `_guessed`: what a submit read earlier, checked where it writes)."""
+class Guard(NamedTuple):
+    """A condition the writer checks where it writes, with its bound parameters (names not the
+    statement's own: `_check_names`): false, and nothing is written and no `PgAlso` evaluated
+    (jobs.precheck.guard: what a guessed submit read earlier)."""
 
-    expression: str
+    expression: ColumnElement[bool]
     params: Mapping[str, Any]
+
+
+ALWAYS = Guard(true(), {})     # the submit in order, a retry attempt: its checks ran before
 
 
 def encode(value: Any) -> str:
@@ -72,104 +127,174 @@ def job_row(values: Mapping[str, Any], *, encoded: Mapping[str, str] = {}) -> di
     if unknown:
         raise ValueError(f"not columns of jobs: {sorted(unknown)}")
     row: dict[str, Any] = {}
-    for column, is_json, default in _PLAN:
-        if column in encoded:
-            row[column] = encoded[column]
+    for column_, is_json, default in _PLAN:
+        if column_ in encoded:
+            row[column_] = encoded[column_]
         elif is_json:
-            value = values.get(column)
-            row[column] = _NULL if value is None else encode(value)   # most are None: no encoder call
+            value = values.get(column_)
+            row[column_] = _NULL if value is None else encode(value)   # most are None: no encoder call
         else:
-            row[column] = values.get(column, default)
+            row[column_] = values.get(column_, default)
     return row
 
 
 def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, str], event: Mapping[str, Any],
-               cost: Mapping[str, Any] | None, *, pg_also: PgAlso | None = None, guard: PgGuard | None = None) -> bool:
-    """`row`: `job_row`'s, every column of jobs with JSON columns encoded (its `labels`
-    column and `labels` agree); `event`: the first event's row (lifecycle Engine.creation_event);
-    `cost`: the job_costs row (budgets.cost_row: JSON as text), None for none; `pg_also`: see PgAlso;
-    `guard` (PostgreSQL only): see PgGuard. True when the rows were written (always, without a guard)."""
+               cost: Mapping[str, Any] | None, *, pg_also: PgAlso | None = None, guard: Guard = ALWAYS) -> bool:
+    """`row`: `job_row`'s, every column of jobs with JSON columns encoded (its `labels` column
+    and `labels` agree); `event`, `cost`: see NewJob; `pg_also`: see PgAlso; `guard`: see Guard.
+    True when the rows were written (always, under ALWAYS)."""
+    job = NewJob(row, labels, event, cost)
+    per_job = PER_JOB
+    rows = [p.rows(job) for p in per_job]
     conn = session.connection()
-    if conn.dialect.name == "postgresql":
-        # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked
-        # at the end of the statement. pg_notify is delivered at commit, like the rows.
-        params: dict[str, Any] = {**row, **{f"event_{k}": event[k] for k in _EVENT_COLUMNS}}
-        if cost is not None:
-            params.update({f"cost_{k}": cost[k] for k in _COST_COLUMNS})
-        if pg_also is not None:
-            params.update(pg_also.params)
-        also = pg_also.expression if pg_also else None
-        if guard is None:
-            pgfast.execute(conn, _postgres_statement(cost is not None, also), params)
-            return True
-        params.update(guard.params)
-        found = pgfast.first(conn, _guarded_statement(cost is not None, also, guard.expression), params)
-        return bool(found is not None and found.ok)
-    if guard is not None:
-        raise ValueError("a guarded insert is PostgreSQL's (one statement)")
-    # SQLite: no round trips to save; the same rows through statements built once.
-    job, label, first_event, job_cost = _sqlite_statements()
-    conn.execute(job, dict(row))
-    if labels:
-        conn.execute(label, [{"job_id": row["id"], "key": k, "value": v} for k, v in labels.items()])
-    conn.execute(first_event, dict(event))
-    if cost is not None:
-        conn.execute(job_cost, dict(cost))
-    return True
+    if conn.dialect.name != "postgresql":
+        # SQLite: no round trips to save; the guard read, then the plan's inserts.
+        if guard is not ALWAYS and not conn.execute(select(guard.expression), dict(guard.params)).scalar():
+            return False
+        conn.execute(_sqlite_insert(_JOBS), dict(row))
+        for p, given in zip(per_job, rows, strict=True):
+            if given:
+                conn.execute(_sqlite_insert(p.table), [_complete(p.table, r) for r in given])
+        return True
+    # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked at the
+    # end of the statement. pg_notify is delivered at commit, like the rows.
+    params: dict[str, Any] = dict(row)
+    for p, given in zip(per_job, rows, strict=True):
+        if p.many:
+            params[p.table.name] = json.dumps([_complete(p.table, r) for r in given], default=str) if given else _EMPTY
+        elif given:
+            params.update(_one_row_params(p.table, given))
+    if pg_also is not None:
+        params.update(pg_also.params)
+    params.update(guard.params)
+    shape = tuple(p.many or bool(given) for p, given in zip(per_job, rows, strict=True))
+    statement = _postgres_statement(per_job, shape, pg_also.expression if pg_also else None, guard.expression)
+    found = pgfast.first(conn, statement, params)
+    return bool(found is not None and found.ok)
 
 
-@lru_cache(maxsize=8)
-def _postgres_statement(with_cost: bool, also: str | None):
-    # Plain SQL (psycopg adapts UUIDs, aware datetimes and text itself); JSON as text, cast once.
-    values = [f"CAST(:{c} AS json)" if c in JSON_COLUMNS else f":{c}" for c in COLUMNS]
-    cost = (f", cost AS (INSERT INTO {_COSTS.name} ({', '.join(_COST_COLUMNS)}) "
-            f"VALUES ({', '.join(_cost_value(c) for c in _COST_COLUMNS)}))") if with_cost else ""
-    return text(
-        f"WITH job AS (INSERT INTO {_JOBS.name} ({', '.join(COLUMNS)}) VALUES ({', '.join(values)})), "
-        f"labels AS (INSERT INTO {_LABELS.name} (job_id, key, value) "
-        f"SELECT :id, l.key, l.value FROM json_each_text(CAST(:labels AS json)) AS l), "
-        f"event AS (INSERT INTO {_EVENTS.name} ({', '.join(_EVENT_COLUMNS)}) "
-        f"VALUES ({', '.join(':event_' + c for c in _EVENT_COLUMNS)}))"
-        f"{cost} SELECT {also or '1'}")
+# --- the plan: per table, the columns written and their defaults (both databases) ----------------
+
+_WRITTEN: dict[Table, tuple[tuple[str, Any], ...]] = {}
+_NAMES: dict[Table, frozenset[str]] = {}
 
 
-@lru_cache(maxsize=8)
-def _guarded_statement(with_cost: bool, also: str | None, guard: str):
-    # The guard once, in a CTE every insert reads: each inserts only where it holds (a child row
-    # without its job would fail the foreign keys at the statement's end), and the NOTIFY is
-    # evaluated only then (CASE evaluates the branch taken; pg_notify is volatile).
+def _written(table: Table) -> tuple[tuple[str, Any], ...]:
+    """(column, its constant default or None) for each column the writer sends: all but an
+    autoincrement key (JobEvent.id), which the database numbers."""
+    found = _WRITTEN.get(table)
+    if found is None:
+        found = tuple((c.name, getattr(c.default, "arg", None) if getattr(c.default, "is_scalar", False) else None)
+                      for c in table.columns if not (c.primary_key and c.autoincrement is True))
+        _WRITTEN[table] = found
+    return found
+
+
+def _complete(table: Table, given: Mapping[str, Any]) -> dict[str, Any]:
+    _known(table, given)
+    return {name: given.get(name, default) for name, default in _written(table)}
+
+
+def _one_row_params(table: Table, given: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    if len(given) != 1:
+        raise ValueError(f"{table.name} takes one row per job, not {len(given)} (PerJob many=True takes any number)")
+    one = _known(table, given[0])
+    return {f"{table.name}__{name}": one.get(name, default) for name, default in _written(table)}
+
+
+def _known(table: Table, given: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`given`, if it names only columns of `table` (a misspelt one would be dropped unseen)."""
+    names = _NAMES.get(table)
+    if names is None:
+        names = _NAMES[table] = frozenset(table.c.keys())
+    if not given.keys() <= names:
+        raise ValueError(f"not columns of {table.name}: {sorted(given.keys() - names)}")
+    return given
+
+
+# --- PostgreSQL: one statement per shape ----------------------------------------------------------
+
+_STATEMENTS: dict[tuple, tuple[tuple[PerJob, ...], ColumnElement[bool], Select]] = {}
+_MAX_STATEMENTS = 64      # shapes: tables with a row x a PgAlso or none x a guard; a few in use
+
+
+def _postgres_statement(per_job: tuple[PerJob, ...], shape: tuple[bool, ...], also: str | None,
+                        guard: ColumnElement[bool]) -> Select:
+    """`shape`: which per-job tables are written. Cached by the identity of `per_job` and
+    `guard` (module constants; a clause's == builds SQL, it compares nothing)."""
+    key = (id(per_job), shape, also, id(guard))
+    found = _STATEMENTS.get(key)
+    if found is not None and found[0] is per_job and found[1] is guard:
+        return found[2]
+    checked = select(guard.label("ok")).cte("guard")
+    written = [p for p, here in zip(per_job, shape, strict=True) if here]
+    writes = [_insert_one(_JOBS, "", checked)] + [
+        _insert_many(p.table, checked) if p.many else _insert_one(p.table, f"{p.table.name}__", checked) for p in written]
+    # pg_notify is volatile and CASE evaluates the branch taken: no NOTIFY unless the rows are written.
+    statement = select(checked.c.ok, case((checked.c.ok, text(also) if also else literal_column("1"))).label("also")) \
+        .add_cte(*writes)
+    _check_names(written, guard, also)
+    if len(_STATEMENTS) >= _MAX_STATEMENTS:
+        _STATEMENTS.clear()
+    _STATEMENTS[key] = (per_job, guard, statement)
+    return statement
+
+
+def _sent_type(table: Table, name: str) -> Any:
     # A SELECT's values are typed by their own expression, not by the column they go to (as a
     # VALUES list's are): each is cast to its column's type, strings to text (a cast to
-    # varchar(n) would cut a long value where the insert refuses it).
-    values = [_typed(_JOBS, c, c) for c in COLUMNS]
-    cost = (f", cost AS (INSERT INTO {_COSTS.name} ({', '.join(_COST_COLUMNS)}) "
-            f"SELECT {', '.join(_typed(_COSTS, c, 'cost_' + c) for c in _COST_COLUMNS)} FROM guard WHERE guard.ok)"
-            ) if with_cost else ""
-    return text(
-        f"WITH guard AS (SELECT ({guard}) AS ok), "
-        f"job AS (INSERT INTO {_JOBS.name} ({', '.join(COLUMNS)}) SELECT {', '.join(values)} FROM guard WHERE guard.ok), "
-        f"labels AS (INSERT INTO {_LABELS.name} (job_id, key, value) "
-        f"SELECT CAST(:id AS uuid), l.key, l.value FROM guard, json_each_text(CAST(:labels AS json)) AS l WHERE guard.ok), "
-        f"event AS (INSERT INTO {_EVENTS.name} ({', '.join(_EVENT_COLUMNS)}) "
-        f"SELECT {', '.join(_typed(_EVENTS, c, 'event_' + c) for c in _EVENT_COLUMNS)} FROM guard WHERE guard.ok)"
-        f"{cost} SELECT guard.ok, CASE WHEN guard.ok THEN {also or '1'} END AS also FROM guard"
-    ).columns(result_column("ok"), result_column("also"))
-
-
-def _typed(table: Table, name: str, param: str) -> str:
+    # varchar(n) would cut a long value where the insert refuses it), JSON from its text.
     kind = table.c[name].type
-    sql = "text" if isinstance(kind, String) else kind.compile(dialect=_PG)
-    return f"CAST(:{param} AS {sql})"
+    return Text() if isinstance(kind, String) else kind
 
 
-def _cost_value(column: str) -> str:
-    return f"CAST(:cost_{column} AS json)" if isinstance(_COSTS.c[column].type, JSON) else f":cost_{column}"
+def _insert_one(table: Table, prefix: str, checked: CTE) -> CTE:
+    names = [name for name, _ in _written(table)]
+    values = select(*(cast(bindparam(prefix + n), _sent_type(table, n)) for n in names)).where(checked.c.ok)
+    return _insert(table, names, values)
 
 
-@lru_cache(maxsize=1)
-def _sqlite_statements():
-    job = insert(_JOBS).values({c.name: bindparam(c.name, type_=Text() if c.name in JSON_COLUMNS else c.type)
-                                for c in _JOBS.columns})
-    cost = insert(_COSTS).values({c.name: bindparam(c.name, type_=Text() if isinstance(c.type, JSON) else c.type)
-                                  for c in _COSTS.columns})
-    return job, insert(_LABELS), insert(_EVENTS), cost
+def _insert_many(table: Table, checked: CTE) -> CTE:
+    # The rows as one JSON array named after the table (json.dumps: a uuid or a time as its
+    # text), typed per column; JSON columns come as text (encoded), as everywhere in the writer.
+    names = [name for name, _ in _written(table)]
+    rows = func.json_to_recordset(cast(bindparam(table.name), JSON)).table_valued(
+        *(column(n, Text() if isinstance(table.c[n].type, JSON) else _sent_type(table, n)) for n in names)
+    ).render_derived(name="r", with_types=True)
+    values = select(*(cast(rows.c[n], _sent_type(table, n)) for n in names)).select_from(checked, rows) \
+        .where(checked.c.ok)
+    return _insert(table, names, values)
+
+
+def _insert(table: Table, names: list[str], values: Select) -> CTE:
+    statement: Insert = insert(table).from_select(names, values, include_defaults=False)
+    return statement.cte(f"write_{table.name}")
+
+
+def _check_names(written: list[PerJob], guard: ColumnElement[bool], also: str | None) -> None:
+    """The guard's and the PgAlso's parameters are sent beside the rows': a name both use would
+    send one value for two meanings."""
+    own = set(COLUMNS) | {p.table.name if p.many else f"{p.table.name}__{n}" for p in written for n, _ in _written(p.table)}
+    theirs = _binds(guard) | (set(text(also)._bindparams) if also else set())
+    clash = own & theirs
+    if clash:
+        raise ValueError(f"the guard's or PgAlso's parameters {sorted(clash)} are also the rows' own: rename them")
+
+
+def _binds(clause: Any) -> set[str]:
+    return {b.key for b in visitors.iterate(clause) if isinstance(b, BindParameter)}
+
+
+# --- SQLite: the same plan, an insert per table -----------------------------------------------------
+
+_SQLITE: dict[Table, Insert] = {}
+
+
+def _sqlite_insert(table: Table) -> Insert:
+    found = _SQLITE.get(table)
+    if found is None:
+        # JSON columns bound as text: the caller encoded them (nothing is encoded twice).
+        found = insert(table).values({n: bindparam(n, type_=Text() if isinstance(table.c[n].type, JSON) else table.c[n].type)
+                                      for n, _ in _written(table)})
+        _SQLITE[table] = found
+    return found

@@ -4,7 +4,6 @@ next submit of it is one guarded statement on PostgreSQL. What must hold: it is 
 and whatever changed behind the process's back since the head was read (another process: a
 token revoked, the template updated or archived, a webhook or budgets added) is answered
 exactly as the submit in order answers it, with nothing written and nothing notified by the guess."""
-import uuid
 
 import psycopg
 import pytest
@@ -12,7 +11,6 @@ from sqlalchemy import func, select, text
 
 from service.core.config import Settings
 from service.lifecycle.wake import CHANNEL
-from service.persistence import jobrows
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel, WebhookDelivery
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import make_token
@@ -47,13 +45,14 @@ def _elsewhere(client, sql: str, **params) -> None:
 
 def _guess_then_in_order(wire: Wire, sent: str, *, stored: bool = True) -> None:
     """The guarded statement ran first and wrote nothing; then the submit in order (pre-check
-    first, and the plain insert if it got that far)."""
-    parsed = [line for line in sent.splitlines() if "\tParse\t" in line]
+    first, once, and the same statement under a guard that always holds if it got that far)."""
+    parsed = wire.parsed(sent)
     inserts = [i for i, line in enumerate(parsed) if "INSERT INTO jobs" in line]
-    assert len(inserts) == 1 + stored and "WITH guard AS" in parsed[inserts[0]], sent
+    assert len(inserts) == 1 + stored and "EXISTS" in parsed[inserts[0]], sent
     if stored:
-        assert "guard" not in parsed[inserts[1]]
-    assert any("latest_version" in line and "INSERT" not in line for line in parsed[inserts[0] + 1:])
+        assert "SELECT true AS ok" in parsed[inserts[1]] and "EXISTS" not in parsed[inserts[1]]
+    heads = [line for line in parsed[inserts[0] + 1:] if "latest_version" in line and "INSERT" not in line]
+    assert len(heads) == 1, sent
 
 
 def test_a_repeat_submit_is_one_statement_and_stores_every_row(client, wire):
@@ -151,25 +150,47 @@ def test_a_guard_that_fails_notifies_nobody(api_client, db_url, tmp_path):
     assert got == ["local:admit", "local:admit", "marker"]
 
 
-def test_the_guarded_insert_refuses_a_value_too_long_as_the_plain_one_does(client, demo, db_url):
-    """Its values are cast to their columns' types: strings to text, so a varchar(n) column
-    still refuses a longer value (a cast to varchar(n) would cut it silently)."""
+@pytest.fixture
+def counted(client, monkeypatch):
+    """How often a submit reads the template's head (the pre-check), looks a version up in the
+    template cache, and compiles."""
+    from service.jobs import precheck
+    from service.jobs.compile_reuse import CompileReuse
+    from service.templates.cache import TemplateCache
+    calls = {"head read": 0, "cache lookup": 0, "compile": 0}
+
+    def counting(name, real):
+        def count(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return count
+
+    monkeypatch.setattr(precheck, "for_submit", counting("head read", precheck.for_submit))
+    monkeypatch.setattr(TemplateCache, "get", counting("cache lookup", TemplateCache.get))
+    monkeypatch.setattr(CompileReuse, "build", counting("compile", CompileReuse.build))
+    return calls
+
+
+@pytest.mark.parametrize("body", [BODY, {**BODY, "parameters": {"epochs": 0}}], ids=["valid", "with-a-problem"])
+def test_a_missed_guess_reads_the_head_looks_up_and_compiles_once_each(client, wire, counted, body):
+    # Budgets added elsewhere: the guard fails; the version is the same, so the submit in order
+    # takes the guess's compile (or its problem) instead of compiling again.
+    assert client.put("/v1/teams/alpha/limits", json={"max_concurrent_jobs": 10}).status_code == 200
+    wire.sent()
+    r = client.post("/v1/jobs", json=body)
+    assert r.status_code == (201 if body is BODY else 422), r.text
+    assert counted == {"head read": 1, "cache lookup": 1, "compile": 1}
+    if body is BODY:
+        _guess_then_in_order(wire, wire.sent())
+        assert _counts(client) == {"Job": 2, "JobLabel": 2, "JobEvent": 2, "JobCost": 2}
+
+
+def test_a_guess_missed_for_a_new_version_compiles_that_version(client, wire, counted):
+    changed = {**DEMO, "description": "v2"}
+    changed.pop("name", None)
+    assert client.put("/v1/templates/mwms-demo", json=changed).status_code in (200, 201)
+    counted.update({k: 0 for k in counted})
     r = client.post("/v1/jobs", json=BODY)
-    assert r.status_code == 201
-    with client.app.state.services.session_factory() as s:
-        row = {c: getattr(s.get(Job, r.json()["id"]), c) for c in jobrows.COLUMNS}
-    row["id"] = uuid.uuid4()
-    row = jobrows.job_row({k: v for k, v in row.items() if k != "compiled"}, encoded={"compiled": "{}"})
-    row["created_by"] = "x" * 201             # created_by is varchar(200)
-    event = {"job_id": row["id"], "from_state": None, "to_state": "QUEUED", "reason": "t", "actor": "t",
-             "at": row["created_at"]}
-    yes = jobrows.PgGuard("true", {})
-    with client.app.state.services.session_factory() as s, pytest.raises(Exception, match="too long"):
-        jobrows.insert_job(s, row, {}, event, None, guard=yes)
-    row["created_by"] = "x" * 200
-    with client.app.state.services.session_factory() as s:
-        assert jobrows.insert_job(s, row, {}, event, None, guard=jobrows.PgGuard("false", {})) is False
-        assert jobrows.insert_job(s, row, {}, event, None, guard=yes) is True
-        s.commit()
-        stored = s.get(Job, row["id"])
-        assert stored.created_by == "x" * 200 and stored.template_version == 1 and stored.attempt == 1
+    assert r.status_code == 201 and r.json()["template"]["version"] == 2, r.text
+    # The guess's lookup and compile (version 1), then version 2's: the guess is not reused.
+    assert counted == {"head read": 1, "cache lookup": 2, "compile": 2}

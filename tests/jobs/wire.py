@@ -2,6 +2,7 @@
 round trips, statements and transaction commands)."""
 from __future__ import annotations
 
+import re
 import tempfile
 
 from sqlalchemy import event
@@ -37,6 +38,15 @@ class Wire:
         event.remove(self.engine, "checkout", self._checkout)
         event.remove(self.engine, "checkin", self._checkin)
         self.file.close()
+
+    @staticmethod
+    def messages(sent: str) -> list[str]:
+        """The trace's messages, one per item: a statement's text may span lines."""
+        return re.split(r"\n(?=\d{4}-\d\d-\d\d )", sent)
+
+    def parsed(self, sent: str) -> list[str]:
+        """The statements the client sent to be parsed (a prepared one is parsed once)."""
+        return [m for m in self.messages(sent) if "\tParse\t" in m]
 
     def executes(self, sent: str) -> int:
         """How many statements were run (the extended protocol's Execute messages the client sent)."""
