@@ -101,6 +101,10 @@ def pg_database():
     name = f"trainjobs_test_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+        # A test database need not survive a crash of the server: a commit does not wait for
+        # its WAL to reach the disk (every test commits, many of them often, on a shared disk).
+        # What a commit is to every other session (visibility, locks, order) is unchanged.
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     url = f"{base}/{name}"
     migrate.upgrade(url)
@@ -131,10 +135,15 @@ def db_url(request, tmp_path) -> str:
 
 
 def truncate_all(url: str) -> None:
-    """Empty every table of a PostgreSQL test database (as migrated: the lease row stays)."""
+    """Empty every table of a PostgreSQL test database (as migrated: the lease row stays).
+
+    DELETE, children first, rather than TRUNCATE: a TRUNCATE of the 25 tables takes 0.3-0.8 s
+    on this loaded 2-core host (it rewrites each table's files and takes an exclusive lock on
+    each) where deleting the few rows a test leaves takes 3-30 ms, and it runs before every
+    PostgreSQL test (about half the suite)."""
     engine = make_engine(url)
     with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(t.name for t in Base.metadata.sorted_tables)} CASCADE"))
+        conn.execute(text("; ".join(f"DELETE FROM {t.name}" for t in reversed(Base.metadata.sorted_tables))))
         # The migration's one lease row: every database has it.
         conn.execute(text("INSERT INTO controller_leases (name, epoch, holder) VALUES ('controller', 0, '')"))
     engine.dispose()
