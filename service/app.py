@@ -209,11 +209,12 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     waker = Waker()
     capacity = slices.capacity_settings(settings)
     capacity_cache = TtlCache(capacity.queue_cache_seconds)
+    planner = Planner(capacity)   # one: the controller acts on what the queue's readers are shown
     submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
                              default_backend=parts.jobs.default_backend, waker=waker,
                              placement=Placement(capacity, capacity_cache),
                              compile_reuse=CompileReuse(settings.compile_cache_bytes))
-    controller = _controller(parts, built, engine, session_factory, submitter)
+    controller = _controller(parts, built, engine, session_factory, submitter, planner)
     stack.callback(controller.stop)   # first of all at the end: nothing is launched or polled after
     waker.controller = controller
     parts.metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
@@ -231,7 +232,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
         ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
         capacity_settings=capacity, capacity_cache=capacity_cache,
-        queue=QueueCache(Planner(capacity), capacity.queue_cache_seconds, slots=partial(launch_slots, built)))
+        queue=QueueCache(planner, capacity_cache, slots=partial(launch_slots, built)))
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
@@ -259,7 +260,7 @@ def _start_backends(stack: ExitStack, settings: Settings,
 
 
 def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
-                session_factory: sessionmaker[Session], submitter: JobSubmitter) -> Controller:
+                session_factory: sessionmaker[Session], submitter: JobSubmitter, planner: Planner) -> Controller:
     """The controller this process stands for election with, and the loop services it runs
     when elected (webhook deliveries, sweeps, model uploads) beside its backend loops."""
     settings, lifecycle = parts.settings, parts.lifecycle
@@ -282,12 +283,11 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
         metrics.reconcile_seconds.observe(stats.seconds)
 
     leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
-    capacity = slices.capacity_settings(settings)
     return Controller(leadership, built, session_factory, lifecycle, interval=settings.reconcile_interval_seconds,
                       batch_size=settings.reconcile_batch_size, election_interval=settings.election_interval_seconds,
                       wake_gap=settings.reconcile_wake_gap_seconds, on_tick=record_tick, services=services,
-                      gate=BudgetGate(parts.pricer.table.currency), planner=Planner(capacity),
-                      preempt_grace=capacity.grace_seconds)
+                      gate=BudgetGate(parts.pricer.table.currency), planner=planner,
+                      preempt_grace=planner.settings.grace_seconds)
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics, gil: GilSwitch) -> None:

@@ -1,9 +1,11 @@
-"""The queue's per-backend cache (service/capacity/queue_cache.py) over a real database:
-kept for its TTL, computed afresh after it, one computation at a time per backend."""
+"""The queue's per-backend cache (service/capacity/queue_cache.py, in the domain's one cache,
+capacity/cache.py) over a real database: kept for its TTL, computed afresh after it, one
+computation at a time per backend, dropped by a change."""
 from __future__ import annotations
 
 import threading
 
+from service.capacity.cache import TtlCache
 from service.capacity.planner import Planner
 from service.capacity.queue_cache import QueueCache
 from service.capacity.settings import CapacitySettings
@@ -21,7 +23,7 @@ class Clock:
 
 def test_kept_for_its_ttl_then_computed_afresh(session_factory, db_url):
     clock = Clock()
-    cache = QueueCache(Planner(CapacitySettings()), 5.0, clock=clock)
+    cache = QueueCache(Planner(CapacitySettings()), TtlCache(5.0, clock=clock))
     with session_factory() as session:
         first = cache.get(session, "local")
     assert first.snapshot.capacity_source == "none" and cache.computations == 1
@@ -38,7 +40,7 @@ def test_kept_for_its_ttl_then_computed_afresh(session_factory, db_url):
 
 
 def test_zero_seconds_computes_every_read(session_factory):
-    cache = QueueCache(Planner(CapacitySettings()), 0.0)
+    cache = QueueCache(Planner(CapacitySettings()), TtlCache(0.0))
     with session_factory() as session:
         cache.get(session, "local")
         cache.get(session, "local")
@@ -62,7 +64,7 @@ def test_one_computation_at_a_time_per_backend(session_factory):
     """Readers arriving while the backend's queue is being computed wait for that result
     instead of computing it again: eight readers, one computation."""
     planner = GatedPlanner()
-    cache = QueueCache(planner, 60.0)
+    cache = QueueCache(planner, TtlCache(60.0))
     started, results, errors = [], [], []
 
     def read():
@@ -105,7 +107,7 @@ def test_readers_take_a_computation_that_took_longer_than_the_ttl(session_factor
     for it take its result; each used to find it stale and compute again in turn (8 readers
     queued behind 7 computations, p99 30 s in bench/queue_scale.py)."""
     clock, planner = Clock(), GatedPlanner()
-    cache = QueueCache(planner, 2.0, clock=clock)
+    cache = QueueCache(planner, TtlCache(2.0, clock=clock))
     threads, started, results, errors = _readers(cache, session_factory, 8)
     wait_for(lambda: planner.entered.is_set() and len(started) == 8, "every reader to start")
     clock.t += 5.0                                  # it takes 5 s
@@ -119,7 +121,7 @@ def test_readers_take_a_computation_that_took_longer_than_the_ttl(session_factor
 def test_a_stale_result_is_read_while_another_reader_computes(session_factory):
     clock, planner = Clock(), GatedPlanner()
     planner.release.set()
-    cache = QueueCache(planner, 2.0, clock=clock)
+    cache = QueueCache(planner, TtlCache(2.0, clock=clock))
     with session_factory() as session:
         first = cache.get(session, "local")
     clock.t += 3.0                                  # stale now
@@ -133,3 +135,31 @@ def test_a_stale_result_is_read_while_another_reader_computes(session_factory):
     for t in threads:
         t.join(60)
     assert not errors and results[0] is not first and cache.computations == 2
+
+
+def test_a_change_drops_the_queue_and_a_computation_across_it_is_not_kept(session_factory, db_url):
+    """The operator's change clears the domain's cache (after its commit): the next read computes
+    the queue from the new rows, and a computation that began before the clear (it may have read
+    the old rows) is handed to its reader but not kept for the next."""
+    planner = GatedPlanner()
+    planner.release.set()
+    cache = QueueCache(planner, TtlCache(60.0))
+    with session_factory() as session:
+        first = cache.get(session, "local")
+    set_capacity(db_url, "local", {"core": 3})
+    cache.cache.clear()
+    with session_factory() as session:
+        assert cache.get(session, "local").snapshot.capacity == {"core": 3} and cache.computations == 2
+    cache.cache.clear()
+    planner.entered.clear()
+    planner.release.clear()
+    threads, _, results, errors = _readers(cache, session_factory, 1)
+    wait_for(planner.entered.is_set, "a reader to compute")
+    cache.cache.clear()                             # a change lands while it computes
+    planner.release.set()
+    for t in threads:
+        t.join(60)
+    assert not errors and results[0] is not first and cache.computations == 3
+    with session_factory() as session:
+        cache.get(session, "local")
+    assert cache.computations == 4                  # what was computed across the change was not kept
