@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 from service import demo
 from service.app import create_app  # noqa: E402
 from service.auth.service import bootstrap_admin  # noqa: E402
-from service.core.config import Settings  # noqa: E402
 from service.jobs import router as jobs_router  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
+from service.slices import Settings  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 BODY = json.dumps({"template": "mwms-demo", "parameters": {"epochs": 3}}).encode()

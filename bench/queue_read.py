@@ -23,11 +23,11 @@ from sqlalchemy import insert, select
 
 from service.app import create_app
 from service.auth.service import create_token, get_or_create_team
-from service.core.config import Settings
 from service.demo import demo_template
 from service.persistence import migrate
 from service.persistence.models import BackendCapacity, Job
 from service.persistence.session import make_engine, make_session_factory
+from service.slices import Settings
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ from sqlalchemy import update  # noqa: E402
 from service import jobspec
 from service.app import create_app  # noqa: E402
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.core.config import Settings  # noqa: E402
 from service.demo import demo_template  # noqa: E402
 from service.jobs.epochs import on_change  # noqa: E402
 from service.lifecycle.engine import Engine  # noqa: E402
@@ -37,6 +36,7 @@ from service.lifecycle.protocol import Observation  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.models import Job, JobEpoch, utcnow  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
+from service.slices import Settings  # noqa: E402
 from service.ui.feed import JobFeed  # noqa: E402
 
 ADMIN = os.environ.get("TRAINJOBS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -37,9 +37,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 import service.lifecycle.engine as engine_module  # noqa: E402
 import service.lifecycle.loop as loop_module  # noqa: E402
 from service.app import create_app  # noqa: E402
-from service.core.config import Settings  # noqa: E402
 from service.demo import demo_template  # noqa: E402
 from service.persistence import migrate  # noqa: E402
+from service.slices import Settings  # noqa: E402
 from tests.conftest import bearer, make_token  # noqa: E402
 from tests.fakes.cloud_logging import FakeCloudLogging  # noqa: E402
 from tests.fakes.vertex_jobs import FakeJobService  # noqa: E402

@@ -27,13 +27,12 @@ from sqlalchemy import func, insert, select  # noqa: E402
 
 from service.app import create_app  # noqa: E402
 from service.auth.service import create_token, get_or_create_team  # noqa: E402
-from service.core.config import Settings  # noqa: E402
 from service.lifecycle.engine import Engine  # noqa: E402
 from service.lifecycle.states import JobState  # noqa: E402
 from service.persistence import migrate  # noqa: E402
 from service.persistence.models import WebhookDelivery  # noqa: E402
 from service.persistence.session import make_engine, make_session_factory  # noqa: E402
-from service.slices import webhook_limits  # noqa: E402
+from service.slices import Settings, webhook_limits  # noqa: E402
 from service.webhooks.dispatcher import Dispatcher  # noqa: E402
 from service.webhooks.outbox import Outbox, pending_row  # noqa: E402
 

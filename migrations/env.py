@@ -4,8 +4,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from service.core.config import get_settings
 from service.persistence.models import Base
+from service.slices import get_settings
 
 config = context.config
 target_metadata = Base.metadata

@@ -35,7 +35,6 @@ from service.capacity.planner import Planner
 from service.capacity.queue_cache import QueueCache, launch_slots
 from service.capacity.queue_router import router as queue_router
 from service.capacity.router import router as capacity_router
-from service.core.config import Settings, get_settings
 from service.cost import prices
 from service.cost.estimate import Pricer
 from service.interop.import_workers import ImportWorkers
@@ -61,7 +60,7 @@ from service.model_uploads.uploads import ModelUploads
 from service.persistence.locks import secure_database_file, sqlite_path
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
-from service.slices import make_backends
+from service.slices import Settings, get_settings, make_backends
 from service.sweeps.launcher import SweepLauncher
 from service.sweeps.router import router as sweeps_router
 from service.templates.cache import TemplateCache

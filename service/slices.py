@@ -1,27 +1,63 @@
-"""The settings half of the composition root: the one Settings (service/core/config.py, the
-only reader of the TRAINJOBS_* variables and the place that documents them) cut into the
-slice each package is given. A package sees its own fields, typed, and nothing else; which
-variable feeds which slice is said here, once. The backends are built here too, through
-their registry (service/backends/registry.py), each with only the slice its entry declares;
-the HTTP middleware take their few fields as keyword arguments where service/app.py adds them."""
+"""The settings half of the composition root: the one `Settings`, every package's section joined
+(each package declares the TRAINJOBS_* variables it owns in its settings.py, service/core/section.py),
+read from the environment once, and cut into the slice each package is given. A package sees its
+own fields, typed, and nothing else; which variable feeds which slice is said here, once. The
+backends are built here too, through their registry (service/backends/registry.py), each with only
+the slice its entry declares; the HTTP middleware take their few fields as keyword arguments where
+service/app.py adds them."""
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from service.auth.settings import AuthEnv
 from service.backends import registry
-from service.budgets.settings import BudgetSettings
-from service.capacity.settings import CapacitySettings
-from service.core.config import Settings
+from service.budgets.settings import BudgetsEnv, BudgetSettings
+from service.capacity.settings import CapacityEnv, CapacitySettings
+from service.core.config import CoreEnv
+from service.cost.settings import CostEnv
 from service.interop.safe_yaml import YamlLimits
-from service.interop.settings import InteropSettings
+from service.interop.settings import InteropEnv, InteropSettings
 from service.jobs.epochs import EpochLimits
-from service.jobs.settings import JobSettings
+from service.jobs.settings import JobsEnv, JobSettings
 from service.lifecycle.protocol import Backend
+from service.lifecycle.settings import LifecycleEnv
 from service.logs.batches import FanoutSettings
-from service.logs.settings import LogSettings
-from service.model_uploads.settings import UploadSettings
+from service.logs.settings import LogsEnv, LogSettings
+from service.model_uploads.settings import UploadEnv, UploadSettings
 from service.sweeps.service import SweepLimits
-from service.ui.settings import UiSettings
+from service.sweeps.settings import SweepEnv
+from service.ui.settings import UiEnv, UiSettings
+from service.usage.settings import UsageEnv, UsageSettings
+from service.web.settings import WebEnv
 from service.webhooks.destinations import parse_networks
 from service.webhooks.limits import WebhookLimits
+from service.webhooks.settings import WebhookEnv
+
+
+class ServiceSettings(CoreEnv, LifecycleEnv, WebEnv, AuthEnv, JobsEnv, LogsEnv, UiEnv, WebhookEnv, CostEnv,
+                      BudgetsEnv, CapacityEnv, UsageEnv, SweepEnv, InteropEnv, UploadEnv):
+    """The service's packages' sections, joined (a package with settings adds its section here,
+    docs/DESIGN.md "A new setting"); no field is declared here."""
+
+    def resolved_cost_region(self) -> str:
+        return self.cost_region or self.vertex_location
+
+
+if TYPE_CHECKING:
+    # What the service's own code may read: no backend's setting (each backend is handed its slice).
+    Settings = ServiceSettings
+else:
+    class Settings(ServiceSettings, *registry.sections()):
+        """Every TRAINJOBS_* variable: the packages' sections and each packaged backend's (its
+        entry's `section`, found by the registry: a new backend names itself nowhere else)."""
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings, read from the environment once (the CLI, the app factory and
+    Alembic call it; every other module is handed its slice)."""
+    return Settings()
 
 
 def job_settings(s: Settings) -> JobSettings:
@@ -72,6 +108,11 @@ def capacity_settings(s: Settings) -> CapacitySettings:
         queue_cache_seconds=s.queue_cache_seconds, forecast_seconds=s.queue_forecast_seconds,
         forecast_passes=s.queue_forecast_passes, pass_seconds=s.reconcile_interval_seconds,
         max_priority_classes=s.max_priority_classes, max_resources=s.capacity_max_resources)
+
+
+def usage_settings(s: Settings) -> UsageSettings:
+    return UsageSettings(billing_weights=dict(s.usage_billing_weights), half_life_seconds=s.usage_half_life_seconds,
+                         recompute_seconds=s.usage_recompute_seconds)
 
 
 def sweep_limits(s: Settings) -> SweepLimits:

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.core.config import Settings
 from service.demo import demo_template
+from service.slices import Settings
 from tests.conftest import bearer, make_token
 from tests.waiting import wait_for
 

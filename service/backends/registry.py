@@ -53,6 +53,10 @@ class BackendEntry(Generic[SliceT]):
     # What it runs for a template whose image is the trainer's, in words, when that is not the
     # image itself (a backend that runs no containers); None: it runs the image.
     runs_trainer: Callable[[Any], str] | None = None
+    # Its TRAINJOBS_* variables: a Section (service/core/section.py) in its package's settings.py,
+    # joined into the service's Settings whether the backend is enabled or not (read and checked
+    # at start, listed in docs/settings.md); `settings` then cuts the slice from that Settings.
+    section: type | None = None
 
     def build(self, settings: Any) -> Backend:
         backend = self.factory(self.settings(settings))
@@ -102,6 +106,12 @@ def build(names: Iterable[str], settings: Any) -> dict[str, Backend]:
     checked before any backend is built, so a typo builds nothing."""
     entries = [entry(name) for name in names]
     return {e.name: e.build(settings) for e in entries}
+
+
+def sections() -> list[type]:
+    """The settings section of every packaged backend, enabled or not, for the composition root
+    to join into the one Settings. Imports each entry.py, which loads declarations only."""
+    return [e.section for e in (entry(name) for name in _packaged()) if e.section is not None]
 
 
 def _packaged() -> list[str]:

@@ -1,8 +1,13 @@
 """What the shared-capacity domain needs of the settings, built by service/slices.py.
-No defaults here: the one Settings (service/core/config.py) holds and documents them."""
+Its variables: the section below (read as part of the one Settings, service/slices.py), which
+states each one's default, limits and meaning once; the slice above is cut from it there."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pydantic import Field
+
+from service.core.section import Section
 
 
 @dataclass(frozen=True)
@@ -19,3 +24,37 @@ class CapacitySettings:
     pass_seconds: float = 0.5                                           # TRAINJOBS_RECONCILE_INTERVAL_SECONDS
     max_priority_classes: int = 100                                     # TRAINJOBS_MAX_PRIORITY_CLASSES
     max_resources: int = 64                                             # TRAINJOBS_CAPACITY_MAX_RESOURCES
+
+
+class CapacityEnv(Section):
+    """Shared capacity (service/capacity, service/scheduling, docs/queue.md)."""
+
+    capacity: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description='What each backend may run at once, per resource, where an operator '
+        'set nothing through the API (PUT /v1/capacity/{backend}), e.g. {"local": {"core": 8}, "vertex": '
+        '{"gpu:NVIDIA_TESLA_A100": 16, "vcpu": 512}}; a resource no capacity names is not arbitrated')
+    scheduler_starve_after_seconds: float = Field(
+        1800.0, ge=0, le=30 * 86_400, description="A job waiting this long has capacity kept for it as it "
+        "frees, so a large job is never starved by a stream of small ones")
+    scheduler_max_preemptions_per_pass: int = Field(
+        16, ge=0, le=10_000, description="Jobs one admission pass may preempt (0: no preemption)")
+    scheduler_max_waiting: int = Field(
+        20_000, ge=1, le=1_000_000, description="Waiting jobs of one team on one backend an admission pass "
+        "looks at (each team's oldest, so one team's backlog never hides another's); the rest wait for a later pass")
+    preemption_grace_seconds: float = Field(
+        30.0, ge=0, le=3600, description="A preempted local or Slurm job's replicas get SIGTERM, then SIGKILL "
+        "after this long (the trainer saves a checkpoint in between)")
+    max_preemptions_per_job: int = Field(
+        3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted for priority; after "
+        "that no class preempts it (a borrowed job stays reclaimable by a team inside its nominal quota)")
+    queue_forecast_seconds: float = Field(
+        0.3, ge=0, le=10, description="CPU seconds one queue computation may spend playing the plan forward "
+        "(the predicted start order and likely starts); the jobs it does not reach keep the current pass's order")
+    queue_forecast_passes: int = Field(
+        200, ge=0, le=100_000, description="Scheduler passes one queue computation's forecast plays at most")
+    queue_cache_seconds: float = Field(
+        2.0, ge=0, le=60, description="GET /v1/queue and a waiting job's view reuse one computed queue per "
+        "backend and process for this long")
+    max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
+    capacity_max_resources: int = Field(
+        64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")

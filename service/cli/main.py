@@ -147,10 +147,10 @@ def _serve(args) -> int:
 
 
 def _db(args) -> int:
-    from service.core.config import get_settings
+    from service.cli.startup import settings_or_refuse
     from service.persistence import local_db, migrate
 
-    url = get_settings().database_url
+    url = settings_or_refuse().database_url
     if not local_db.check(url, create_ok=getattr(args, "create", False)):
         return 2
     if args.db_command == "upgrade":
@@ -163,12 +163,12 @@ def _db(args) -> int:
 
 def _tokens(args) -> int:
     from service.auth import service as auth
-    from service.core.config import get_settings
+    from service.cli.startup import settings_or_refuse
     from service.core.errors import DomainError
     from service.persistence import local_db, migrate
     from service.persistence.session import make_engine, make_session_factory
 
-    settings = get_settings()
+    settings = settings_or_refuse()
     if not local_db.check(settings.database_url):
         return 2
     migrate.upgrade(settings.database_url)
@@ -246,11 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from service.cli.startup import Refusal, settings_or_refuse
+    from service.core.config import CoreEnv
     from service.core.logging_setup import configure_logging
 
     args = build_parser().parse_args(argv)
     try:
-        settings = settings_or_refuse()
+        settings = settings_or_refuse(CoreEnv)   # each server command reads all of them itself
         configure_logging(getattr(args, "log_level", None) or settings.log_level, settings.log_format)
         return args.func(args)
     except Refusal as e:

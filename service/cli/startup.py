@@ -34,12 +34,15 @@ def serving_lines(url: str, workers: int = 1) -> str:
             "  Ctrl-C stops it (running local jobs go on; the next start picks them up).")
 
 
-def settings_or_refuse():
-    """get_settings(), a bad TRAINJOBS_* setting refused by name, value and reason."""
+def settings_or_refuse(section=None):
+    """The process's settings (get_settings()), or only `section` of them for a command that needs
+    no more (a client command: the core's, without loading the server's packages), a bad
+    TRAINJOBS_* setting refused by name, value and reason."""
     from pydantic import ValidationError
-
-    from service.core.config import get_settings
     try:
+        if section is not None:
+            return section()
+        from service.slices import get_settings
         return get_settings()
     except ValidationError as e:
         bad = "; ".join(f"TRAINJOBS_{'_'.join(str(p) for p in err['loc']).upper()}={err.get('input')!r}: "

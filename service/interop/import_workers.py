@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import service
-from service.core.config import Settings
 from service.core.errors import Invalid, Problem, Unavailable
 from service.interop.parse_worker import HEADER, READY
+from service.interop.settings import InteropEnv
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def _unavailable(why: str) -> Unavailable:
 
 
 class ImportWorkers:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: InteropEnv):
         self.size = settings.import_workers
         self.queue = settings.import_queue
         self.timeout = settings.import_parse_timeout_seconds

@@ -27,15 +27,6 @@ class EpochLimits:
     max_per_job: int = 1000
     max_metrics: int = 64
 
-    @classmethod
-    def from_settings(cls, settings) -> EpochLimits:
-        return cls(settings.job_epochs_max_per_job, settings.job_epochs_max_metrics)
-
-
-def _limits() -> EpochLimits:
-    from service.core.config import get_settings
-    return EpochLimits.from_settings(get_settings())
-
 
 def _number(value: Any) -> float | int | None:
     """A finite int or float, else None (bool is not a number here)."""
@@ -112,7 +103,7 @@ def record_epoch(session: Session, job_id: uuid.UUID, progress: Any, limits: Epo
     records = _records(progress)
     if not records:
         return 0
-    limits = limits or _limits()
+    limits = limits or EpochLimits()   # the defaults of TRAINJOBS_JOB_EPOCHS_*; the listener passes the set ones
     stored = {r.epoch: (r.metrics, r.steps, r.seconds) for r in session.execute(
         select(JobEpoch.epoch, JobEpoch.metrics, JobEpoch.steps, JobEpoch.seconds)
         .where(JobEpoch.job_id == job_id, JobEpoch.epoch.in_(list(records))))}

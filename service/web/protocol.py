@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -27,8 +28,8 @@ from dataclasses import dataclass
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from service.core.config import Settings, get_settings
 from service.web.problem_types import type_uri
+from service.web.settings import WebEnv
 
 STOPPING = "trainjobs.stopping"  # the lifespan state's key of the app's asyncio.Event
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
@@ -41,8 +42,15 @@ class HeaderLimits:
     timeout: float
 
     @classmethod
-    def of(cls, settings: Settings) -> HeaderLimits:
+    def of(cls, settings: WebEnv) -> HeaderLimits:
         return cls(settings.http_max_header_bytes, settings.http_max_headers, settings.http_header_timeout_seconds)
+
+
+@functools.lru_cache(maxsize=1)
+def _environment_limits() -> HeaderLimits:
+    """A worker of `serve --workers N` gets this class by name from uvicorn, with no settings
+    handed to it: its limits are the web section's, read from the environment once per process."""
+    return HeaderLimits.of(WebEnv())
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -52,7 +60,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, config, server_state, app_state, _loop=None) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self._limits = self.limits or HeaderLimits.of(get_settings())
+        self._limits = self.limits or _environment_limits()
         self._in_head = True      # the next bytes parsed belong to a request line or headers
         self._raw_in_head = 0     # bytes received since the current head began (bounds the parser's buffer)
         self._head_bytes = 0      # url and header fields of the current head, as parsed
@@ -169,12 +177,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def protocol_for(settings: Settings) -> type[LimitedHttpToolsProtocol]:
+def protocol_for(settings: WebEnv) -> type[LimitedHttpToolsProtocol]:
     """The protocol with these settings' limits (for a server built in this process)."""
     return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), {"limits": HeaderLimits.of(settings)})
 
 
-def uvicorn_options(settings: Settings, *, workers: int = 1) -> dict:
+def uvicorn_options(settings: WebEnv, *, workers: int = 1) -> dict:
     """The uvicorn.run keyword arguments that carry the limits. Several workers are
     separate processes: they get the module's class, which reads the environment."""
     return {"http": protocol_for(settings) if workers == 1 else f"{__name__}:LimitedHttpToolsProtocol",

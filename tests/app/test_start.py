@@ -7,8 +7,8 @@ from fastapi.testclient import TestClient
 
 from service import app as app_module
 from service.app import create_app
-from service.core.config import Settings
 from service.lifecycle.protocol import Backend
+from service.slices import Settings
 
 
 class _Recording(Backend):

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from service.backends.local.processes import MARKER
-from service.core.config import Settings
+from service.slices import Settings
 from tests.waiting import wait_for
 
 PROGRAM = Path(__file__).parent / "programs" / "replica.py"

@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.waiting import wait_for
 
 

@@ -152,7 +152,7 @@ def test_a_run_folder_others_cannot_reach_is_one_line(tmp_path):
 def test_the_demo_line_says_what_it_runs_on_slurm():
     """Slurm runs no image: the demo runs the trainer with TRAINJOBS_SLURM_PYTHON there, 4 CPUs a task."""
     from service.cli.main import _demo_runs
-    from service.core.config import Settings
+    from service.slices import Settings
     only = _demo_runs(Settings(database_url="sqlite://", backends=["slurm"], default_backend="slurm",
                                slurm_python="/envs/tf/bin/python"))
     assert "trainjobs-trainer" not in only and "TRAINJOBS_SLURM_PYTHON=/envs/tf/bin/python" in only, only

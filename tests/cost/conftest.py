@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.apikit import client, demo, tokens  # noqa: F401 (fixtures: they use `settings` below)
 
 TEST_PRICES = Path(__file__).with_name("prices-test.json")

@@ -12,9 +12,9 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from service.core.config import Settings
 from service.demo import demo_template
 from service.persistence.models import Job
+from service.slices import Settings
 from tests.fakes.cloud_logging import FakeCloudLogging
 from tests.fakes.vertex_jobs import FakeJobService
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import make_token
 from tests.faults.tcp_proxy import TcpProxy

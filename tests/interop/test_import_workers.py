@@ -127,10 +127,9 @@ def test_a_worker_that_cannot_start_in_time_answers_503(app_client):
 
 
 def test_stopping_kills_the_workers_and_answers_503():
-    from service.core.config import Settings
     from service.core.errors import Unavailable
     from service.interop.import_workers import ImportWorkers
-    from service.slices import interop_settings
+    from service.slices import Settings, interop_settings
     roomy = Settings(**ROOMY | {"import_parse_timeout_seconds": 60.0})  # no database: the pool alone
     workers = ImportWorkers(roomy)
     outcome: list[BaseException] = []

@@ -129,16 +129,15 @@ def test_each_job_keeps_only_its_latest_epochs(session_factory, job_id):
 
 
 def test_the_bound_comes_from_the_setting(session_factory, job_id, monkeypatch):
-    from service.core.config import get_settings
+    # The variable reaches record_epoch through the jobs slice the composition root cuts (the
+    # controller's listener is handed it); nothing reads the environment behind its back.
+    from service.slices import Settings, job_settings
     monkeypatch.setenv("TRAINJOBS_JOB_EPOCHS_MAX_PER_JOB", "2")
-    get_settings.cache_clear()
-    try:
-        with session_factory() as s:
-            for n in (1, 2, 3):
-                record_epoch(s, _uuid(job_id), _epoch(n))
-            s.commit()
-    finally:
-        get_settings.cache_clear()
+    limits = job_settings(Settings()).epochs
+    with session_factory() as s:
+        for n in (1, 2, 3):
+            record_epoch(s, _uuid(job_id), _epoch(n), limits)
+        s.commit()
     assert sorted(_rows(session_factory, job_id)) == [2, 3]
 
 

@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from sqlalchemy import func, select, text
 
-from service.core.config import Settings
 from service.lifecycle.wake import CHANNEL
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel, WebhookDelivery
+from service.slices import Settings
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import make_token
 from tests.jobs.wire import Wire

@@ -12,13 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
-from service.core.config import Settings
 from service.jobs.submitter import JobSubmitter
 from service.lifecycle.engine import Engine
 from service.lifecycle.states import JobState
 from service.lifecycle.wake import CHANNEL
 from service.persistence import jobrows
 from service.persistence.models import Job, JobCost, JobEvent, JobLabel
+from service.slices import Settings
 from tests.apikit import DEMO
 from tests.conftest import make_token, truncate_all
 from tests.ui.conftest import launch_form, sign_in

@@ -8,12 +8,12 @@ import psycopg
 import pytest
 from sqlalchemy import select, text
 
-from service.core.config import Settings
 from service.jobspec import CompiledJob
 from service.lifecycle.wake import ADMIT_SUFFIX
 from service.lifecycle.wake import CHANNEL as WAKE_CHANNEL
 from service.persistence.models import Job, JobEvent, JobLabel
 from service.persistence.session import make_engine, make_session_factory
+from service.slices import Settings
 from tests.apikit import DEMO, assert_problem
 from tests.conftest import make_token, truncate_all
 

@@ -67,7 +67,7 @@ def test_the_lock_session_gives_up_on_silence_at_both_ends(url):
 def test_the_lease_is_a_bounded_setting():
     from pydantic import ValidationError
 
-    from service.core.config import Settings
+    from service.slices import Settings
     assert Settings().controller_lease_seconds == 10
     for bad in (0, 1, 10_000):
         with pytest.raises(ValidationError):

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from service.core.config import Settings
 from service.lifecycle.controller import Controller
 from service.lifecycle.loop import BackendLoop, gap_left
 from service.lifecycle.wake import ADMIT_SUFFIX
+from service.slices import Settings
 
 
 def test_a_pass_waits_out_the_gap_after_the_previous_one():

@@ -168,8 +168,8 @@ def test_many_followers_connecting_at_once_all_get_their_stream(db_url, work_dir
 def test_a_reader_gives_fan_outs_at_most_its_share_of_the_loop(monkeypatch):
     from pydantic import ValidationError
 
-    from service.core.config import Settings
     from service.logs.fanout import next_read_after
+    from service.slices import Settings
     assert next_read_after(0.1, 0.001, 0.25) == 0.1                   # a few followers: the floor
     assert next_read_after(0.1, 0.060, 0.25) == pytest.approx(0.18)   # a thousand: 60 ms of fan-out, 180 ms after
     assert next_read_after(0.1, 0.060, 1.0) == 0.1                    # share 1: read at the floor regardless

@@ -8,7 +8,7 @@ import sys
 from fastapi.testclient import TestClient
 from service.persistence import migrate
 from service.app import create_app
-from service.core.config import Settings
+from service.slices import Settings
 url = "sqlite:///" + sys.argv[1]
 migrate.upgrade(url)
 s = Settings(database_url=url, local_work_dir=sys.argv[2], run_reconciler=True)

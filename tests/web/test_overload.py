@@ -144,7 +144,7 @@ def test_streams_wait_30_s_for_a_slot_and_a_process_serves_10000_by_default(monk
     cheaper now too: service/logs/opening.py). Bounded and settable like every limit."""
     from pydantic import ValidationError
 
-    from service.core.config import Settings
+    from service.slices import Settings
     assert Settings().stream_queue_seconds == 30.0
     # 10,000 followers across two workers: the kernel hands one more than half (at 5,000 per
     # process, 423 of them were refused once, bench/load.py --workers 2).

@@ -3,7 +3,7 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.backends.localkit import kill_all, settings_for, spec
 from tests.conftest import make_token
 from tests.waiting import wait_for

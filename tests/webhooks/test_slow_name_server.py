@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service.core.config import Settings
-from service.slices import webhook_limits
+from service.slices import Settings, webhook_limits
 from tests.faults import netns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # made while every lookup thread still waits on the silent server.
 PROBE = r"""
 import json, socket, sys, time
-from service.core.config import Settings
+from service.slices import Settings
 from service.slices import webhook_limits
 from service.webhooks import destinations
 limits = webhook_limits(Settings(webhook_resolve_timeout_seconds=float(sys.argv[1])))

@@ -1,7 +1,25 @@
 """The local backend: one OS process per replica. backend.py's docstring maps its modules
 in the order of a job's life (settings, runs, launcher, supervisor, backend); docs/local.md
-describes it for operators."""
-from service.backends.local.backend import LocalBackend
-from service.backends.local.settings import LocalSettings
+describes it for operators.
+
+The backend's names load on first use (PEP 562): the composition root imports this package's
+settings.py (its TRAINJOBS_LOCAL_* variables) in every service, and that must not load the
+backend where it is not enabled."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from service.backends.local.backend import LocalBackend
+    from service.backends.local.settings import LocalSettings
 
 __all__ = ["LocalBackend", "LocalSettings"]
+
+_HOMES = {"LocalBackend": "service.backends.local.backend", "LocalSettings": "service.backends.local.settings"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        import importlib
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

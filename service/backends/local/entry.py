@@ -1,11 +1,11 @@
 """The local backend's declaration (service/backends/registry.py): its name, its settings
-slice (the TRAINJOBS_LOCAL_* variables) and its factory."""
+section (LocalEnv: the TRAINJOBS_LOCAL_* variables), the slice cut from them and its factory."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.backends.local.settings import LocalSettings
+from service.backends.local.settings import LocalEnv, LocalSettings
 from service.backends.registry import BackendEntry
 
 if TYPE_CHECKING:
@@ -30,4 +30,4 @@ def _build(settings: LocalSettings) -> Backend:
     return LocalBackend(settings)
 
 
-ENTRY = BackendEntry(name="local", settings=local_settings_of, factory=_build)
+ENTRY = BackendEntry(name="local", settings=local_settings_of, factory=_build, section=LocalEnv)

@@ -2,13 +2,19 @@
 
 Built from the service's TRAINJOBS_* settings in one place (entry.py, the backend's declaration),
 so the backend never sees the whole configuration (database URL, tokens, other backends')
-and a test builds one without a database or an app. No defaults here: the service's
-settings own them (service/core/config.py), so they are stated once."""
+and a test builds one without a database or an app. Its variables, each with its default,
+limits and meaning: `LocalEnv` below, a section of the service's one Settings (service/slices.py)."""
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from pydantic import Field
+
+from service.core.section import Section
 
 
 @dataclass(frozen=True)
@@ -25,3 +31,78 @@ class LocalSettings:
     replica_uid_count: int                    # TRAINJOBS_LOCAL_REPLICA_UID_COUNT
     max_processes_per_job: int                # TRAINJOBS_LOCAL_MAX_PROCESSES_PER_JOB (the job's cgroup)
     sandbox_idle_seconds: float               # TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS: an orphaned init ends
+
+
+class LocalEnv(Section):
+    """The local backend (docs/local.md)."""
+
+    local_work_dir: Path | None = Field(
+        None, description="Run folders of local jobs. Default: tied to the database, not the working "
+                          "directory: <db file>.runs/ for SQLite, "
+                          "$XDG_DATA_HOME/trainjobs/<host>-<port>-<db>/runs for PostgreSQL")
+    local_isolate_replicas: bool = Field(
+        True, description="When the service runs as root, each local job's replicas run as an unprivileged "
+                          "uid of their own (see docs/local.md)")
+    local_replica_uid_base: int = Field(200_000, ge=1000, le=2**31 - 2, description="First uid for replicas")
+    local_replica_uid_count: int = Field(1000, ge=1, le=100_000,
+                                         description="uids for replicas: at most this many local jobs at once")
+    local_sandbox: Literal["namespaces", "none"] = Field(
+        "namespaces", description="As root: each local job in namespaces of its own (PID, network, mount, IPC, "
+                                  "UTS; docs/local.md). none: replicas share the host's network and processes "
+                                  "(a single-user host only; logged loudly at start)")
+    local_sandbox_shared_dirs: list[Path] = Field(
+        default_factory=list, description="Host folders every sandboxed local job sees (read-write, file "
+                                          "permissions still apply), e.g. a dataset cache; the rest of the host "
+                                          "is read-only and /tmp private")
+    local_max_processes_per_job: int = Field(
+        4096, ge=0, description="As root: processes (threads included) one local job may have at once, its "
+                                "cgroup's pids.max (a fork bomb stops there); 0: no limit")
+    local_sandbox_idle_seconds: float = Field(
+        60.0, ge=1.0, le=86_400.0,
+        description="As root: a job's sandbox (its namespaces' init, which holds its uid and cgroup) ends by "
+                    "itself once no process of the job has run in it for this long, or once its run folder is "
+                    "gone (checked every second), so a job whose service never comes back does not hold them "
+                    "forever")
+    local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
+                                        "QUEUED. 0 holds every local job in QUEUED.")
+    local_cancel_grace_seconds: float = 10.0
+    local_python: str | None = Field(None, description="Python that runs `python ...` commands; default: this one")
+    local_max_replicas_per_job: int = Field(32, ge=1, description="Jobs with more replicas are refused locally")
+
+    def resolved_local_work_dir(self) -> Path:
+        """TRAINJOBS_LOCAL_WORK_DIR, else the folder tied to TRAINJOBS_DATABASE_URL (this section is
+        read as part of the service's Settings, which holds that variable: the core's)."""
+        if self.local_work_dir:
+            return Path(self.local_work_dir)
+        return default_local_work_dir(self.model_dump(include={"database_url"})["database_url"])
+
+
+def default_local_work_dir(database_url: str) -> Path:
+    """The local backend's run folders, tied to the database (every process of one service finds
+    the same). Named by a digest of the database's identity, not its name: a job sees its own
+    run folder's host path (its HOME, /proc/self/mountinfo), and the database's file name, host
+    or name is nothing it needs (issue 48.4). A folder of the earlier naming (`<db file>.runs`,
+    `<host>-<port>-<db>/runs`) that exists is still used: an upgrade moves nothing."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        if db and db != ":memory:":
+            path = Path(db).expanduser().resolve()
+            earlier = path.with_name(path.name + ".runs")
+            return earlier if earlier.is_dir() else path.with_name(f"runs-{_digest(str(path))}")
+        return Path(os.environ.get("TMPDIR", "/tmp")) / f"trainjobs-memory-{os.getpid()}" / "runs"
+    # root's home is closed to the unprivileged uids replicas run as (docs/local.md).
+    data = Path("/var/lib") if os.geteuid() == 0 else \
+        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    ident = f"{url.host or 'localhost'}-{url.port or 5432}-{url.database or ''}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in ident)[:100]
+    if safe != ident:
+        safe += "-" + hashlib.sha256(ident.encode()).hexdigest()[:8]
+    earlier = data / "trainjobs" / safe / "runs"
+    return earlier if earlier.is_dir() else data / "trainjobs" / _digest(ident) / "runs"
+
+
+def _digest(ident: str) -> str:
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]

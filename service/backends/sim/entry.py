@@ -1,11 +1,11 @@
-"""The sim backend's declaration (service/backends/registry.py): its name, its settings slice
-(the TRAINJOBS_SIM_* variables) and its factory. Off unless TRAINJOBS_BACKENDS names `sim`."""
+"""The sim backend's declaration (service/backends/registry.py): its name, its settings section
+(SimEnv: the TRAINJOBS_SIM_* variables), the slice cut from them and its factory. Off unless TRAINJOBS_BACKENDS names `sim`."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from service.backends.registry import BackendEntry
-from service.backends.sim.settings import SimSettings
+from service.backends.sim.settings import SimEnv, SimSettings
 
 if TYPE_CHECKING:
     from service.lifecycle.protocol import Backend
@@ -30,4 +30,5 @@ def _runs_trainer(s: Any) -> str:
             f"at speed {s.sim_speed:g}); no process starts")
 
 
-ENTRY = BackendEntry(name="sim", settings=sim_settings_of, factory=_build, runs_trainer=_runs_trainer)
+ENTRY = BackendEntry(name="sim", settings=sim_settings_of, factory=_build, runs_trainer=_runs_trainer,
+                     section=SimEnv)

@@ -1,11 +1,12 @@
 """The slurm backend's declaration (service/backends/registry.py): its name, its settings
-slice (SlurmConfig, from the TRAINJOBS_SLURM_* variables) and its factory."""
+section (SlurmEnv: the TRAINJOBS_SLURM_* variables), the slice cut from them (SlurmConfig) and its factory."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.backends.registry import BackendEntry
+from service.backends.slurm.settings import SlurmEnv
 
 if TYPE_CHECKING:
     from service.backends.slurm.config import SlurmConfig
@@ -40,4 +41,5 @@ def _runs_trainer(s: Any) -> str:
             "4 CPUs a task unless TRAINJOBS_SLURM_CPUS_PER_TASK says")
 
 
-ENTRY = BackendEntry(name="slurm", settings=slurm_config_of, factory=_build, runs_trainer=_runs_trainer)
+ENTRY = BackendEntry(name="slurm", settings=slurm_config_of, factory=_build, runs_trainer=_runs_trainer,
+                     section=SlurmEnv)

@@ -1,11 +1,13 @@
 """The vertex backend's declaration (service/backends/registry.py): its name, its settings
-slice (VertexSettings: global settings of the same names) and its factory. Importing it loads
+section (VertexEnv: its TRAINJOBS_* variables), the slice cut from the service's settings by field
+name (VertexSettings) and its factory. Importing it loads
 no Google client library: the backend's modules are imported when it is built."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from service.backends.registry import BackendEntry
+from service.backends.vertex.settings import VertexEnv
 
 if TYPE_CHECKING:
     from service.backends.vertex.settings import VertexSettings
@@ -24,4 +26,4 @@ def _build(settings: VertexSettings) -> Backend:
     return VertexBackend(settings)
 
 
-ENTRY = BackendEntry(name="vertex", settings=vertex_settings_of, factory=_build)
+ENTRY = BackendEntry(name="vertex", settings=vertex_settings_of, factory=_build, section=VertexEnv)

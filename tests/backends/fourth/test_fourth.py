@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from service.backends import registry
-from service.core.config import Settings
+from service.slices import Settings
 from tests.backends.fourth.entry import entry
 from tests.backends.localkit import PROGRAM, Api
 from tests.waiting import wait_for

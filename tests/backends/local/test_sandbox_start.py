@@ -14,7 +14,7 @@ import pytest
 
 from service.backends.local.backend import LocalBackend
 from service.backends.local.entry import local_settings_of
-from service.core.config import Settings
+from service.slices import Settings
 from tests.backends.localkit import settings_for
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox exists only for a root service")

@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.backends.local import LocalBackend, LocalSettings
-from service.core.config import Settings
-from service.slices import make_backends
+from service.slices import Settings, make_backends
 
 BACKENDS = Path(__file__).resolve().parents[3] / "service" / "backends"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from service.backends.sim.runs import SimRun, parse
-from service.core.config import Settings
+from service.slices import Settings
 from tests.backends.localkit import Api
 from tests.conftest import bearer
 

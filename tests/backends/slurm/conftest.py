@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.core.config import Settings
+from service.slices import Settings
 from tests.backends.localkit import Api
 from tests.backends.slurm.cluster import SlurmCluster, missing_tools
 from tests.conftest import make_token

@@ -331,7 +331,7 @@ def test_a_preemption_of_an_earlier_run_is_not_this_runs_end():
 
 
 def test_the_mappings_come_from_the_environment(monkeypatch, tmp_path):
-    from service.core.config import Settings
+    from service.slices import Settings
 
     monkeypatch.setenv("TRAINJOBS_SLURM_TEAM_ACCOUNTS", '{"vision": "acct-vision"}')
     monkeypatch.setenv("TRAINJOBS_SLURM_PRIORITY_QOS", '{"urgent": "high"}')

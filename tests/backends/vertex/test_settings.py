@@ -1,6 +1,6 @@
 """The vertex backend is given its slice of the settings (VertexSettings), never the
-global Settings: every field of the slice is a global setting of the same name (and so
-the same TRAINJOBS_* variable), the builder maps one to the other, and the package does
+global Settings: every field of the slice is a setting of the same name (its own section's,
+VertexEnv, or the service's `workers`), the builder maps one to the other, and the package does
 not import the global config at all."""
 import ast
 from pathlib import Path
@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from service.backends.vertex import VertexBackend, VertexSettings
-from service.core.config import Settings
-from service.slices import make_backends
+from service.backends.vertex.settings import VertexEnv
+from service.slices import Settings, make_backends
 
 PACKAGE = Path(__file__).resolve().parents[2] / "service" / "backends" / "vertex"
 
@@ -32,9 +32,13 @@ def test_the_builder_gives_the_vertex_backend_its_slice_from_the_environment(mon
     assert backend.settings.vertex_location == settings.vertex_location
 
 
-def test_the_slice_has_no_defaults_of_its_own():
-    # Defaults and limits are the global settings' alone: a slice built without them fails.
-    with pytest.raises(ValidationError):
+def test_the_slice_is_the_section_and_the_one_service_value_it_needs():
+    # Defaults and limits are stated once, in the section (VertexEnv); the slice adds only the
+    # service's project, region and API workers (which divide the Cloud Logging budget), which a
+    # cut without them refuses.
+    assert set(VertexSettings.model_fields) == set(VertexEnv.model_fields) | {"workers", "vertex_project",
+                                                                              "vertex_location"}
+    with pytest.raises(ValidationError, match="workers"):
         VertexSettings.model_validate({"vertex_location": "us-central1"})
 
 
