@@ -37,9 +37,9 @@ class Planner:
         and its start at the latest (service/scheduling/forecast.py); else the decision alone."""
         if explain:
             return explained(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
-                             served=snap.served)
+                             served=snap.served, usage=snap.usage)
         return schedule(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
-                        explain=False, served=snap.served)
+                        explain=False, served=snap.served, usage=snap.usage)
 
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
              room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan:

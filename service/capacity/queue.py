@@ -67,7 +67,7 @@ class Computed:
             order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),
                                                 _at(q.likely_start))))
         parts = factors(snap.arbitrated, snap.shares, snap.running, snap.waiting, [job_id for job_id, _ in order],
-                        at.timestamp(), policy or Policy(), served=snap.served)
+                        at.timestamp(), policy or Policy(), served=snap.served, usage=snap.usage)
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),
                    team_uses(snap), len(decision.admit), parts)  # type: ignore[arg-type]

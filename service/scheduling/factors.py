@@ -57,10 +57,10 @@ class Factors:
 
 def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
             waiting: Sequence[Waiting], order: Iterable[JobId], now: float, policy: Policy, *,
-            served: Mapping[str, float]) -> dict[JobId, Factors]:
+            served: Mapping[str, float], usage: Mapping[str, float] | None = None) -> dict[JobId, Factors]:
     """The parts of each job in `order` (the shown order, the admitted first), each against the job
-    just ahead of it there."""
-    ledger = Ledger(capacity, shares, running)
+    just ahead of it there. `usage`: each team's decayed use, as the scheduler was given it."""
+    ledger = Ledger(capacity, shares, running, usage)
     stopping_for = {r.stopping_for for r in running if r.stopping and r.stopping_for is not None}
     by_id = {w.job_id: w for w in waiting}
     keys = {team: ledger.fair_key(team) for team in {w.team for w in waiting}}

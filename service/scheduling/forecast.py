@@ -28,7 +28,8 @@ class Forecast:
 
 def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
                  waiting: Sequence[Waiting], now: float, policy: Policy, *,
-                 served: Mapping[str, float], latest: bool = False, deadline: float | None = None) -> Forecast:
+                 served: Mapping[str, float], latest: bool = False, deadline: float | None = None,
+                 usage: Mapping[str, float] | None = None) -> Forecast:
     """Each running job ends at its `likely_end` (else its `expected_end`, its time limit); each
     waiting job runs its `duration` (None: for ever, in the play). latest: every job to its time
     limit instead (`expected_end`, `limit`): the start at the latest, quotas kept. The controller
@@ -49,7 +50,7 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
     for _ in range(policy.forecast_passes):
         if not queue or len(out.order) >= policy.forecast_jobs or time.thread_time() > deadline:
             break
-        d = schedule(capacity, shares, played, queue, t, policy, explain=False, served=served)
+        d = schedule(capacity, shares, played, queue, t, policy, explain=False, served=served, usage=usage)
         by_id = {w.job_id: w for w in queue}
         for a in d.admit:
             w = by_id[a.job_id]
@@ -103,18 +104,18 @@ def _next_end(t: float, played: list[Running], now: float,
 
 def explained(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
               waiting: Sequence[Waiting[Id]], now: float, policy: Policy, *,
-              served: Mapping[str, float]) -> Decision[Id]:
+              served: Mapping[str, float], usage: Mapping[str, float] | None = None) -> Decision[Id]:
     """This pass's decision with every waiting job's place in the predicted start order, its
     likely start (the play's) and its start at the latest (the same play with every job to its
     time limit): what GET /v1/queue, a waiting job's view and the UI show."""
-    d = schedule(capacity, shares, running, waiting, now, policy, served=served)
+    d = schedule(capacity, shares, running, waiting, now, policy, served=served, usage=usage)
     if not d.queue:
         return d
     # One budget for both plays (TRAINJOBS_QUEUE_FORECAST_SECONDS is per computation): half each.
     half = policy.forecast_seconds / 2
-    fc = play_forward(capacity, shares, running, waiting, now, policy, served=served,
+    fc = play_forward(capacity, shares, running, waiting, now, policy, served=served, usage=usage,
                       deadline=time.thread_time() + half)
-    worst = play_forward(capacity, shares, running, waiting, now, policy, served=served, latest=True,
+    worst = play_forward(capacity, shares, running, waiting, now, policy, served=served, usage=usage, latest=True,
                          deadline=time.thread_time() + half)
     by_id = {q.job_id: q for q in d.queue}
     order = [j for j in fc.order if j in by_id]

@@ -34,9 +34,14 @@ class TeamBook:
 
 
 class Ledger:
-    def __init__(self, capacity: Resources, shares: Mapping[str, Share], running: Iterable[Running]):
+    def __init__(self, capacity: Resources, shares: Mapping[str, Share], running: Iterable[Running],
+                 usage: Mapping[str, float] | None = None):
         self.capacity = dict(capacity)
         self.shares = shares
+        # Each team's part of every team's decayed use (service/usage: billing units over every
+        # backend, halved every half-life): fair share's memory. None or all zero: no memory.
+        total = sum(u for u in (usage or {}).values() if u > 0)
+        self.past = {t: u / total for t, u in (usage or {}).items() if u > 0} if total > 0 else {}
         self.teams: dict[str, TeamBook] = {}
         self.committed: dict[str, int] = dict.fromkeys(self.capacity, 0)
         self.kept_total: dict[str, int] = {}
@@ -162,11 +167,15 @@ class Ledger:
         _plus(book.reserved, self._hold(team, extra, 1), 1)
 
     def fair_key(self, team: str) -> tuple[float, float, float]:
-        """(borrowed share, whole share, jobs), each the largest over the resources and divided by
-        the team's weight: the team with the smallest goes first. A team inside its nominal quota
+        """(borrowed share + past, whole share + past, jobs), divided by the team's weight: the team
+        with the smallest goes first (docs/queue.md, "The usage ledger"). Borrowed and whole are
+        each the largest over the resources; `past` is the team's part of every team's decayed use
+        (0 with no history, so the key is what the team holds now). A team inside its nominal quota
         borrows nothing (0); between those, the smaller dominant share of use goes first (launch
         slots are a resource here: with no capacity set they are the only one, so the team running
-        fewer jobs goes first); then the team running fewer jobs."""
+        fewer jobs goes first); then the team running fewer jobs. A team that used much lately
+        yields to one that used little, on every backend, until what the other holds now makes up
+        the difference."""
         book = self.book(team)
         s = book.share
         borrowed = whole = 0.0
@@ -177,7 +186,8 @@ class Ledger:
                     borrowed = max(borrowed, max(0, u - s.nominal.get(r, 0)) / c)
                 whole = max(whole, u / c)
         w = s.weight if s.weight > 0 else 1e-9
-        return borrowed / w, whole / w, book.jobs / w
+        past = self.past.get(team, 0.0)
+        return (borrowed + past) / w, (whole + past) / w, book.jobs / w
 
     def could_ever_fit(self, team: str, demand: Resources) -> bool:
         """Fits once every job has ended: no more than the capacity others do not keep."""

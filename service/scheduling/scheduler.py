@@ -43,19 +43,21 @@ from service.scheduling.victims import choose_victims
 
 def schedule(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
              waiting: Sequence[Waiting[Id]], now: float, policy: Policy = Policy(), *, explain: bool = True,
-             served: Mapping[str, float] | None = None) -> Decision[Id]:
+             served: Mapping[str, float] | None = None, usage: Mapping[str, float] | None = None) -> Decision[Id]:
     """explain=False: `queue` stays empty (no positions, reasons or start estimates): the
     controller acts on `admit` and `preempt` alone, and with 10,000 waiting jobs the words and
     estimates cost more than the decision (GET /v1/queue computes them, cached).
     served: each team's last start on this backend (a team not named was never served), the
-    tie-break between teams that stand alike now."""
-    return _Pass(capacity, shares, running, waiting, now, policy, served or {}).run(explain)
+    tie-break between teams that stand alike now. usage: each team's decayed use over every
+    backend (any one unit; None: no history), fair share's memory (Ledger.fair_key)."""
+    return _Pass(capacity, shares, running, waiting, now, policy, served or {}, usage).run(explain)
 
 
 class _Pass(Generic[Id]):
     def __init__(self, capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
-                 waiting: Sequence[Waiting[Id]], now: float, policy: Policy, served: Mapping[str, float]) -> None:
-        self.ledger = Ledger(capacity, shares, running)
+                 waiting: Sequence[Waiting[Id]], now: float, policy: Policy, served: Mapping[str, float],
+                 usage: Mapping[str, float] | None = None) -> None:
+        self.ledger = Ledger(capacity, shares, running, usage)
         self.running, self.waiting, self.now, self.policy = running, waiting, now, policy
         self.served = dict(served)   # a start in this pass serves its team now
         self.borrowed = borrowed_jobs(running, shares)
