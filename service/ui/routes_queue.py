@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 
 from service.capacity import queue
 from service.core.errors import NotFound
-from service.ui import priority
+from service.ui import priority, usage_chart
 from service.ui.deps import User
 from service.ui.render import render
 from service.ui.routing import HtmlRoute
@@ -44,7 +44,8 @@ def queue_page(request: Request, session: SessionDep, user: User,
     class_names = priority.names_by_value(priority.classes(session, user.actor.team))
     return render(request, "queue.html", user=user, queues=queues, enabled=enabled, selected=backend,
                   sources=SOURCE, limits=limits, class_names=class_names, mine=mine, offset=offset, page=limit,
-                  refresh_ms=refresh_ms(svc.queue.seconds))
+                  refresh_ms=refresh_ms(svc.queue.seconds),
+                  usage=usage_chart.section(session, user.actor, set(svc.backends)))
 
 
 
