@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.demo import demo_template
 from service.slices import Settings
-from tests.conftest import bearer, make_token
+from tests.conftest import bearer, make_tokens
 from tests.waiting import wait_for
 
 DEMO = demo_template().model_dump(mode="json", exclude_none=True)
@@ -27,7 +27,7 @@ def settings(db_url, tmp_path) -> Settings:
 @pytest.fixture
 def tokens(db_url) -> dict[str, str]:
     """Team alpha: one token per role."""
-    return {role: make_token(db_url, "alpha", role) for role in ("viewer", "member", "admin")}
+    return make_tokens(db_url, "alpha", ("viewer", "member", "admin"))
 
 
 class ApiClient(TestClient):
