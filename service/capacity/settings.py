@@ -42,8 +42,11 @@ class CapacityEnv(Section):
         20_000, ge=1, le=1_000_000, description="Waiting jobs of one team on one backend an admission pass "
         "looks at (each team's oldest, so one team's backlog never hides another's); the rest wait for a later pass")
     preemption_grace_seconds: float = Field(
-        30.0, ge=0, le=3600, description="A preempted local or Slurm job's replicas get SIGTERM, then SIGKILL "
-        "after this long (the trainer saves a checkpoint in between)")
+        30.0, ge=0, le=3600, description="A job trainjobs' own scheduler preempts on the local backend or Slurm: "
+        "its replicas get SIGTERM, then SIGKILL after this long (the trainer saves a checkpoint in between; keep "
+        "its --preemption-save-seconds, 25, below it). On Slurm the deadline is the controller's (docs/slurm.md). "
+        "Not used on Vertex AI (a preemption is a cancel, Google's grace applies), nor when Slurm preempts a job "
+        "itself (its GraceTime)")
     max_preemptions_per_job: int = Field(
         3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted for priority; after "
         "that no class preempts it (a borrowed job stays reclaimable by a team inside its nominal quota)")
@@ -53,8 +56,9 @@ class CapacityEnv(Section):
     queue_forecast_passes: int = Field(
         200, ge=0, le=100_000, description="Scheduler passes one queue computation's forecast plays at most")
     queue_cache_seconds: float = Field(
-        2.0, ge=0, le=60, description="GET /v1/queue and a waiting job's view reuse one computed queue per "
-        "backend and process for this long")
+        2.0, ge=0, le=60, description="GET /v1/queue, `trainjobs queue`, /ui/queue and a waiting job's view "
+        "reuse one computed queue per backend and API process for this long (0: computed on every read); the "
+        "capacity, shares and classes a submit checks are cached as long (docs/queue.md, \"Reading the queue\")")
     max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
     capacity_max_resources: int = Field(
         64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")

@@ -47,7 +47,7 @@ def settings_or_refuse(section=None):
     except ValidationError as e:
         bad = "; ".join(f"TRAINJOBS_{'_'.join(str(p) for p in err['loc']).upper()}={err.get('input')!r}: "
                         f"{err['msg']}" for err in e.errors())
-        raise Refusal(f"{bad} (fix the setting in the environment or .env; every setting: docs/settings.md)") from None
+        raise Refusal(f"{bad} (fix the variable in the environment; what each allows: docs/settings.md)") from None
 
 
 @contextlib.contextmanager

@@ -17,13 +17,15 @@ class CoreEnv(Section):
 
     database_url: str = Field("sqlite:///./trainjobs.db",
                               description="SQLAlchemy URL; PostgreSQL as postgresql+psycopg://user@host/db")
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = Field("127.0.0.1", description="The address `serve` listens on")
+    port: int = Field(8000, description="The port `serve` listens on")
     backends: list[str] = Field(default_factory=lambda: ["local"],
                                 description='Enabled backends, e.g. ["local","vertex"]')
-    default_backend: str = "local"
+    default_backend: str = Field("local", description="The backend of a job that names none, and the launch "
+                                 "form's preselected one; one of TRAINJOBS_BACKENDS")
     workers: int = Field(1, ge=1, le=32, description="API worker processes of `serve` on this host")
-    run_reconciler: bool = True
+    run_reconciler: bool = Field(True, description="false: this process serves the API only and never runs "
+                                 "the jobs (never stands for controller)")
     allow_sqlite_in_container: bool = Field(
         False, description="Dockerfile.api sets TRAINJOBS_IN_CONTAINER: a SQLite file inside a container is "
                            "lost with it, so the service refuses to start on one unless this is true")
@@ -33,7 +35,7 @@ class CoreEnv(Section):
                           "printing it; with TRAINJOBS_BOOTSTRAP_TOKEN the token is taken from there instead")
     bootstrap_token: str | None = Field(None, description="Use this secret as the first admin token "
                                                           "(e.g. from a secret manager)")
-    seed_demo_template: bool = True
+    seed_demo_template: bool = Field(True, description="Load the mwms-demo template into team default on `serve`")
     vertex_project: str | None = Field(None, description="Google Cloud project of Vertex AI jobs; also what "
                                        "exports name (the vertex backend checks it at start)")
     vertex_location: str = Field("us-central1", description="Vertex AI region of jobs; also what exports name "
@@ -48,4 +50,4 @@ class CoreEnv(Section):
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="auto: text on a terminal, JSON otherwise; json: one object a line with "
                             "request_id; text: one readable line")
-    log_level: str = "INFO"
+    log_level: str = Field("INFO", description="Level of the service's log lines (Alembic's show only at DEBUG)")

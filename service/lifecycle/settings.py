@@ -11,8 +11,10 @@ from service.core.section import Section
 class LifecycleEnv(Section):
     """The controller's loop, its election, what it stores of a job, and retry policies' bounds."""
 
-    reconcile_interval_seconds: float = 0.5
-    reconcile_batch_size: int = 500
+    reconcile_interval_seconds: float = Field(0.5, description="How often the controller runs a pass for each "
+                                              "backend (and looks for due model uploads)")
+    reconcile_batch_size: int = Field(500, description="Jobs one read of a controller pass takes at most (per "
+                                      "backend); the rest wait for a later pass")
     reconcile_wake_gap_seconds: float = Field(
         0.05, ge=0, le=5, description="A submit or cancel wakes the controller at once, but a pass starts at "
                                       "least this long (or as long as that pass took) after the previous one "

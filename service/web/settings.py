@@ -9,7 +9,8 @@ from service.core.section import Section
 
 
 class WebEnv(Section):
-    """Requests, streams and the HTTP edge of one API process (service/web/overload.py, body_limits.py, protocol.py)."""
+    """Requests, streams and the HTTP edge of one API process (docs/http.md): service/web/overload.py,
+    body_limits.py, protocol.py."""
 
     max_concurrent_requests: int = Field(
         32, ge=1, le=1000, description="Requests one process runs at once (log streams aside); the threads and "

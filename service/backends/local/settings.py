@@ -65,7 +65,8 @@ class LocalEnv(Section):
                     "forever")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
-    local_cancel_grace_seconds: float = 10.0
+    local_cancel_grace_seconds: float = Field(10.0, description="A cancelled local job's replicas get SIGTERM, "
+                                              "then SIGKILL after this long")
     local_python: str | None = Field(None, description="Python that runs `python ...` commands; default: this one")
     local_max_replicas_per_job: int = Field(32, ge=1, description="Jobs with more replicas are refused locally")
 
