@@ -51,13 +51,6 @@ from service.persistence.rows import table_of
 _JOBS = table_of(Job)
 JSON_COLUMNS = frozenset(c.name for c in _JOBS.columns if isinstance(c.type, JSON))
 COLUMNS = tuple(c.name for c in _JOBS.columns)
-# A NOT NULL column with a constant default (priority 0, preemptions 0) takes it when not given.
-DEFAULTS = {c.name: getattr(c.default, "arg", None) for c in _JOBS.columns
-            if not c.nullable and c.default is not None and getattr(c.default, "is_scalar", False)}
-
-# job_row's walk over the columns, worked out once: (name, a JSON column, the default).
-_PLAN = tuple((c, c in JSON_COLUMNS, DEFAULTS.get(c)) for c in COLUMNS)
-_COLUMN_SET = frozenset(COLUMNS)
 _NULL = json.dumps(None)
 _EMPTY = "[]"
 
@@ -120,6 +113,26 @@ def encode(value: Any) -> str:
     return json.dumps(value)
 
 
+def _written(table: Table) -> tuple[tuple[str, Any], ...]:
+    """(column, its constant default or None: priority 0, preemptions 0) for each column the
+    writer sends, in the table's order: all but an autoincrement key (JobEvent.id), which the
+    database numbers. A column not given takes its default."""
+    found = _WRITTEN.get(table)
+    if found is None:
+        found = tuple((c.name, getattr(c.default, "arg", None) if getattr(c.default, "is_scalar", False) else None)
+                      for c in table.columns if not (c.primary_key and c.autoincrement is True))
+        _WRITTEN[table] = found
+    return found
+
+
+_WRITTEN: dict[Table, tuple[tuple[str, Any], ...]] = {}
+_NAMES: dict[Table, frozenset[str]] = {}
+_PARAMS: dict[Table, tuple[tuple[str, str, Any], ...]] = {}
+# job_row's walk over the columns, worked out once: (name, a JSON column, the default).
+_PLAN = tuple((c, c in JSON_COLUMNS, default) for c, default in _written(_JOBS))
+_COLUMN_SET = frozenset(COLUMNS)
+
+
 def job_row(values: Mapping[str, Any], *, encoded: Mapping[str, str] = {}) -> dict[str, Any]:
     """Every column of jobs from `values` (a column not given is NULL), JSON columns encoded;
     `encoded`: JSON columns the caller has as text already (the compiled job)."""
@@ -159,47 +172,39 @@ def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, st
     # Child rows referencing the job in sibling CTEs are fine: foreign keys are checked at the
     # end of the statement. pg_notify is delivered at commit, like the rows.
     params: dict[str, Any] = dict(row)
+    shape = []      # which per-job tables are written
     for p, given in zip(per_job, rows, strict=True):
         if p.many:
             params[p.table.name] = json.dumps([_complete(p.table, r) for r in given], default=str) if given else _EMPTY
         elif given:
-            params.update(_one_row_params(p.table, given))
+            _one_row_params(p.table, given, params)
+        shape.append(p.many or bool(given))
     if pg_also is not None:
         params.update(pg_also.params)
     params.update(guard.params)
-    shape = tuple(p.many or bool(given) for p, given in zip(per_job, rows, strict=True))
-    statement = _postgres_statement(per_job, shape, pg_also.expression if pg_also else None, guard.expression)
+    statement = _postgres_statement(per_job, tuple(shape), pg_also.expression if pg_also else None,
+                                    guard.expression)
     found = pgfast.first(conn, statement, params)
     return bool(found is not None and found.ok)
 
 
-# --- the plan: per table, the columns written and their defaults (both databases) ----------------
-
-_WRITTEN: dict[Table, tuple[tuple[str, Any], ...]] = {}
-_NAMES: dict[Table, frozenset[str]] = {}
-
-
-def _written(table: Table) -> tuple[tuple[str, Any], ...]:
-    """(column, its constant default or None) for each column the writer sends: all but an
-    autoincrement key (JobEvent.id), which the database numbers."""
-    found = _WRITTEN.get(table)
-    if found is None:
-        found = tuple((c.name, getattr(c.default, "arg", None) if getattr(c.default, "is_scalar", False) else None)
-                      for c in table.columns if not (c.primary_key and c.autoincrement is True))
-        _WRITTEN[table] = found
-    return found
-
+# --- the plan's rows: each table's columns and defaults (`_written`), on both databases ------------
 
 def _complete(table: Table, given: Mapping[str, Any]) -> dict[str, Any]:
     _known(table, given)
     return {name: given.get(name, default) for name, default in _written(table)}
 
 
-def _one_row_params(table: Table, given: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _one_row_params(table: Table, given: Sequence[Mapping[str, Any]], params: dict[str, Any]) -> None:
+    """The row's values into `params`, each named `<table>__<column>` (no column of jobs has `__`)."""
     if len(given) != 1:
         raise ValueError(f"{table.name} takes one row per job, not {len(given)} (PerJob many=True takes any number)")
     one = _known(table, given[0])
-    return {f"{table.name}__{name}": one.get(name, default) for name, default in _written(table)}
+    named = _PARAMS.get(table)
+    if named is None:
+        named = _PARAMS[table] = tuple((name, f"{table.name}__{name}", default) for name, default in _written(table))
+    for name, param, default in named:
+        params[param] = one.get(name, default)
 
 
 def _known(table: Table, given: Mapping[str, Any]) -> Mapping[str, Any]:
