@@ -5,13 +5,13 @@ show (so what a member reads is what the controller does)."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from service.capacity import snapshot as snapshots
 from service.capacity.settings import CapacitySettings
-from service.lifecycle.admission import Plan, PreemptOrder, WaitingNote
+from service.lifecycle.admission import Plan, PreemptOrder
 from service.scheduling.forecast import explained
 from service.scheduling.model import Decision, Policy
 from service.scheduling.scheduler import schedule
@@ -23,7 +23,8 @@ class Planner:
         self.policy = Policy(starve_after_s=settings.starve_after_seconds,
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
                              grace_s=settings.grace_seconds, forecast_seconds=settings.forecast_seconds,
-                             forecast_passes=settings.forecast_passes, pass_s=settings.pass_seconds)
+                             forecast_passes=settings.forecast_passes, pass_s=settings.pass_seconds,
+                             min_runtime_s=settings.min_runtime_seconds)
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
                  held_teams: frozenset = frozenset(), forecast: bool = False) -> snapshots.Snapshot:
@@ -60,9 +61,4 @@ def to_plan(decision: Decision[uuid.UUID]) -> Plan:
     return Plan(
         admit=[a.job_id for a in decision.admit],
         preempt=[PreemptOrder(p.job_id, p.for_job, p.kind.value, p.why) for p in decision.preempt],
-        waiting={q.job_id: WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start), _at(q.likely_start))
-                 for q in decision.queue})
-
-
-def _at(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+        waiting={q.job_id: q for q in decision.queue})

@@ -27,10 +27,9 @@ from service.capacity.queue_schemas import (
     TeamUse,
 )
 from service.capacity.snapshot import Snapshot
-from service.lifecycle.admission import WaitingNote
 from service.persistence.models import Job
 from service.scheduling.factors import Factors, factors
-from service.scheduling.model import Decision, Policy, Waiting, quota_part
+from service.scheduling.model import Decision, Policy, Queued, Waiting, quota_part
 
 STARTING = "about to start"
 
@@ -44,10 +43,10 @@ class Computed:
     at: datetime
     snapshot: Snapshot
     decision: Decision
-    # Every waiting job's place: the jobs the planner would start now first (position 0),
-    # then the jobs that still wait (1 = next).
-    notes: dict[uuid.UUID, WaitingNote]
-    order: list[tuple[uuid.UUID, WaitingNote]]
+    # Every waiting job's place, as the scheduler says it (its Queued, the one type for a place):
+    # the jobs the planner would start now first (position 0), then the jobs that still wait (1 = next).
+    notes: dict[uuid.UUID, Queued[uuid.UUID]]
+    order: list[tuple[uuid.UUID, Queued[uuid.UUID]]]
     waiting: dict[uuid.UUID, Waiting]
     in_use: dict[str, int]
     teams: list[TeamUse]
@@ -60,17 +59,14 @@ class Computed:
         it admits is what the controller's next pass launches, and every other job's place and
         why (a slot included) are the scheduler's own, written once. `policy`: the planner's (the
         starvation limit names a job's tier)."""
-        order: list[tuple[uuid.UUID, WaitingNote]] = []
-        for a in decision.admit:
-            order.append((a.job_id, WaitingNote(0, f"{STARTING}: {a.why}", 0, at)))
-        for q in decision.queue:
-            order.append((q.job_id, WaitingNote(q.position, q.why, q.ahead, _at(q.estimated_start),
-                                                _at(q.likely_start))))
+        order = [(a.job_id, Queued(a.job_id, a.team, 0, f"{STARTING}: {a.why}", 0, at.timestamp()))
+                 for a in decision.admit]
+        order += [(q.job_id, q) for q in decision.queue]
         parts = factors(snap.arbitrated, snap.shares, snap.running, snap.waiting, [job_id for job_id, _ in order],
                         at.timestamp(), policy or Policy(), served=snap.served, usage=snap.usage)
         return cls(snap.backend, at, snap, decision, dict(order), order,
                    {j.job_id: j for j in snap.waiting}, _sum(quota_part(j.demand) for j in snap.running),
-                   team_uses(snap), len(decision.admit), parts)  # type: ignore[arg-type]
+                   team_uses(snap), len(decision.admit), parts)
 
 
 def _at(seconds: float | None) -> datetime | None:
@@ -150,7 +146,7 @@ def place(computed: Computed, job_id: uuid.UUID, priority_class: str | None) -> 
     return QueuePlace(position=note.position, **_place(computed, job_id, note, priority_class))
 
 
-def _entry(computed: Computed, job_id: uuid.UUID, note: WaitingNote, own: tuple[str, str | None] | None) -> QueueEntry:
+def _entry(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], own: tuple[str, str | None] | None) -> QueueEntry:
     """One entry of the order: another team's with its team, position, priority, demand and the parts
     of its factors that say no more; one of the caller's team (`own`: its name and class) with all."""
     job = computed.waiting[job_id]
@@ -163,11 +159,11 @@ def _entry(computed: Computed, job_id: uuid.UUID, note: WaitingNote, own: tuple[
                                     **_place(computed, job_id, note, priority_class)})
 
 
-def _place(computed: Computed, job_id: uuid.UUID, note: WaitingNote, priority_class: str | None) -> dict:
+def _place(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], priority_class: str | None) -> dict:
     """The fields a waiting job's own team reads, in the queue and in the job's view alike."""
     parts = computed.factors.get(job_id)
-    return {"why": note.why, "ahead": note.ahead, "estimated_start": note.estimated_start,
-            "likely_start": note.likely_start,
+    return {"why": note.why, "ahead": note.ahead, "estimated_start": _at(note.estimated_start),
+            "likely_start": _at(note.likely_start),
             "factors": None if parts is None else _public(parts).model_copy(update={
                 "tier": parts.tier, "priority_class": priority_class, "waited_seconds": round(parts.waited_s, 1),
                 "decided_by": parts.decided_by})}
@@ -178,7 +174,8 @@ def _public(parts: Factors) -> QueueFactors:
     and the size (its demand and the capacity are shown)."""
     s = parts.fair_share
     return QueueFactors(fair_share=FairShare(rank=s.rank, borrowed=round(s.borrowed, 4), held=round(s.held, 4),
-                                             running_jobs=round(s.running_jobs, 4), weight=s.weight),
+                                             running_jobs=round(s.running_jobs, 4), weight=s.weight,
+                                             usage=None if s.usage is None else round(s.usage, 4)),
                         priority=parts.priority, size=round(parts.size, 4))
 
 

@@ -5,7 +5,6 @@ planner pass per backend per period, not one each. Read-only: the planner's snap
 decision, never a write (the controller alone acts)."""
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
@@ -15,7 +14,6 @@ from service.capacity.cache import TtlCache
 from service.capacity.planner import Planner
 from service.capacity.queue import Computed
 from service.core.clock import utcnow
-from service.lifecycle.admission import WaitingNote
 from service.lifecycle.protocol import Backend
 
 
@@ -41,10 +39,6 @@ class QueueCache:
         computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(), self.planner.policy)
         self.computations += 1
         return computed
-
-    def note(self, session: Session, backend: str, job_id: uuid.UUID) -> WaitingNote | None:
-        """A waiting job's place (None: not in the planner's queue, e.g. held by a retry backoff)."""
-        return self.get(session, backend).notes.get(job_id)
 
 
 def launch_slots(backends: Mapping[str, Backend], backend: str) -> int | None:

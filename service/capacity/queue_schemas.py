@@ -31,11 +31,15 @@ class FairShare(BaseModel):
     rank: int = Field(description="The team's place in the fair order between the teams with waiting jobs now "
                                   "(1: first; teams that stand alike share one)")
     borrowed: float = Field(description="The largest part of a resource the team uses beyond its nominal quota, "
-                                        "divided by its weight (0: inside its quota); the smallest goes first")
+                                        "plus its past use (`usage`), divided by its weight; the smallest goes first")
     held: float = Field(description="Its dominant share: the largest part of a resource it uses (launch slots "
-                                    "included), divided by its weight; compared next")
+                                    "included), plus its past use, divided by its weight; compared next")
     running_jobs: float = Field(description="The jobs it runs, divided by its weight; compared last")
     weight: float = Field(description="The team's fair-share weight")
+    usage: float | None = Field(None, description="Its past use: its part of every team's decayed use over every "
+                                                  "backend (0 to 1; GET /v1/usage has the units), added to borrowed "
+                                                  "and held before the weight divides them; null: no team has any "
+                                                  "recorded")
 
 
 class QueueFactors(BaseModel):

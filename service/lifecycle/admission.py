@@ -23,6 +23,7 @@ from service.lifecycle.handles import read_handles
 from service.lifecycle.protocol import Capabilities
 from service.lifecycle.states import ACTIVE, JobState
 from service.persistence.models import Job
+from service.scheduling.model import Queued
 
 _ACTIVE = [s.value for s in ACTIVE]
 UNLAUNCHED = and_(Job.state == JobState.QUEUED.value, Job.backend_ref.is_(None))
@@ -114,26 +115,15 @@ class PreemptOrder:
 
 
 @dataclass(frozen=True)
-class WaitingNote:
-    """Where a waiting job stands after a pass: its place (1 = next), why it waits in words, the
-    number of jobs ahead, and an estimated start where one can be made."""
-
-    position: int
-    why: str
-    ahead: int
-    estimated_start: datetime | None = None     # at the latest (time limits)
-    likely_start: datetime | None = None        # as the forecast plays it (expected durations)
-
-
-@dataclass(frozen=True)
 class Plan:
     """One admission pass's decision for one backend (service/capacity builds it with the pure
     scheduler, service/scheduling): the waiting jobs to launch now, in order; the running jobs to
-    preempt for waiting ones; and every other waiting job's place and why."""
+    preempt for waiting ones; and every other waiting job's place and why, as the scheduler says it
+    (its Queued: one type for a waiting job's place, from the scheduler to the API's schemas)."""
 
     admit: list[uuid.UUID] = field(default_factory=list)
     preempt: list[PreemptOrder] = field(default_factory=list)
-    waiting: dict[uuid.UUID, WaitingNote] = field(default_factory=dict)
+    waiting: dict[uuid.UUID, Queued[uuid.UUID]] = field(default_factory=dict)
 
 
 class CapacityPlanner(Protocol):

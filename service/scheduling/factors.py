@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from service.scheduling.ledger import Ledger
-from service.scheduling.model import JobId, Policy, Resources, Running, Share, Waiting
+from service.scheduling.model import Id, JobId, Policy, Resources, Running, Share, Waiting
 
 # The tiers in the order the scheduler takes them (scheduler.py run()).
 TIERS = ("nominated", "nominal", "starving", "fair")
@@ -32,14 +32,17 @@ DECIDERS = ("tier", "fair_share", "turn", "priority", "age", "forecast")
 @dataclass(frozen=True)
 class Standing:
     """A team's fair share now: its place among the teams with waiting jobs (1 = first; teams that
-    stand alike share one), and what the fair order compares, each divided by the team's weight:
-    the largest part of a resource it uses beyond its nominal quota, its dominant share (the largest
-    part of a resource it uses, launch slots included), the jobs it runs."""
+    stand alike share one), and what the fair order compares (Ledger.fair_key), each divided by the
+    team's weight: the largest part of a resource it uses beyond its nominal quota, then its
+    dominant share (the largest part of a resource it uses, launch slots included), each plus its
+    past use; then the jobs it runs. usage: that past use, the team's part of every team's decayed
+    use over every backend (0 to 1; None: no team has any recorded)."""
     rank: int
     borrowed: float
     held: float
     running_jobs: float
     weight: float
+    usage: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,9 @@ class Factors:
     decided_by: str | None = None
 
 
-def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running],
-            waiting: Sequence[Waiting], order: Iterable[JobId], now: float, policy: Policy, *,
-            served: Mapping[str, float], usage: Mapping[str, float] | None = None) -> dict[JobId, Factors]:
+def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[Running[Id]],
+            waiting: Sequence[Waiting[Id]], order: Iterable[Id], now: float, policy: Policy, *,
+            served: Mapping[str, float], usage: Mapping[str, float] | None = None) -> dict[Id, Factors]:
     """The parts of each job in `order` (the shown order, the admitted first), each against the job
     just ahead of it there. `usage`: each team's decayed use, as the scheduler was given it."""
     ledger = Ledger(capacity, shares, running, usage)
@@ -65,8 +68,8 @@ def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[
     by_id = {w.job_id: w for w in waiting}
     keys = {team: ledger.fair_key(team) for team in {w.team for w in waiting}}
     standings = _standings(ledger, keys, served)
-    out: dict[JobId, Factors] = {}
-    ahead: Waiting | None = None
+    out: dict[Id, Factors] = {}
+    ahead: Waiting[Id] | None = None
     tiers: dict[JobId, str] = {}
     for job_id in order:
         job = by_id.get(job_id)
@@ -87,7 +90,8 @@ def _standings(ledger: Ledger, keys: Mapping[str, tuple], served: Mapping[str, f
     for team, key in keys.items():
         rank = 1 + sum(1 for other in keys if order(other) < order(team))
         borrowed, held, jobs = key[0], key[1], key[-1]
-        out[team] = Standing(rank, borrowed, held, jobs, ledger.share(team).weight)
+        past = ledger.past.get(team, 0.0) if ledger.past else None
+        out[team] = Standing(rank, borrowed, held, jobs, ledger.share(team).weight, past)
     return out
 
 

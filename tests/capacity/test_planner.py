@@ -59,7 +59,8 @@ def test_a_team_inside_its_nominal_quota_reclaims_borrowed_capacity(client, db_u
     first = plan.waiting[_id(beta_jobs[0])]
     assert "preempted" in first.why
     # Expected to start once the preempted job has stopped: its grace period at the latest.
-    assert first.estimated_start is not None and first.estimated_start <= utcnow() + timedelta(seconds=31)
+    # The scheduler's Queued, in its own seconds.
+    assert first.estimated_start is not None and first.estimated_start <= (utcnow() + timedelta(seconds=31)).timestamp()
 
 
 def test_without_a_capacity_every_job_is_admitted_in_fair_order(client, db_url, session_factory, demo):

@@ -18,10 +18,10 @@ def run(job_id, team, cores=1, **kw):
     return Running(job_id, team, 0, {"core": cores}, 0.0, **kw)
 
 
-def parts(capacity, shares, running, waiting, now=10.0, served=None):
-    d = schedule(capacity, shares, running, waiting, now, POLICY, served=served or {})
+def parts(capacity, shares, running, waiting, now=10.0, served=None, usage=None, policy=POLICY):
+    d = schedule(capacity, shares, running, waiting, now, policy, served=served or {}, usage=usage)
     order = [a.job_id for a in d.admit] + [q.job_id for q in d.queue]
-    return order, factors(capacity, shares, running, waiting, order, now, POLICY, served=served or {})
+    return order, factors(capacity, shares, running, waiting, order, now, policy, served=served or {}, usage=usage)
 
 
 def test_within_a_team_priority_then_age_decide():
@@ -38,6 +38,18 @@ def test_between_teams_the_fair_share_decides_and_says_the_standing():
     assert order == ["b1", "a1"] and f["a1"].decided_by == "fair_share"
     a, b = f["a1"].fair_share, f["b1"].fair_share
     assert (b.rank, b.held, b.weight) == (1, 0.25, 2.0) and (a.rank, a.held, a.borrowed) == (2, 0.5, 0.5)
+
+
+def test_the_fair_share_says_the_teams_past_use_and_yesterdays_heavy_user_yields():
+    """Team a used three times what b used (decayed): its part of the past, 0.75, is added to what
+    it holds now, so b goes first and the fair share decided."""
+    order, f = parts({"core": 1}, {}, [run("r", "c")], [wait("a1", "a", queued=0), wait("b1", "b", queued=5)],
+                     usage={"a": 30.0, "b": 10.0})
+    a, b = f["a1"].fair_share, f["b1"].fair_share
+    assert order == ["b1", "a1"] and f["a1"].decided_by == "fair_share"
+    assert (a.usage, b.usage, a.held, b.held, a.rank, b.rank) == (0.75, 0.25, 0.75, 0.25, 2, 1)
+    _, none = parts({"core": 2}, {}, [], [wait("a1", "a")])
+    assert none["a1"].fair_share.usage is None
 
 
 def test_teams_that_stand_alike_take_turns():

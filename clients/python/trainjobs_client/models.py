@@ -125,6 +125,7 @@ class FairShare(Model):
     held: float = 0.0          # its dominant share
     running_jobs: float = 0.0
     weight: float = 1.0
+    usage: float | None = None  # its part of every team's decayed use (0 to 1), added to borrowed and held
 
 
 class QueueFactors(Model):
