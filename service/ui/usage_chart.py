@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup, escape
-from sqlalchemy.orm import Session
 
 from service.auth.service import Actor
 from service.core.clock import utcnow
 from service.ui.charts import fmt
 from service.usage import service
 from service.usage.schemas import UsageReport
+
+if TYPE_CHECKING:   # the UI runs no query itself (a contract): the session is passed through
+    from sqlalchemy.orm import Session
 
 W, ROW, LEFT, RIGHT = 600, 26, 130, 150
 DAYS = 14
