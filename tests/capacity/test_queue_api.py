@@ -233,3 +233,20 @@ def test_reads_share_one_cached_computation_and_other_views_compute_nothing(api_
         submit(c, "later")
         assert _local(c.get("/v1/queue").json())["waiting_jobs"] == 1   # the kept computation
         assert cache.computations == 1
+
+
+def test_a_teams_past_use_is_in_its_fair_share(client, scene, tokens, session_factory):
+    """Issue 52.3's memory in 52.4's parts: beta ran 2 cores for two hours this morning, alpha
+    nothing; once the usage ledger is folded, beta's fair share says its part of every team's past
+    use (all of it) and alpha's none, each added to what the team borrows and holds now."""
+    from service.core.clock import utcnow
+    from tests.usage.usagekit import fold_at, hours_ago, ran
+
+    now = utcnow()
+    ran(client, tokens["admin"], session_factory, start=hours_ago(now, 3), end=hours_ago(now, 1), demand={"core": 2},
+        team="beta")
+    fold_at(session_factory, now)
+    w = _local(client.get("/v1/queue", params={"backend": "local"}).json())["waiting"]
+    shares = {e["team"]: e["factors"]["fair_share"] for e in w}
+    assert (shares["alpha"]["usage"], shares["beta"]["usage"]) == (0.0, 1.0)
+    assert (shares["beta"]["borrowed"], shares["beta"]["held"]) == (2.0, 2.0)      # 1.0 now + 1.0 past, weight 1

@@ -120,7 +120,8 @@ def explained(q):
             table.add_row(str(e.position), escape(e.team), _job(e), *["-"] * 6)
             continue
         s = f.fair_share
-        fair = f"#{s.rank} (borrowed {s.borrowed:.2f}, held {s.held:.2f}, weight {s.weight:g})"
+        past = "" if s.usage is None else f", past use {s.usage:.2f}"
+        fair = f"#{s.rank} (borrowed {s.borrowed:.2f}, held {s.held:.2f}, weight {s.weight:g}{past})"
         klass = f"{escape(f.priority_class)} ({f.priority})" if f.priority_class else str(f.priority)
         decided = "-" if f.decided_by is None else DECIDED.get(f.decided_by, escape(f.decided_by))
         table.add_row(str(e.position), escape(e.team), _job(e), escape(f.tier or "-"), fair, klass,

@@ -106,3 +106,20 @@ def test_queue_explain_shows_each_jobs_priority_in_parts(cli, scene, db_url):
     assert "LIKELY" not in r.stdout and scene["a1"][:8] not in r.stdout and "alpha-waits" not in r.stdout
     [q] = json.loads(cli("queue", "--json", TRAINJOBS_TOKEN=make_token(db_url, "beta", "viewer", "beta-json")).stdout)["items"]
     assert [e["factors"]["decided_by"] for e in q["waiting"]] == [None, "tier"]
+
+
+def test_queue_explain_shows_a_teams_past_use(cli, scene, server, token, session_factory):
+    """Beta ran 2 cores for two hours this morning: once the usage ledger is folded, its fair share
+    in --explain says its past use (all of every team's), alpha's none."""
+    import httpx
+
+    from tests.usage.usagekit import fold_at, hours_ago, ran
+
+    now = utcnow()
+    with httpx.Client(base_url=server, timeout=60) as http:
+        ran(http, token, session_factory, start=hours_ago(now, 3), end=hours_ago(now, 1), demand={"core": 2}, team="beta")
+    fold_at(session_factory, now)
+    r = cli("queue", "--explain")
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[1]: line for line in r.stdout.splitlines() if line[:1].isdigit()}
+    assert "past use 0.00)" in rows["alpha"] and "past use 1.00)" in rows["beta"], r.stdout
