@@ -29,6 +29,9 @@ def test_queue_and_a_waiting_jobs_place(server, token, scene):
                                                                    (2, "beta", None)]
         place = tj.get(scene["a1"]).queue
         assert place is not None and place.position == 1 and "needs 1 core, 0 free" in place.why
+        # Its priority in parts (issue 52.4), read as the client's typed QueueFactors.
+        assert place.factors is not None and (place.factors.tier, place.factors.fair_share.rank) == ("nominal", 1)
+        assert q.waiting[1].factors is not None and q.waiting[1].factors.tier is None   # another team's job
         with pytest.raises(NotFound):
             tj.queue("vertex")
 
