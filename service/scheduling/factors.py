@@ -71,14 +71,22 @@ def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[
     out: dict[Id, Factors] = {}
     ahead: Waiting[Id] | None = None
     tiers: dict[JobId, str] = {}
+    # Jobs of one team and demand stand alike against the quota and the capacity: asked once a kind
+    # (10,000 waiting jobs are a few kinds).
+    kinds: dict[tuple, tuple[bool, float]] = {}
     for job_id in order:
         job = by_id.get(job_id)
         if job is None:
             continue
-        tiers[job_id] = _tier(ledger, job, stopping_for, now, policy)
+        kind = (job.team, tuple(job.demand.items()))
+        if kind not in kinds:
+            kinds[kind] = (bool(ledger.share(job.team).nominal) and ledger.within_nominal(job.team, job.demand),
+                           size(ledger.capacity, job.demand))
+        inside, part = kinds[kind]
+        tiers[job_id] = _tier(job, inside, stopping_for, now, policy)
         decided = None if ahead is None else _decided(ahead, job, tiers, keys, served)
-        out[job_id] = Factors(tiers[job_id], standings[job.team], job.priority, max(0.0, now - job.queued_at),
-                              size(ledger.capacity, job.demand), decided)
+        out[job_id] = Factors(tiers[job_id], standings[job.team], job.priority, max(0.0, now - job.queued_at), part,
+                              decided)
         ahead = job
     return out
 
@@ -95,10 +103,10 @@ def _standings(ledger: Ledger, keys: Mapping[str, tuple], served: Mapping[str, f
     return out
 
 
-def _tier(ledger: Ledger, job: Waiting, stopping_for: set, now: float, policy: Policy) -> str:
+def _tier(job: Waiting, inside_nominal: bool, stopping_for: set, now: float, policy: Policy) -> str:
     if job.nominated or job.job_id in stopping_for:
         return "nominated"
-    if ledger.share(job.team).nominal and ledger.within_nominal(job.team, job.demand):
+    if inside_nominal:
         return "nominal"
     if now - job.queued_at >= policy.starve_after_s:
         return "starving"
