@@ -4,6 +4,8 @@ its variables in a section of its own (service/<package>/settings.py, service/co
 the composition root (service/slices.py) joins them and reads the environment once."""
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -51,3 +53,38 @@ class CoreEnv(Section):
         "auto", description="auto: text on a terminal, JSON otherwise; json: one object a line with "
                             "request_id; text: one readable line")
     log_level: str = Field("INFO", description="Level of the service's log lines (Alembic's show only at DEBUG)")
+
+    def database_run_folders(self) -> Path:
+        """The default folder of run folders, tied to the database (default_local_work_dir)."""
+        return default_local_work_dir(self.database_url)
+
+
+def default_local_work_dir(database_url: str) -> Path:
+    """The local backend's run folders, tied to the database (every process of one service finds
+    the same). Named by a digest of the database's identity, not its name: a job sees its own
+    run folder's host path (its HOME, /proc/self/mountinfo), and the database's file name, host
+    or name is nothing it needs (issue 48.4). A folder of the earlier naming (`<db file>.runs`,
+    `<host>-<port>-<db>/runs`) that exists is still used: an upgrade moves nothing."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        if db and db != ":memory:":
+            path = Path(db).expanduser().resolve()
+            earlier = path.with_name(path.name + ".runs")
+            return earlier if earlier.is_dir() else path.with_name(f"runs-{_digest(str(path))}")
+        return Path(os.environ.get("TMPDIR", "/tmp")) / f"trainjobs-memory-{os.getpid()}" / "runs"
+    # root's home is closed to the unprivileged uids replicas run as (docs/local.md).
+    data = Path("/var/lib") if os.geteuid() == 0 else \
+        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    ident = f"{url.host or 'localhost'}-{url.port or 5432}-{url.database or ''}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in ident)[:100]
+    if safe != ident:
+        safe += "-" + hashlib.sha256(ident.encode()).hexdigest()[:8]
+    earlier = data / "trainjobs" / safe / "runs"
+    return earlier if earlier.is_dir() else data / "trainjobs" / _digest(ident) / "runs"
+
+
+def _digest(ident: str) -> str:
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]

@@ -4,7 +4,7 @@ the default run folders used to be named after the database (`trainjobs.db.runs`
 still used, so an upgrade moves nothing."""
 from __future__ import annotations
 
-from service.backends.local.settings import default_local_work_dir
+from service.core.config import default_local_work_dir
 
 
 def test_the_default_run_folders_do_not_name_the_database(tmp_path, monkeypatch):

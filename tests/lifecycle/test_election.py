@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from service.backends.local.settings import default_local_work_dir
+from service.core.config import default_local_work_dir
 from service.demo import demo_template
 from tests.backends.localkit import PROGRAM, job_processes, kill_all
 from tests.conftest import truncate_all

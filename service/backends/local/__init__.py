@@ -7,7 +7,9 @@ settings.py (its TRAINJOBS_LOCAL_* variables) in every service, and that must no
 backend where it is not enabled."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from service.backends import lazy
 
 if TYPE_CHECKING:
     from service.backends.local.backend import LocalBackend
@@ -17,9 +19,4 @@ __all__ = ["LocalBackend", "LocalSettings"]
 
 _HOMES = {"LocalBackend": "service.backends.local.backend", "LocalSettings": "service.backends.local.settings"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        import importlib
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.names(__name__, _HOMES)

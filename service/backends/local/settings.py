@@ -6,11 +6,9 @@ and a test builds one without a database or an app. Its variables, each with its
 limits and meaning: `LocalEnv` below, a section of the service's one Settings (service/slices.py)."""
 from __future__ import annotations
 
-import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -71,39 +69,7 @@ class LocalEnv(Section):
     local_max_replicas_per_job: int = Field(32, ge=1, description="Jobs with more replicas are refused locally")
 
     def resolved_local_work_dir(self) -> Path:
-        """TRAINJOBS_LOCAL_WORK_DIR, else the folder tied to TRAINJOBS_DATABASE_URL (this section is
-        read as part of the service's Settings, which holds that variable: the core's)."""
-        if self.local_work_dir:
-            return Path(self.local_work_dir)
-        return default_local_work_dir(self.model_dump(include={"database_url"})["database_url"])
-
-
-def default_local_work_dir(database_url: str) -> Path:
-    """The local backend's run folders, tied to the database (every process of one service finds
-    the same). Named by a digest of the database's identity, not its name: a job sees its own
-    run folder's host path (its HOME, /proc/self/mountinfo), and the database's file name, host
-    or name is nothing it needs (issue 48.4). A folder of the earlier naming (`<db file>.runs`,
-    `<host>-<port>-<db>/runs`) that exists is still used: an upgrade moves nothing."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite":
-        db = url.database
-        if db and db != ":memory:":
-            path = Path(db).expanduser().resolve()
-            earlier = path.with_name(path.name + ".runs")
-            return earlier if earlier.is_dir() else path.with_name(f"runs-{_digest(str(path))}")
-        return Path(os.environ.get("TMPDIR", "/tmp")) / f"trainjobs-memory-{os.getpid()}" / "runs"
-    # root's home is closed to the unprivileged uids replicas run as (docs/local.md).
-    data = Path("/var/lib") if os.geteuid() == 0 else \
-        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    ident = f"{url.host or 'localhost'}-{url.port or 5432}-{url.database or ''}"
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in ident)[:100]
-    if safe != ident:
-        safe += "-" + hashlib.sha256(ident.encode()).hexdigest()[:8]
-    earlier = data / "trainjobs" / safe / "runs"
-    return earlier if earlier.is_dir() else data / "trainjobs" / _digest(ident) / "runs"
-
-
-def _digest(ident: str) -> str:
-    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+        """TRAINJOBS_LOCAL_WORK_DIR, else the folder the core ties to TRAINJOBS_DATABASE_URL (this
+        section is read as part of the service's Settings, whose core section has that method)."""
+        joined: Any = self
+        return Path(self.local_work_dir) if self.local_work_dir else Path(joined.database_run_folders())

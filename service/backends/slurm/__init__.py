@@ -5,7 +5,9 @@ settings.py (its TRAINJOBS_SLURM_* variables) in every service, Slurm enabled or
 must not load the backend."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from service.backends import lazy
 
 if TYPE_CHECKING:
     from service.backends.slurm.backend import SlurmBackend
@@ -16,9 +18,4 @@ __all__ = ["SlurmBackend", "SlurmConfig", "SlurmConfigError"]
 _HOMES = {"SlurmBackend": "service.backends.slurm.backend", "SlurmConfig": "service.backends.slurm.config",
           "SlurmConfigError": "service.backends.slurm.config"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        import importlib
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.names(__name__, _HOMES)

@@ -5,7 +5,9 @@ The backend's names load on first use (PEP 562): importing a small module of thi
 client libraries (~70 MB) before the backend is built."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from service.backends import lazy
 
 if TYPE_CHECKING:
     from service.backends.vertex.backend import VertexBackend
@@ -17,9 +19,4 @@ __all__ = ["VertexBackend", "VertexConfigError", "VertexSettings"]
 _HOMES = {"VertexBackend": "service.backends.vertex.backend", "VertexConfigError": "service.backends.vertex.config",
           "VertexSettings": "service.backends.vertex.settings"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        import importlib
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.names(__name__, _HOMES)
