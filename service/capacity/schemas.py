@@ -19,6 +19,7 @@ MAX_COUNT = 1_000_000_000
 # teams' weights differ at most a million-fold.
 MIN_WEIGHT = 0.001
 MAX_WEIGHT = 1000.0
+MAX_MIN_RUNTIME = 7 * 86_400    # a priority class's minimum runtime, seconds: a week
 
 
 def _json_type(value: object) -> str:
@@ -34,6 +35,10 @@ def _whole_number(value: object) -> object:
         return value
     raise PydanticCustomError("whole_number", "must be a whole number such as 4, not {got}; send it without "
                                               "quotes or a decimal point", {"got": _json_type(value)})
+
+
+def _whole_or_null(value: object) -> object:
+    return value if value is None else _whole_number(value)
 
 
 def _real_number(value: object) -> object:
@@ -65,6 +70,9 @@ _WEIGHT = f"Fair-share weight (2: twice the share of 1), a number from {MIN_WEIG
 _VALUE = "Higher goes first within a team (a whole number from -1000000 to 1000000)"
 _PREEMPTS = "Its jobs may preempt lower-priority ones (other teams' borrowed jobs, or the team's own)"
 _TEAMS = "Teams that may use it; null: every team"
+_MIN_RUNTIME = ("Seconds its jobs run before a preemption for priority may take them (0 to 604800, a week); "
+                "null: the service's TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS (10 minutes by default). A reclaim "
+                "of borrowed capacity does not wait for it")
 
 
 class CapacityIn(RequestBody):
@@ -116,6 +124,8 @@ class PriorityClassIn(RequestBody):
     preempts: Annotated[bool, BeforeValidator(_boolean)] = Field(False, description=_PREEMPTS)
     teams: list[TeamName] | None = Field(None, max_length=1000, description=_TEAMS)
     description: Annotated[str, StringConstraints(max_length=500)] = ""
+    min_runtime_seconds: Annotated[Annotated[int, Field(ge=0, le=MAX_MIN_RUNTIME)] | None,
+                                   BeforeValidator(_whole_or_null)] = Field(None, description=_MIN_RUNTIME)
 
 
 class PriorityClassOut(BaseModel):
@@ -124,6 +134,7 @@ class PriorityClassOut(BaseModel):
     preempts: bool = Field(False, description=_PREEMPTS)
     teams: list[str] | None = Field(None, description=_TEAMS)
     description: str = ""
+    min_runtime_seconds: int | None = Field(None, description=_MIN_RUNTIME)
     name: str
     usable: bool = Field(description="Whether the caller's team may use it")
     updated_at: datetime | None = None

@@ -18,6 +18,7 @@ class CapacitySettings:
     max_waiting: int = 20_000                                           # TRAINJOBS_SCHEDULER_MAX_WAITING
     grace_seconds: float = 30.0                                         # TRAINJOBS_PREEMPTION_GRACE_SECONDS
     max_preemptions_per_job: int = 3                                    # TRAINJOBS_MAX_PREEMPTIONS_PER_JOB
+    min_runtime_seconds: float = 600.0                                  # TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
     forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
     forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
@@ -50,6 +51,11 @@ class CapacityEnv(Section):
     max_preemptions_per_job: int = Field(
         3, ge=0, le=1000, description="Times one job (all its attempts) may be preempted for priority; after "
         "that no class preempts it (a borrowed job stays reclaimable by a team inside its nominal quota)")
+    scheduler_min_runtime_seconds: float = Field(
+        600.0, ge=0, le=7 * 86_400, description="Seconds a job runs before a preemption for priority may take it "
+        "(time for the trainer to reach its first checkpoint), where its priority class sets no "
+        "min_runtime_seconds of its own; 0: none. A reclaim of borrowed capacity does not wait for it "
+        "(docs/queue.md, \"Less work lost\")")
     queue_forecast_seconds: float = Field(
         0.3, ge=0, le=10, description="CPU seconds one queue computation may spend playing the plan forward "
         "(the predicted start order and likely starts); the jobs it does not reach keep the current pass's order")

@@ -23,7 +23,7 @@ from service.capacity.durations import expected_durations
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
-from service.persistence.models import BackendCapacity, Job, Team, TeamShare
+from service.persistence.models import BackendCapacity, Job, JobEpoch, PriorityClass, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
 from service.usage.store import decayed_by_team
 
@@ -108,7 +108,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
     for row in session.execute(select(Job.id, Job.team_id, Job.priority, Job.demand, Job.started_at,
                                       Job.launch_attempted_at, Job.created_at, Job.state, Job.preempt_requested_at,
                                       Job.preempted_for, Job.preemptions, _TIMEOUT.label("timeout"),
-                                      Job.template_name)
+                                      Job.template_name, _CHECKPOINT.label("checkpoint"), _MIN_RUNTIME.label("min_runtime"))
                                .where(launched_active(backend))):
         started = row.started_at or row.launch_attempted_at or row.created_at
         timeout = _timeout_seconds(row.timeout)
@@ -123,7 +123,8 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             stopping=row.preempt_requested_at is not None or row.state == JobState.CANCELLING.value,
             stopping_for=row.preempted_for, expected_end=end,
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value,
-            likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end)))
+            likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end),
+            checkpoint_at=None if row.checkpoint is None else _seconds(row.checkpoint), min_runtime_s=row.min_runtime))
     waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None,
@@ -169,6 +170,13 @@ def served_of(session: Session, backend: str, names: Mapping[uuid.UUID, str]) ->
 # whole compiled job of every running job (~10 KB of JSON each, 3,000 on a busy Vertex project)
 # was decoded on every admission pass for this one field.
 _TIMEOUT = Job.compiled[("custom_job", "jobSpec", "scheduling", "timeout")].as_string()
+# A preemption loses the work since the job's latest checkpoint: the trainer saves one at every
+# epoch's end, so its latest epoch's (one seek in uq_job_epochs_job_epoch per running job).
+_CHECKPOINT = (select(JobEpoch.at).where(JobEpoch.job_id == Job.id).order_by(JobEpoch.epoch.desc()).limit(1)
+               .correlate(Job).scalar_subquery())
+# Its priority class's minimum runtime (null: none set, or no class: the setting's).
+_MIN_RUNTIME = (select(PriorityClass.min_runtime_seconds).where(PriorityClass.name == Job.priority_class)
+                .correlate(Job).scalar_subquery())
 
 
 def _likely_end(duration: float | None, started: datetime | None, limit_end: float | None) -> float | None:

@@ -154,8 +154,9 @@ def delete_share(session: Session, team: str, backend: str, actor: str) -> None:
 
 def _class_out(row: PriorityClass, team: str) -> PriorityClassOut:
     return PriorityClassOut(name=row.name, value=row.value, preempts=row.preempts, teams=row.teams,
-                            description=row.description, usable=row.teams is None or team in row.teams,
-                            updated_at=row.updated_at, updated_by=row.updated_by)
+                            description=row.description, min_runtime_seconds=row.min_runtime_seconds,
+                            usable=row.teams is None or team in row.teams, updated_at=row.updated_at,
+                            updated_by=row.updated_by)
 
 
 def classes(session: Session, team: str) -> list[PriorityClassOut]:
@@ -184,6 +185,7 @@ def set_class(session: Session, name: str, body: PriorityClassIn, actor: str, te
     else:
         before = PriorityClassIn.model_validate(_class_fields(row)).model_dump(mode="json")
     row.value, row.preempts, row.description = body.value, body.preempts, body.description
+    row.min_runtime_seconds = body.min_runtime_seconds
     row.teams = None if body.teams is None else sorted(set(body.teams))
     row.updated_at, row.updated_by = utcnow(), actor
     audit(session, actor, "priority_class.set", f"priority class {name}", before, body.model_dump(mode="json"))
@@ -192,7 +194,8 @@ def set_class(session: Session, name: str, body: PriorityClassIn, actor: str, te
 
 
 def _class_fields(row: PriorityClass) -> dict:
-    return {"value": row.value, "preempts": row.preempts, "teams": row.teams, "description": row.description}
+    return {"value": row.value, "preempts": row.preempts, "teams": row.teams, "description": row.description,
+            "min_runtime_seconds": row.min_runtime_seconds}
 
 
 def delete_class(session: Session, name: str, actor: str) -> None:

@@ -58,7 +58,10 @@ class Running(Generic[Id]):
     for priority, so that every job ends in the end (two classes cannot take the same capacity from each other for
     ever). It never shields borrowed capacity: a borrowed job is always reclaimable by a team
     inside its nominal quota (as in Kueue), or a job preempted three times would keep what it
-    borrowed for good."""
+    borrowed for good. checkpoint_at: when its progress last reported a checkpoint (an epoch's
+    end), None: none yet; what a preemption loses is its work since then (since its start if
+    none). min_runtime_s: how long it runs before a preemption for priority may take it (its
+    priority class's; None: the policy's min_runtime_s)."""
     job_id: Id
     team: str
     priority: int
@@ -69,6 +72,12 @@ class Running(Generic[Id]):
     expected_end: float | None = None
     preemptible: bool = True
     likely_end: float | None = None       # when it will likely end (its template's past runs), for the forecast
+    checkpoint_at: float | None = None
+    min_runtime_s: float | None = None
+
+    def work_since_checkpoint(self, now: float) -> float:
+        """What a preemption now loses: the time since its latest checkpoint (or its start)."""
+        return now - max(self.started_at, self.checkpoint_at if self.checkpoint_at is not None else self.started_at)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,10 @@ class Policy:
     forecast_passes: int = 200
     forecast_jobs: int = 2000
     forecast_seconds: float = 0.3
+    # How long a job runs before it may be preempted for priority, where its class sets nothing
+    # (the service's is TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS, 10 minutes: time for the trainer
+    # to reach its first checkpoint). 0: no minimum.
+    min_runtime_s: float = 0.0
 
 
 class PreemptionKind(str, Enum):

@@ -182,7 +182,8 @@ class _Pass(Generic[Id]):
             ledger.promise(job.team, job.demand)
             return self._wait(job, f"waiting for {self.stopping_for[job.job_id]} preempted job(s) to stop")
         budget = self.policy.max_preemptions_per_pass - len(self.decision.preempt)
-        victims = choose_victims(ledger, job, self.running, self.borrowed, self.taken, budget)
+        victims = choose_victims(ledger, job, self.running, self.borrowed, self.taken, budget, self.now,
+                                 self.policy.min_runtime_s)
         if victims:
             for v, how in victims:
                 self.taken.add(v.job_id)

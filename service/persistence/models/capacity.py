@@ -60,5 +60,8 @@ class PriorityClass(Base):
     preempts: Mapped[bool] = mapped_column(Boolean, default=False)
     teams: Mapped[list | None] = mapped_column(JSON)
     description: Mapped[str] = mapped_column(String(500), default="")
+    # How long its jobs run before a preemption for priority may take them (null: the setting's,
+    # TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS).
+    min_runtime_seconds: Mapped[int | None] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_by: Mapped[str] = mapped_column(String(200), default="anonymous")
