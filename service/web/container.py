@@ -83,7 +83,7 @@ class Services:
     ui_feed: JobFeed                   # the UI's live job feed
     ui_key: SigningKey                 # the UI's cookie-signing key
     capacity_settings: CapacitySettings  # shared capacity (service/capacity)
-    capacity_cache: TtlCache           # the operator's capacity, shares and classes, briefly (service/capacity/cache.py)
+    capacity_cache: TtlCache           # the capacity domain's one cache: settings and queues (capacity/cache.py)
     queue: QueueCache                  # each backend's queue as members read it (service/capacity/queue_cache.py)
 
     def install(self, app: Starlette) -> None:
