@@ -104,6 +104,7 @@ def capacity_settings(s: Settings) -> CapacitySettings:
     return CapacitySettings(
         defaults={b: dict(r) for b, r in s.capacity.items()}, starve_after_seconds=s.scheduler_starve_after_seconds,
         max_preemptions_per_pass=s.scheduler_max_preemptions_per_pass, max_waiting=s.scheduler_max_waiting,
+        reservations=s.scheduler_reservations,
         grace_seconds=s.preemption_grace_seconds, max_preemptions_per_job=s.max_preemptions_per_job,
         min_runtime_seconds=s.scheduler_min_runtime_seconds,
         queue_cache_seconds=s.queue_cache_seconds, forecast_seconds=s.queue_forecast_seconds,

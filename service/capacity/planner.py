@@ -24,6 +24,7 @@ class Planner:
                              max_preemptions_per_pass=settings.max_preemptions_per_pass,
                              grace_s=settings.grace_seconds, forecast_seconds=settings.forecast_seconds,
                              forecast_passes=settings.forecast_passes, pass_s=settings.pass_seconds,
+                             reservations=settings.reservations,
                              min_runtime_s=settings.min_runtime_seconds)
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,

@@ -16,6 +16,7 @@ class CapacitySettings:
     starve_after_seconds: float = 1800.0                                # TRAINJOBS_SCHEDULER_STARVE_AFTER_SECONDS
     max_preemptions_per_pass: int = 16                                  # TRAINJOBS_SCHEDULER_MAX_PREEMPTIONS_PER_PASS
     max_waiting: int = 20_000                                           # TRAINJOBS_SCHEDULER_MAX_WAITING
+    reservations: int = 1                                               # TRAINJOBS_SCHEDULER_RESERVATIONS
     grace_seconds: float = 30.0                                         # TRAINJOBS_PREEMPTION_GRACE_SECONDS
     max_preemptions_per_job: int = 3                                    # TRAINJOBS_MAX_PREEMPTIONS_PER_JOB
     min_runtime_seconds: float = 600.0                                  # TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS
@@ -42,6 +43,10 @@ class CapacityEnv(Section):
     scheduler_max_waiting: int = Field(
         20_000, ge=1, le=1_000_000, description="Waiting jobs of one team on one backend an admission pass "
         "looks at (each team's oldest, so one team's backlog never hides another's); the rest wait for a later pass")
+    scheduler_reservations: int = Field(
+        1, ge=0, le=1000, description="Jobs of one backend and admission pass that keep the capacity that frees "
+        "when they do not fit (the first in the order: Slurm's backfill reservation); later jobs start only in "
+        "what is not kept for them. 0: none, a job that does not fit holds back nobody (docs/queue.md, \"Backfill\")")
     preemption_grace_seconds: float = Field(
         30.0, ge=0, le=3600, description="A job trainjobs' own scheduler preempts on the local backend or Slurm: "
         "its replicas get SIGTERM, then SIGKILL after this long (the trainer saves a checkpoint in between; keep "

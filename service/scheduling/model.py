@@ -111,6 +111,10 @@ class Policy:
     forecast_passes: int = 200
     forecast_jobs: int = 2000
     forecast_seconds: float = 0.3
+    # The first jobs in the order that do not fit keep what frees (Slurm's backfill reservation):
+    # a later job starts before them only in what is not kept for them. 0: none (a job that does
+    # not fit holds back nobody).
+    reservations: int = 1
     # How long a job runs before it may be preempted for priority, where its class sets nothing
     # (the service's is TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS, 10 minutes: time for the trainer
     # to reach its first checkpoint). 0: no minimum.

@@ -74,6 +74,7 @@ class _Pass(Generic[Id]):
         # (team, demand): jobs of one kind fare alike while nothing changes (see _consider)
         self.kinds = {job.job_id: (job.team, tuple(job.demand.items())) for job in waiting}
         self.left: list[tuple[Waiting[Id], str]] = []       # still waiting, with what the pass did for it
+        self.reservations = policy.reservations              # left to give this pass (see _consider)
 
     def run(self, explain: bool = True) -> Decision[Id]:
         nominated, starving, rest = self._split()
@@ -194,6 +195,15 @@ class _Pass(Generic[Id]):
         if urgent and ledger.could_ever_fit(job.team, job.demand):
             ledger.reserve(job.team, job.demand)
             return self._wait(job, "waited longer than the starvation limit: capacity is kept for it as it frees")
+        if self.reservations > 0 and quota_part(ledger.short(job.team, job.demand)) and \
+                ledger.could_ever_fit(job.team, job.demand):
+            # The first job in the order that does not fit keeps what frees (Slurm's backfill
+            # reservation): a 2-core job was passed again and again by 1-core ones, and whether it
+            # started hung on two ends falling in one controller pass, which no forecast can know.
+            # Not for a launch slot alone: every job holds one, so the next goes to the first in line.
+            self.reservations -= 1
+            ledger.reserve(job.team, job.demand)
+            return self._wait(job, "capacity is kept for it as it frees: later jobs start only in what it does not need")
         return self._wait_hopeless(job, kind)
 
     def _wait(self, job: Waiting[Id], note: str = "") -> None:

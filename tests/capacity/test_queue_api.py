@@ -61,15 +61,17 @@ def test_queue_in_order_with_why_and_use_per_team(client, scene):
     assert teams["alpha"]["nominal"] == {"core": 1} and teams["alpha"]["weight"] == 2.0
     assert (teams["alpha"]["use"], teams["alpha"]["borrowed"], teams["alpha"]["waiting_jobs"]) == ({}, {}, 2)
     w = q["waiting"]
-    # The predicted start order (issue 49.1): once beta's running job ends, alpha's urgent job
-    # starts inside its nominal quota; then beta, holding nothing, goes before alpha's second
-    # job, which would borrow (today's standings said alpha, alpha, beta).
+    # The predicted start order (issue 49.1): beta's borrowed job is preempted and alpha's urgent
+    # job starts inside its nominal quota; beta's job comes back first in beta's line, does not fit
+    # beside it and keeps the core that frees (backfill: TRAINJOBS_SCHEDULER_RESERVATIONS), so
+    # beta's waiting job does not take that core; once beta's job has run, alpha's second job goes
+    # first, inside alpha's quota again.
     assert [(e["position"], e["team"], e.get("id")) for e in w] == [
-        (1, "alpha", scene["a2"]), (2, "beta", None), (3, "alpha", scene["a1"])]
+        (1, "alpha", scene["a2"]), (2, "alpha", scene["a1"]), (3, "beta", None)]
     first = w[0]
     assert first["display_name"] == "alpha-urgent" and first["priority"] == 5 and first["demand"] == {"core": 1}
     assert first["ahead"] == 0 and "needs 1 core, 0 free" in first["why"] and "next in line" in first["why"]
-    assert "2 jobs ahead" in w[2]["why"] and w[2]["ahead"] == 2
+    assert "1 job ahead" in w[1]["why"] and w[1]["ahead"] == 1
     # Likely start (the play) and at the latest (time limits): labelled, never the latter first.
     assert first["likely_start"] is not None and first["estimated_start"] is not None
     assert first["likely_start"] <= first["estimated_start"]
@@ -100,10 +102,10 @@ def test_another_teams_jobs_show_no_id_no_name_no_why(client, scene, beta, db_ur
 def test_a_waiting_jobs_view_says_its_place(client, scene, beta):
     job = client.get(f"/v1/jobs/{scene['a1']}").json()
     assert job["state"] == "QUEUED"
-    assert job["queue"]["position"] == 3 and job["queue"]["ahead"] == 2
+    assert job["queue"]["position"] == 2 and job["queue"]["ahead"] == 1
     assert "needs 1 core, 0 free" in job["queue"]["why"]
     mine = client.get(f"/v1/jobs/{scene['b2']}", headers=beta).json()["queue"]
-    assert mine["position"] == 2 and "1 job ahead" in mine["why"] and mine["likely_start"] is not None
+    assert mine["position"] == 3 and "2 jobs ahead" in mine["why"] and mine["likely_start"] is not None
     # A running job has no place in the queue.
     assert client.get(f"/v1/jobs/{scene['b1']}", headers=beta).json()["queue"] is None
 

@@ -69,8 +69,10 @@ def test_the_tiers_come_first_nominated_nominal_starving():
 
 
 def test_a_job_ahead_that_would_come_later_as_things_stand_is_the_forecast():
-    """A job that does not fit holds back nobody: the small one behind it starts first."""
-    order, f = parts({"core": 4}, {}, [run("r", "a", 3)], [wait("big", "b", 2, queued=0), wait("small", "b", 1, queued=5)])
+    """With no reservation (TRAINJOBS_SCHEDULER_RESERVATIONS=0) a job that does not fit holds back
+    nobody: the small one behind it starts first."""
+    order, f = parts({"core": 4}, {}, [run("r", "a", 3)], [wait("big", "b", 2, queued=0), wait("small", "b", 1, queued=5)],
+                     policy=Policy(starve_after_s=100.0, reservations=0))
     assert order == ["small", "big"]
     assert f["big"].decided_by == "forecast" and (f["big"].size, f["small"].size) == (0.5, 0.25)
 

@@ -61,9 +61,22 @@ def test_ends_between_two_passes_free_their_capacity_together():
     waiting = [Waiting("big", "a", 0, {"core": 2}, 1.0, duration=5.0),
                Waiting("small", "b", 0, {"core": 1}, 2.0, duration=5.0)]
     fc = play_forward(CAP, {}, running, waiting, 0.0, Policy(pass_s=0.5), served={})
-    assert fc.order == ["big", "small"] and fc.likely["big"] == 10.5 and fc.likely["small"] == 15.5
-    ticked_not = play_forward(CAP, {}, running, waiting, 0.0, Policy(), served={})
-    assert ticked_not.order == ["small", "big"]      # one end at a time: what the play used to say
+    # big ends just after 15.5 (launched during the pass at 10.5): small starts at the pass after.
+    assert fc.order == ["big", "small"] and fc.likely["big"] == 10.5 and fc.likely["small"] == 16.0
+    ticked_not = play_forward(CAP, {}, running, waiting, 0.0, Policy(reservations=0), served={})
+    assert ticked_not.order == ["small", "big"]      # one end at a time, nothing kept: what the play used to say
+
+
+def test_the_play_counts_a_pass_from_an_end_to_the_start_it_makes_room_for():
+    """A job the play starts on a pass is launched during it, so its end, a whole number of
+    passes later, falls just after a tick and is seen on the next: the play had the next job
+    start on the very tick, a pass early each time, and ran chains ahead of the running jobs."""
+    running = [Running("r", "c", 0, {"core": 1}, 0.0, likely_end=0.3), Running("x", "c", 0, {"core": 1}, 0.0)]
+    waiting = [Waiting(f"w{i}", "a", 0, {"core": 1}, float(i), duration=2.0) for i in range(3)]
+    fc = play_forward(CAP, {}, running, waiting, 0.0, Policy(pass_s=0.5), served={})
+    assert [fc.likely[w] for w in ("w0", "w1", "w2")] == [0.5, 3.0, 5.5]     # were 0.5, 2.5, 4.5
+    unticked = play_forward(CAP, {}, running, waiting, 0.0, Policy(), served={})
+    assert [unticked.likely[w] for w in ("w0", "w1", "w2")] == [0.3, 2.3, 4.3]   # no passes: no gap
 
 
 def test_at_the_latest_plays_every_job_to_its_time_limit():

@@ -42,8 +42,9 @@ def test_within_a_team_priority_then_age():
 
 
 def test_a_job_that_does_not_fit_holds_back_no_smaller_job():
+    # With no reservation (test_reservations.py: the first one that does not fit keeps what frees).
     d = schedule(CORES, {}, [run("r", "c", cores=2)], [wait("big", "a", cores=4, queued=0), wait("small", "b", queued=5)],
-                 now=10)
+                 now=10, policy=Policy(reservations=0))
     assert ids(d.admit) == ["small"]
     big = d.queue[0]
     assert big.job_id == "big" and "needs 4 cores, 1 free" in big.why
@@ -56,9 +57,9 @@ def test_a_starving_job_keeps_the_capacity_that_frees():
                  policy=policy)
     assert ids(d.admit) == [] and ids(d.queue) == ["big", "small"]
     assert "capacity is kept for it" in d.queue[0].why
-    # Before the limit the small job would have gone ahead.
+    # Before the limit (and with no reservation) the small job would have gone ahead.
     d = schedule(CORES, {}, running, [wait("big", "a", cores=4, queued=0), wait("small", "c", queued=50)], now=30,
-                 policy=policy)
+                 policy=Policy(starve_after_s=60, reservations=0))
     assert ids(d.admit) == ["small"]
 
 
@@ -150,7 +151,8 @@ def test_the_queue_says_what_a_job_waits_for_in_words():
     d = schedule(gpus, shares, running, waiting, now=10, policy=Policy(max_preemptions_per_pass=0))
     by_id = {q.job_id: q for q in d.queue}
     # vision borrows nothing, nlp borrows half the GPUs: vision's job is next.
-    assert by_id["v1"].why == "needs 2 NVIDIA_TESLA_A100, 0 free; team vision is at its nominal quota; next in line"
+    assert by_id["v1"].why == ("capacity is kept for it as it frees: later jobs start only in what it does not need; "
+                               "needs 2 NVIDIA_TESLA_A100, 0 free; team vision is at its nominal quota; next in line")
     assert by_id["n1"].position == 2 and by_id["n1"].why.endswith("; 1 job ahead")
 
 
