@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -36,6 +37,14 @@ CAS_ATTEMPTS = 5
 LEASE = "controller"
 # The keys a too-large progress keeps (the charts and the list need these).
 PROGRESS_KEEP = ("epoch", "epochs", "steps", "phase", "updated_at", "task", "metrics")
+
+
+BATCH = "lifecycle.batch"   # session.info key: the scratch of a batch of changes (Engine.batch)
+
+
+def batch_scratch(session: Session) -> dict | None:
+    """The scratch dict of the batch of changes `session` is writing (Engine.batch), or None."""
+    return session.info.get(BATCH)
 
 
 class Deposed(Exception):
@@ -122,6 +131,19 @@ class Engine:
     def listen(self, listener: Listener) -> None:
         self.listeners.append(listener)
 
+    @staticmethod
+    @contextmanager
+    def batch(session: Session) -> Iterator[None]:
+        """Changes written together, in one transaction the caller commits (a controller pass's
+        observations, its launches): listeners may keep what they read for the batch in
+        `batch_scratch(session)` (the outbox: which teams have a webhook) instead of reading it
+        per change."""
+        session.info[BATCH] = {}
+        try:
+            yield
+        finally:
+            session.info.pop(BATCH, None)
+
     # -- the primitive -------------------------------------------------------------------
     def _write(self, session: Session, job_id: uuid.UUID, seen: str, values: dict, *,
                fence: int | None) -> bool:
@@ -144,7 +166,8 @@ class Engine:
                 "reason": sanitize.clean_text(reason, 2000), "actor": sanitize.clean_text(actor, 200), "at": at}
 
     def _event(self, session: Session, job_id: uuid.UUID, src: str | None, dst: JobState, reason: str,
-               actor: str, at: datetime, progress: dict | None = None, preempted: bool = False) -> None:
+               actor: str, at: datetime, progress: dict | None = None, preempted: bool = False,
+               team_id: uuid.UUID | None = None) -> None:
         # A failure and its retry (the next attempt's row) are one transaction: both or neither.
         # A preemption is not the job's failure: its new attempt is made whatever the policy says.
         if preempted:
@@ -154,8 +177,9 @@ class Engine:
                 if dst == S.FAILED else retries.Plan()
         reason += plan.note
         session.execute(insert(JobEvent), [self._event_row(job_id, src, dst, reason, actor, at)])
+        context = {k: v for k, v in (("preempted", preempted), ("team_id", team_id)) if v}
         self._notify(session, Change(job_id, S(src) if src else None, dst, reason, actor, at, progress,
-                                     context={"preempted": True} if preempted else None))
+                                     context=context or None))
         if plan.row is not None:
             first = self.creation_event(plan.row["id"], "lifecycle", at, reason=plan.first_reason)
             retries.insert_attempt(session, plan, job_id, first)   # the job-row writer, as a submit
@@ -222,7 +246,7 @@ class Engine:
         for _ in range(CAS_ATTEMPTS):
             row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
                                          Job.waiting_reason, Job.preempt_requested_at, Job.preempted_for,
-                                         Job.preempt_reason, Job.preempt_kind)
+                                         Job.preempt_reason, Job.preempt_kind, Job.team_id)
                                   .where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
@@ -255,7 +279,7 @@ class Engine:
                 # event (e.g. RUNNING seen after the process had already ended), and a
                 # timeline ordered by time must read as the states followed each other.
                 self._event(session, obs.job_id, row.state, dst, reason, actor, now, reported,
-                            preempted=ending is not None)
+                            preempted=ending is not None, team_id=row.team_id)
             elif note:
                 session.execute(insert(JobEvent), [self._event_row(obs.job_id, current.value, current, note, actor,
                                                                    now)])

@@ -21,8 +21,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.clock import utcnow
-from service.lifecycle import admission, observed, stalls
-from service.lifecycle.engine import Deposed, Engine
+from service.lifecycle import admission, applying, observed, quiet, stalls
+from service.lifecycle.engine import Engine
 from service.lifecycle.handles import handle_of_row, read_handles
 from service.lifecycle.preempter import Preempter
 from service.lifecycle.protocol import (
@@ -37,7 +37,6 @@ from service.persistence.models import Job
 
 log = logging.getLogger("trainjobs.lifecycle.loop")
 S = JobState
-APPLY_ATTEMPTS = 3
 
 
 @dataclass
@@ -47,6 +46,7 @@ class TickStats:
     submitted: int = 0
     errors: int = 0
     seconds: float = 0.0
+    planned: bool = False   # the planner was asked (quiet.py: not when nothing it reads changed)
 
 
 def gap_left(previous_end: float, now: float, gap: float) -> float:
@@ -59,7 +59,8 @@ class BackendLoop(LoopThread):
                  fence: int | None, interval: float = 0.5, batch_size: int = 500, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
                  on_deposed: Callable[[], None] | None = None, gate: admission.AdmissionGate | None = None,
-                 planner: admission.CapacityPlanner | None = None, preempt_grace: float = 30.0) -> None:
+                 planner: admission.CapacityPlanner | None = None, preempt_grace: float = 30.0,
+                 replan_seconds: float = quiet.REPLAN_SECONDS) -> None:
         super().__init__()
         self.backend = backend
         self.name = backend.name
@@ -88,6 +89,7 @@ class BackendLoop(LoopThread):
         # pass but one check of the team's oldest waiting job (2,000 held jobs used to cost a
         # read, an UPDATE and a commit each, every pass: 0.33 s -> 6.2 s).
         self._held: dict = {}
+        self._quiet = quiet.Quiet(replan_seconds)
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -163,13 +165,15 @@ class BackendLoop(LoopThread):
                     stats.errors += 1
                     return
                 by_id = {h.id: h for h in handles}
+                news = []
                 for obs in observations:
                     if obs.silence is not None:
                         if obs.job_id in by_id:
                             obs = self._judge_silence(by_id[obs.job_id], obs)
                         if obs.state is None and dataclasses.replace(obs, silence=None) == Observation(obs.job_id):
                             continue   # a silence within the timeout is no news: no write, no read
-                    self._apply(session, obs, stats)
+                    news.append(obs)
+                self._apply_all(session, news, stats)
                 observed.stamp(session, self.backend.observed(handles))
             if len(rows) < self.batch_size:
                 return
@@ -207,18 +211,19 @@ class BackendLoop(LoopThread):
 
     def _admit(self, stats: TickStats, full: bool = False) -> None:
         planned = self.planner is not None
-        self._no_room = False
         with self.session_factory() as session:
             caps = self.backend.capabilities
             check = self.gate.start_pass() if self.gate is not None else None
             if self.planner is not None:
-                # Read only; what it decides is written below, fenced, through the engine.
-                free = admission.room(session, self.name, caps, self.batch_size)
-                if check is not None and self._held:
-                    self._recheck_held(session, check)
-                plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free,
-                                         slots=caps.max_running, held_teams=frozenset(self._held))
+                made = self._plan(session, check, stats)
                 session.rollback()
+                if made is None:
+                    # Nothing changed since a plan that decided nothing: it would decide nothing
+                    # again (and the last one's verdict on room stands).
+                    if full:
+                        self.preempter.run([], resend=True)
+                    return
+                plan, free = made
                 # The plan's new orders; and on a full pass (or with new orders), the stops not
                 # yet sent (a transient error, or a predecessor that recorded them and died): an
                 # admission pass, one per burst of submits, need not read them again.
@@ -230,40 +235,95 @@ class BackendLoop(LoopThread):
                 admitted = plan.admit[:max(free, 0)] if check is None else plan.admit if free > 0 else []
                 rows = admission.in_plan_order(session, admitted)
             else:
+                self._no_room = False
                 # Free launch slots: only a gated pass counts them (an ungated one is bounded by its batch).
                 free = admission.room(session, self.name, caps, self.batch_size) if check is not None else 0
                 rows = admission.admissible(session, self.name, caps, self.batch_size, gated=check is not None)
             session.rollback()
-            window = caps.resubmit_after_seconds
-            for row in rows:
-                if self._stop.is_set():
-                    return
-                prev = row.launch_attempted_at
-                settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
-                if check is not None:
-                    if free <= 0:
-                        return
-                    if row.team_id in self._held:
-                        continue     # its team is held: its oldest job carries why
-                    # Held back by the gate: it waits, with why; other teams' jobs may go (the
-                    # gate keeps a team's own jobs in order).
-                    reason = None if prev is not None else check(session, row.id)
-                    if reason:
-                        if planned:
-                            self._held[row.team_id] = reason
-                        self._note_waiting(session, row.id, reason)
-                        continue
-                    free -= 1
-                if not settling:
-                    marked = self._mark_attempt(session, row.id)
-                    if marked is None:
-                        return
-                    if not marked:
+            self._launch_rows(session, rows, check, free, planned, stats)
+
+    def _launch_rows(self, session: Session, rows: list, check, free: int, planned: bool, stats: TickStats) -> None:
+        """The admitted jobs' launches: their gate checks and launch attempts recorded and committed
+        together (before any submit: whoever controls next knows an attempt may have been made),
+        then each submitted, and what the backend answered written in one transaction."""
+        chosen = self._mark_attempts(session, rows, check, free, planned)
+        if not chosen:
+            return
+        launched: list[Observation] = []
+        for i, (row, prev, settling) in enumerate(chosen):
+            stopping = self._stop.is_set()
+            verdict, obs = (False, None) if stopping else self._launch(session, row, prev, settling, stats)
+            if obs is not None:
+                launched.append(obs)
+            if verdict is False or (verdict is None and not planned):
+                # An error (or, without a plan, FIFO: nobody younger goes first) stops the pass:
+                # the attempts recorded for jobs not submitted launched nothing; forgotten, so the
+                # next pass tries them at once instead of waiting for them to settle.
+                for r, p, s in chosen[i + (0 if stopping else 1):]:
+                    if not s:
+                        self.engine.clear_launch_attempt(session, r.id, p, fence=self.fence)
+                session.commit()
+                break
+            # With a plan, a job the backend holds back ("later") holds back nobody else.
+        self._apply_all(session, launched, stats)
+
+    def _mark_attempts(self, session: Session, rows: list, check, free: int, planned: bool) -> list[tuple]:
+        """(row, previous attempt, settling) of each job to submit now, its attempt recorded and
+        committed; [] when they could not be recorded (the pass stops)."""
+        window = self.backend.capabilities.resubmit_after_seconds
+        chosen = []
+        for row in rows:
+            if self._stop.is_set() or (check is not None and free <= 0):
+                break
+            prev = row.launch_attempted_at
+            settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
+            if check is not None:
+                if row.team_id in self._held:
+                    continue     # its team is held: its oldest job carries why
+                # Held back by the gate: it waits, with why; other teams' jobs may go (the
+                # gate keeps a team's own jobs in order).
+                reason = None if prev is not None else check(session, row.id)
+                if reason:
+                    if planned:
+                        self._held[row.team_id] = reason
+                    self._note_waiting(session, row.id, reason)
+                    continue
+                free -= 1
+            if not settling:
+                try:
+                    if not self.engine.mark_launch_attempt(session, row.id, fence=self.fence):
                         continue  # cancelled (or otherwise moved) since it was read
-                launched = self._launch(session, row, prev, settling, stats)
-                if launched is False or (launched is None and not planned):
-                    return  # an error stops the pass; without a plan, FIFO: nobody younger goes first
-                # With a plan, a job the backend holds back ("later") holds back nobody else.
+                except OperationalError:
+                    session.rollback()
+                    log.warning("job %s: could not record the launch attempt; next pass", row.id)
+                    return []
+            chosen.append((row, prev, settling))
+        try:
+            session.commit()
+        except OperationalError:
+            session.rollback()
+            log.warning("%d launch attempts could not be recorded; next pass", len(chosen))
+            return []
+        return chosen
+
+    def _plan(self, session: Session, check, stats: TickStats) -> tuple[admission.Plan, int] | None:
+        """This pass's plan and free launch slots (read only: what it decides is written by the
+        caller, fenced, through the engine); None: nothing the plan reads has changed since the
+        last one, which decided nothing (quiet.py), so neither the planner's read of every waiting
+        job nor the gate's check of every held team is made again."""
+        sig = quiet.signature(session, self.name, utcnow())
+        clock = time.monotonic()
+        if self._quiet.unchanged((*sig, frozenset(self._held)), clock):
+            return None
+        caps = self.backend.capabilities
+        free = admission.room(session, self.name, caps, self.batch_size)
+        if check is not None and self._held:
+            self._recheck_held(session, check)
+        plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free,  # type: ignore[union-attr]
+                                 slots=caps.max_running, held_teams=frozenset(self._held))
+        stats.planned = True
+        self._quiet.planned((*sig, frozenset(self._held)), clock, idle=not plan.admit and not plan.preempt)
+        return plan, free
 
     def _recheck_held(self, session: Session, check) -> None:
         """Asks the gate again about each held team's oldest waiting job: a team whose limit has
@@ -276,25 +336,12 @@ class BackendLoop(LoopThread):
                 del self._held[team_id]
         session.rollback()      # the gate's check may lock its team's limits: none is kept
 
-    def _mark_attempt(self, session: Session, job_id) -> bool | None:
-        """Record a launch attempt, committed before the backend is called: whoever controls
-        next knows an attempt may have been made (a create at Google is not idempotent).
-        False: the job moved since it was read; None: not recorded (the pass stops)."""
-        try:
-            marked = self.engine.mark_launch_attempt(session, job_id, fence=self.fence)
-            session.commit()
-        except Deposed:
-            raise
-        except OperationalError:
-            session.rollback()
-            log.warning("job %s: could not record the launch attempt; next pass", job_id)
-            return None
-        return marked
-
-    def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats) -> bool | None:
-        """The backend's submit of one admitted job, and what its answer means for the job.
-        True: it had its turn; None: the backend holds it ("later"); False: the pass stops
-        here (the backend could not take it now, or failed)."""
+    def _launch(self, session: Session, row, prev, settling: bool,
+                stats: TickStats) -> tuple[bool | None, Observation | None]:
+        """The backend's submit of one admitted job, and what its answer means for the job: the
+        verdict (True: it had its turn; None: the backend holds it, "later"; False: the pass stops
+        here: the backend could not take it now, or failed) and the observation to write (the
+        caller writes a pass's together)."""
         handle = handle_of_row(self.session_factory, row)
         try:
             result = self.backend.submit(handle)
@@ -303,16 +350,14 @@ class BackendLoop(LoopThread):
             if e.nothing_launched and not settling:
                 self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
             self._note_waiting(session, row.id, f"{self.name} could not launch it yet; retrying: {e}")
-            return False
+            return False, None
         except PermanentBackendError as e:
-            self._apply(session, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: "
-                                             f"{e.message}", error={**e.details, "code": e.code, "message": e.message,
-                                                                   "source": self.name}), stats)
-            return True
+            return True, Observation(row.id, state=S.FAILED, reason=f"{self.name} refused the job: {e.message}",
+                                     error={**e.details, "code": e.code, "message": e.message, "source": self.name})
         except Exception:
             log.exception("job %s: submit failed", row.id)
             stats.errors += 1
-            return False
+            return False, None
         if result.state is None and not result.backend_ref and not result.console_url:
             if result.nothing_launched and not settling:
                 self.engine.clear_launch_attempt(session, row.id, prev, fence=self.fence)
@@ -321,12 +366,10 @@ class BackendLoop(LoopThread):
                 self._note_waiting(session, row.id, result.reason)
             else:
                 session.commit()
-            return True if settling else None   # settling: it had its turn (an earlier attempt still settles)
+            return (True if settling else None), None   # settling: it had its turn (an earlier attempt still settles)
         stats.submitted += 1
-        self._apply(session, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
-                                         console_url=result.console_url,
-                                         reason=result.reason or "submitted to backend"), stats)
-        return True
+        return True, Observation(row.id, state=result.state, backend_ref=result.backend_ref,
+                                 console_url=result.console_url, reason=result.reason or "submitted to backend")
 
     def _note_waiting(self, session: Session, job_id, reason: str) -> None:
         """Commit what the pass decided for a waiting job, with why it waits (best effort)."""
@@ -338,38 +381,17 @@ class BackendLoop(LoopThread):
             log.warning("job %s: could not record why it waits; next pass", job_id)
 
     def _apply(self, session: Session, obs: Observation, stats: TickStats, actor: str | None = None) -> None:
-        """One short transaction per observation. On SQLite a write that races another
-        connection's commit fails at once ("database is locked": the busy timeout does
-        not apply to a stale read snapshot): read again and retry."""
-        for attempt in range(APPLY_ATTEMPTS):
-            try:
-                changed = self.engine.apply(session, obs, fence=self.fence, actor=actor or self.name)
-                session.commit()
-            except Deposed:
-                session.rollback()
-                raise
-            except OperationalError:
-                session.rollback()
-                if attempt + 1 < APPLY_ATTEMPTS:
-                    time.sleep(0.01 * (attempt + 1))
-                    continue
-                log.exception("job %s: could not apply %s", obs.job_id, obs)
-                stats.errors += 1
-                return
-            except Exception:
-                session.rollback()
-                log.exception("job %s: could not apply %s", obs.job_id, obs)
-                stats.errors += 1
-                if obs.progress is not None or obs.error is not None:
-                    # Whatever in the backend's report could not be stored, the job must still
-                    # move on: apply the state alone.
-                    bare = dataclasses.replace(obs, progress=None, error=None if obs.error is None else {
-                        "message": "the backend's error report could not be stored; see the service log"})
-                    self._apply(session, bare, stats, actor)
-                return
-            if changed:
-                stats.changed += 1
-            return
+        """One observation, in a transaction of its own (applying.py)."""
+        self._count(stats, applying.apply_one(self.engine, session, obs, fence=self.fence, actor=actor or self.name))
+
+    def _apply_all(self, session: Session, observations: list[Observation], stats: TickStats) -> None:
+        """A batch of observations in one transaction (applying.py)."""
+        self._count(stats, applying.apply_all(self.engine, session, observations, fence=self.fence, actor=self.name))
+
+    @staticmethod
+    def _count(stats: TickStats, applied: applying.Applied) -> None:
+        stats.changed += applied.changed
+        stats.errors += applied.errors
 
     # -- the thread (lifecycle/services.py LoopThread) ------------------------------------------
     @property
@@ -416,6 +438,8 @@ class BackendLoop(LoopThread):
         # gap is at least as long as the last pass took: a pass reads the whole queue, so
         # under a stream of submits with thousands queued the passes ran back to back and
         # took ~40 % of the process's time (the GIL) from the requests (bench/README.md);
-        # the passes woken early now take at most half of it.
-        rest = gap_left(ended, time.monotonic(), max(self.wake_gap, self._pass_seconds))
+        # the passes woken early now take at most half of it. A cancel (a full pass asked) waits
+        # only the wake gap: it is never held back by how long the last plan took (issue 51.3).
+        gap = self.wake_gap if self._full_asked else max(self.wake_gap, self._pass_seconds)
+        rest = gap_left(ended, time.monotonic(), gap)
         return rest > 0 and self._stop.wait(rest)

@@ -10,7 +10,7 @@ import uuid
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service.lifecycle.engine import Change
+from service.lifecycle.engine import Change, batch_scratch
 from service.lifecycle.wake import notify_controller
 from service.persistence.models import (
     Job,
@@ -23,6 +23,7 @@ from service.webhooks import events
 from service.webhooks.limits import WebhookLimits
 from service.webhooks.signing import new_message_id
 
+WEBHOOK_TEAMS = "webhooks.teams"   # a batch's scratch key (Engine.batch): the teams with an unpaused webhook
 DISPATCHER = "webhooks"   # the dispatcher's name: what wakes it (Controller.wake, NOTIFY payload)
 _JOB_COLUMNS = (Job.id, Job.display_name, Job.template_name, Job.template_version, Job.backend, Job.labels,
                 Job.created_by, Job.created_at, Job.started_at, Job.ended_at, Job.console_url, Job.error,
@@ -48,6 +49,8 @@ class Outbox:
         types = events.types_for(change.from_state, to_state, preempted=bool((change.context or {}).get("preempted")))
         if not types or (change.context or {}).get("team_webhooks") is False:
             return
+        if not self._team_may_have_webhooks(session, (change.context or {}).get("team_id")):
+            return
         # One query on every state change; more only when the job's team has a webhook that wants it.
         subscriptions = session.execute(
             select(WebhookSubscription.id, WebhookSubscription.event_types)
@@ -71,3 +74,16 @@ class Outbox:
             rows.append(pending_row(subscription_id, message_id, event_type, change.job_id, payload))
         session.execute(insert(WebhookDelivery), rows)
         notify_controller(session, DISPATCHER)
+
+    @staticmethod
+    def _team_may_have_webhooks(session: Session, team_id: uuid.UUID | None) -> bool:
+        """In a batch of changes (a controller pass: Engine.batch), the teams with an unpaused
+        webhook are read once for the batch, not per change (a sim job's four changes each paid a
+        query for none); outside one, or for a job whose team is not known, True: ask per change."""
+        scratch = batch_scratch(session)
+        if scratch is None or team_id is None:
+            return True
+        if WEBHOOK_TEAMS not in scratch:
+            scratch[WEBHOOK_TEAMS] = frozenset(session.execute(
+                select(WebhookSubscription.team_id).where(WebhookSubscription.paused_at.is_(None)).distinct()).scalars())
+        return team_id in scratch[WEBHOOK_TEAMS]

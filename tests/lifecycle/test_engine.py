@@ -199,20 +199,23 @@ def test_listeners_see_changes_in_the_same_transaction(session_factory):
         assert row(s, jid).state == "RUNNING"
 
 
+class Unstorable(Engine):
+    """An engine that cannot store any report with progress (whatever the reason)."""
+
+    def apply(self, session, obs, **kw):
+        if obs.progress is not None:
+            raise ValueError("cannot store this")
+        return super().apply(session, obs, **kw)
+
+
 def test_an_unstorable_report_still_moves_the_job(session_factory):
     """If something in a report cannot be stored anyway, the state change is applied alone."""
     from service.lifecycle.loop import BackendLoop, TickStats
 
-    class Broken(Engine):
-        def apply(self, session, obs, **kw):
-            if obs.progress is not None:
-                raise ValueError("cannot store this")
-            return super().apply(session, obs, **kw)
-
     with session_factory() as s:
         jid = make_job(s, S.RUNNING)
     loop = BackendLoop(backend=type("B", (), {"name": "local"})(), session_factory=session_factory,
-                       engine=Broken(), fence=None)
+                       engine=Unstorable(), fence=None)
     with session_factory() as s:
         loop._apply(s, Observation(jid, state=S.SUCCEEDED, progress={"epoch": 1}, reason="done"), TickStats())
         assert row(s, jid).state == "SUCCEEDED"

@@ -1,0 +1,98 @@
+"""Issue 51.2: a controller pass writes its launches and what it polled in a few transactions,
+not one (or two) per job (service/lifecycle/applying.py, loop.py `_launch_rows`), without losing
+what the one-job-at-a-time writes guaranteed: every job moves exactly once through each state,
+a batch that cannot be written together is written one job at a time, and a pass stopped by a
+failed submit leaves no job marked as launched that was not submitted. SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import event, select
+
+from service.lifecycle import applying
+from service.lifecycle.protocol import Observation, TransientBackendError
+from service.lifecycle.states import JobState
+from service.persistence.models import Job
+from tests.backends.localkit import Api
+from tests.backends.sim.simkit import settings, states, submit, template
+from tests.conftest import make_token
+from tests.lifecycle.test_engine import Unstorable, make_job, row
+from tests.waiting import wait_for
+
+S = JobState
+JOBS = 12
+
+
+@pytest.fixture
+def sim(api_client, db_url):
+    """The sim with no capacity arbitrated, its jobs 1 s timers; no controller thread."""
+    client = api_client(settings(db_url, run_reconciler=False), make_token(db_url, "alpha", "admin"))
+    api = Api(client)
+    template(api, "short", {"sim-duration-seconds": "1"})
+    controller = client.app.state.services.controller
+    controller.run_once()                     # this process takes the controller lock
+    return api, controller.loops["sim"]
+
+
+def _commits(api: Api) -> list[int]:
+    """A counter of the commits on the service's database engine (every session's)."""
+    count = [0]
+    bind = api.c.app.state.services.session_factory.kw["bind"]
+    event.listen(bind, "commit", lambda conn: count.__setitem__(0, count[0] + 1))
+    return count
+
+
+def test_a_pass_writes_its_launches_and_its_ends_in_a_few_transactions(sim):
+    api, loop = sim
+    jobs = [submit(api, "short")["id"] for _ in range(JOBS)]
+    commits = _commits(api)
+    stats = loop.run_once()
+    assert stats.submitted == JOBS
+    assert commits[0] <= 3, commits        # the attempts, the launches (and the observed stamps)
+
+    def all_ended() -> bool:
+        before = commits[0]
+        loop.run_once()
+        assert commits[0] - before <= 3    # whatever the pass saw, a handful of commits
+        return all(api.job(j)["state"] == "SUCCEEDED" for j in jobs)
+    wait_for(all_ended, "every sim job to end", timeout=60)
+    for j in jobs:
+        assert states(api, j) == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]   # each change once
+
+
+def test_a_failed_submit_forgets_the_attempts_of_the_jobs_it_did_not_submit(sim, monkeypatch):
+    api, loop = sim
+    jobs = [submit(api, "short")["id"] for _ in range(5)]
+    real, calls = loop.backend.submit, []
+
+    def flaky(handle):
+        calls.append(handle.id)
+        if len(calls) == 2:
+            raise TransientBackendError("busy", nothing_launched=True)
+        return real(handle)
+    monkeypatch.setattr(loop.backend, "submit", flaky)
+    loop.run_once()
+    with api.c.app.state.services.session_factory() as s:
+        rows = {str(r.id): r for r in s.execute(select(Job.id, Job.state, Job.backend_ref, Job.launch_attempted_at)
+                                                .where(Job.id.in_([uuid.UUID(j) for j in jobs])))}
+    launched = [j for j in jobs if rows[j].backend_ref is not None]
+    assert len(launched) == 1 and len(calls) == 2
+    # The refused job and those after it: no attempt recorded (nothing launched), all waiting.
+    assert all(rows[j].launch_attempted_at is None and rows[j].state == "QUEUED" for j in jobs if j not in launched)
+    loop.run_once()
+    assert all(api.job(j)["backend_ref"] for j in jobs)
+    assert sorted(map(str, calls)) == sorted(jobs + [str(calls[1])])   # each submitted once, the refused one twice
+
+
+def test_a_batch_that_cannot_be_written_together_is_written_one_job_at_a_time(session_factory):
+    """If one report cannot be stored, the others' states are still written, and its state alone."""
+    with session_factory() as s:
+        ids = [make_job(s, S.RUNNING) for _ in range(3)]
+    with session_factory() as s:
+        done = applying.apply_all(Unstorable(), s, [Observation(ids[0], state=S.SUCCEEDED, reason="done"),
+                                                Observation(ids[1], state=S.SUCCEEDED, progress={"epoch": 1}),
+                                                Observation(ids[2], state=S.FAILED, reason="exit 1")],
+                                  fence=None, actor="local")
+        assert (done.changed, done.errors) == (3, 1)
+        assert [row(s, j).state for j in ids] == ["SUCCEEDED", "SUCCEEDED", "FAILED"]
