@@ -68,7 +68,8 @@ class Quiet:
         return self._last == sig and clock - self._planned_at < self.replan_seconds
 
     def planned(self, sig: tuple | None, clock: float, idle: bool) -> None:
-        """A plan was made on `sig`; `idle`: it decided nothing (no launch, no preemption)."""
+        """A plan was made on `sig` (read before it) and ended at `clock`; `idle`: it decided
+        nothing (no launch, no preemption)."""
         self._last = sig if idle else None
         self._planned_at = clock
 
