@@ -26,11 +26,13 @@ def upgrade() -> None:
                                 ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('team_id', 'backend', 'hour', name=op.f('pk_usage_buckets')),
     )
+    op.create_index('ix_usage_buckets_hour', 'usage_buckets', ['hour'], unique=False)
     op.create_table(
         'usage_totals',
         sa.Column('team_id', sa.Uuid(), nullable=False),
         sa.Column('backend', sa.String(length=32), nullable=False),
         sa.Column('units', sa.Float(), nullable=False),
+        sa.Column('closed', sa.Float(), nullable=False),
         sa.ForeignKeyConstraint(['team_id'], ['teams.id'], name=op.f('fk_usage_totals_team_id_teams'),
                                 ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('team_id', 'backend', name=op.f('pk_usage_totals')),
@@ -49,4 +51,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table('usage_ledger')
     op.drop_table('usage_totals')
+    op.drop_index('ix_usage_buckets_hour', table_name='usage_buckets')
     op.drop_table('usage_buckets')

@@ -1,6 +1,6 @@
 """The controller's usage recompute (a loop service, every TRAINJOBS_USAGE_RECOMPUTE_SECONDS):
 folds every started job's run into per team, backend and clock-hour buckets of billing units, then
-each team's decayed total per backend, in one transaction.
+each team's decayed total per backend, in one transaction (at most CATCH_UP of hours a pass).
 
 Counted once, whatever happens: every hour from the watermark (`refold_from`) on is computed
 again from the jobs' rows (started_at, ended_at, demand) and *replaces* its bucket, never adds to
@@ -9,13 +9,15 @@ twice; the watermark then moves to the hour before the current one (an end recor
 late still lands in its hour). Only the leader runs it (the controller's loop services), its
 write is fenced by the controller's epoch, and the rows are locked for the transaction
 (PostgreSQL: the ledger row FOR UPDATE; SQLite: one writer). A restart resumes from the stored
-watermark; the first recompute folds back HORIZON_HALF_LIVES half-lives."""
+watermark; the first recompute folds back HORIZON_HALF_LIVES half-lives. The totals are kept as a
+closed part (the hours before the watermark, decayed to it) and the hours since, so a recompute
+reads the hours since the watermark only."""
 from __future__ import annotations
 
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -34,6 +36,10 @@ from service.usage.store import LEDGER
 log = logging.getLogger("trainjobs.usage")
 
 _TERMINAL = {s.value for s in TERMINAL}
+# The hours one recompute folds at most: the first one (10 half-lives back) or one after a long
+# outage catches up a day a pass, the passes one after another, each a short transaction (a
+# single one over 70 days held SQLite's write lock for a minute: bench/usage_ledger.py).
+CATCH_UP = timedelta(days=1)
 Key = tuple[uuid.UUID, str, datetime]   # team id, backend, hour
 
 
@@ -47,31 +53,36 @@ class UsageRecompute(LoopService):
 
     def run_once(self) -> bool:
         with self.session_factory() as session:
-            recompute(session, self.clock(), self.settings, fence=self.fence)
+            more = recompute(session, self.clock(), self.settings, fence=self.fence)
             session.commit()
-        return False
+        return more
 
 
-def recompute(session: Session, now: datetime, settings: UsageSettings, *, fence: int | None) -> int:
-    """One recompute in the caller's transaction (it commits); the buckets written."""
+def recompute(session: Session, now: datetime, settings: UsageSettings, *, fence: int | None) -> bool:
+    """One recompute in the caller's transaction (it commits). True: hours are left to fold (the
+    first recompute, or one after a long outage, folds CATCH_UP of them a pass)."""
     row = _locked(session)
     if row is None:   # the first recompute: made empty, then locked, so a second one waits on it
         _create(session, now, settings)
         row = _locked(session)
-    oldest = horizon(now, settings.half_life_seconds)
-    start = max(row.refold_from, oldest) if row is not None else oldest
-    folded = fold(_runs(session, start, now), start, now, settings.billing_weights)
+        assert row is not None
+    half_life = settings.half_life_seconds
+    oldest = horizon(now, half_life)
+    start = max(row.refold_from, oldest)
+    end = min(now, start + CATCH_UP)
+    folded = fold(_runs(session, start, end), start, end, settings.billing_weights)
     session.execute(delete(UsageBucket).where(or_(UsageBucket.hour >= start, UsageBucket.hour < oldest)))
     if folded:
         session.execute(insert(UsageBucket), [{"team_id": t, "backend": b, "hour": h, "units": u}
                                               for (t, b, h), u in folded.items()])
-    _write_totals(session, now, settings.half_life_seconds)
-    state = {"refold_from": max(oldest, floor_hour(now) - HOUR), "computed_at": now,
-             "half_life_seconds": settings.half_life_seconds, "weights": dict(settings.billing_weights)}
-    session.execute(update(UsageLedger).where(UsageLedger.name == LEDGER).values(**state))
+    # The watermark never moves back (a clock stepped back refolds from where it was).
+    refold = max(row.refold_from, floor_hour(end) - HOUR)
+    _write_totals(session, row.refold_from, refold, now, half_life)
+    session.execute(update(UsageLedger).where(UsageLedger.name == LEDGER).values(
+        refold_from=refold, computed_at=now, half_life_seconds=half_life, weights=dict(settings.billing_weights)))
     if fence is not None and session.scalar(select(ControllerLease.epoch).where(ControllerLease.name == LEASE)) != fence:
         raise Deposed(f"controller epoch {fence} is no longer current")
-    return len(folded)
+    return end < now
 
 
 def _locked(session: Session) -> UsageLedger | None:
@@ -121,13 +132,24 @@ def fold(runs: Iterable[tuple[uuid.UUID, str, Mapping | None, datetime, datetime
     return out
 
 
-def _write_totals(session: Session, now: datetime, half_life: float) -> None:
-    totals: dict[tuple[uuid.UUID, str], float] = {}
+def _write_totals(session: Session, was: datetime, refold: datetime, now: datetime, half_life: float) -> None:
+    """Each team's decayed use per backend as of `now`: its `closed` part (the hours before the
+    watermark, decayed to it) moved from the old watermark `was` to `refold` with the hours in
+    between, plus the hours from `refold` on. Only the hours since `was` are read."""
+    closed = {(t, b): decayed(float(c), (refold - was).total_seconds(), half_life)
+              for t, b, c in session.execute(select(UsageTotal.team_id, UsageTotal.backend, UsageTotal.closed))}
+    recent: dict[tuple[uuid.UUID, str], float] = {}
     for team_id, backend, hour, units in session.execute(
-            select(UsageBucket.team_id, UsageBucket.backend, UsageBucket.hour, UsageBucket.units)):
+            select(UsageBucket.team_id, UsageBucket.backend, UsageBucket.hour, UsageBucket.units)
+            .where(UsageBucket.hour >= was)):
         key = (team_id, backend)
-        totals[key] = totals.get(key, 0.0) + decayed(float(units), bucket_age(hour, now), half_life)
+        if hour < refold:
+            closed[key] = closed.get(key, 0.0) + decayed(float(units), bucket_age(hour, refold), half_life)
+        else:
+            recent[key] = recent.get(key, 0.0) + decayed(float(units), bucket_age(hour, now), half_life)
     session.execute(delete(UsageTotal))
-    if totals:
-        session.execute(insert(UsageTotal), [{"team_id": t, "backend": b, "units": u}
-                                             for (t, b), u in totals.items()])
+    rows = [{"team_id": t, "backend": b, "closed": closed.get((t, b), 0.0),
+             "units": decayed(closed.get((t, b), 0.0), (now - refold).total_seconds(), half_life) + recent.get((t, b), 0.0)}
+            for t, b in closed.keys() | recent.keys()]
+    if rows:
+        session.execute(insert(UsageTotal), rows)

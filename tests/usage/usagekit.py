@@ -32,10 +32,15 @@ def ran(client, token: str, session_factory, *, start: datetime, end: datetime |
     return uuid.UUID(job_id)
 
 
-def fold_at(session_factory, now: datetime, settings: UsageSettings = SETTINGS, fence: int | None = None) -> None:
-    with session_factory() as s:
-        recompute(s, now, settings, fence=fence)
-        s.commit()
+def fold_at(session_factory, now: datetime, settings: UsageSettings = SETTINGS, fence: int | None = None) -> int:
+    """Recomputes until nothing is left to fold (a pass folds at most a day); the passes it took."""
+    for passes in range(1, 1000):
+        with session_factory() as s:
+            more = recompute(s, now, settings, fence=fence)
+            s.commit()
+        if not more:
+            return passes
+    raise AssertionError("the recompute never caught up")
 
 
 def buckets(session_factory) -> dict[tuple, float]:

@@ -8,6 +8,7 @@ from sqlalchemy import (
     JSON,
     Float,
     ForeignKey,
+    Index,
     String,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -22,6 +23,7 @@ class UsageBucket(Base):
     added to), so a recompute done twice counts nothing twice."""
 
     __tablename__ = "usage_buckets"
+    __table_args__ = (Index("ix_usage_buckets_hour", "hour"),)   # a recompute replaces and drops by hour
 
     team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
     backend: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -31,13 +33,16 @@ class UsageBucket(Base):
 
 class UsageTotal(Base):
     """A team's decayed use of one backend as of the last recompute: the sum of its buckets, each
-    halved every half-life since its hour ended. Fair share reads it (decayed on to its own now)."""
+    halved every half-life since its hour ended. Fair share reads it (decayed on to its own now).
+    `closed`: the part of it from the hours before the ledger's watermark, decayed to the watermark
+    (kept, so a recompute reads only the hours since the watermark, never the whole history)."""
 
     __tablename__ = "usage_totals"
 
     team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
     backend: Mapped[str] = mapped_column(String(32), primary_key=True)
     units: Mapped[float] = mapped_column(Float)
+    closed: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class UsageLedger(Base):
