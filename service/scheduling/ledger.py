@@ -13,6 +13,7 @@ of job that cannot start, a team's fair key) is keyed on it, so it is dropped by
 including one made by a branch added later."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -40,8 +41,10 @@ class Ledger:
         self.shares = shares
         # Each team's part of every team's decayed use (service/usage: billing units over every
         # backend, halved every half-life): fair share's memory. None or all zero: no memory.
-        total = sum(u for u in (usage or {}).values() if u > 0)
-        self.past = {t: u / total for t, u in (usage or {}).items() if u > 0} if total > 0 else {}
+        # (A figure that is not a finite positive number counts as none: it could not be ordered.)
+        counted = {t: u for t, u in (usage or {}).items() if 0 < u < math.inf}
+        total = sum(counted.values())
+        self.past = {t: u / total for t, u in counted.items()} if 0 < total < math.inf else {}
         self.teams: dict[str, TeamBook] = {}
         self.committed: dict[str, int] = dict.fromkeys(self.capacity, 0)
         self.kept_total: dict[str, int] = {}

@@ -3,6 +3,7 @@ spans, and decay. One currency for every backend (Slurm's TRESBillingWeights): a
 what a resource-hour is worth; a resource with no weight costs nothing."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 
@@ -31,8 +32,9 @@ def units_per_hour(demand: Mapping | None, weights: Mapping[str, float]) -> floa
     """What one hour of a job holding `demand` ({resource: count}) costs in billing units."""
     if not demand:
         return 0.0
-    return sum(float(n) * weight_of(str(r), weights) for r, n in demand.items()
-               if isinstance(n, int | float) and not isinstance(n, bool) and n > 0)
+    units = sum(float(n) * weight_of(str(r), weights) for r, n in demand.items()
+                if isinstance(n, int | float) and not isinstance(n, bool) and 0 < n < math.inf)
+    return units if units < math.inf else 0.0   # no count is that large: not a figure to bill
 
 
 def floor_hour(at: datetime) -> datetime:

@@ -50,3 +50,8 @@ def test_a_run_is_split_at_clock_hours():
 def test_settings_out_of_bounds_stop_the_start(field, value):
     with pytest.raises(ValueError, match=field):
         Settings(**{field: value})
+
+
+def test_a_count_too_large_to_bill_costs_nothing_rather_than_infinity():
+    assert units_per_hour({"vcpu": 1e308}, {"vcpu": 1e6}) == 0
+    assert units_per_hour({"vcpu": float("inf"), "core": 2}, {"vcpu": 1, "core": 1}) == 2

@@ -56,3 +56,10 @@ def test_a_nominal_quota_comes_back_whatever_the_teams_past():
     shares = {"alpha": Share(nominal={"core": 2})}
     d = schedule({"core": 4}, shares, running, _waiting("alpha", 2, 100.0), NOW, usage={"alpha": 1e6})
     assert len(d.preempt) == 2 and {str(p.for_job) for p in d.preempt} == {"alpha-0", "alpha-1"}
+
+
+def test_a_figure_that_is_not_finite_counts_as_none():
+    """Orders must stay comparable: an infinite or NaN figure is left out, never a NaN key."""
+    ledger = Ledger({SLOT: 1}, {}, [], {"a": float("inf"), "b": float("nan"), "c": 2.0, "d": -1.0})
+    assert ledger.past == {"c": 1.0}
+    assert Ledger({SLOT: 1}, {}, [], {"a": 1e308, "c": 1e308}).past == {}   # their sum overflows
