@@ -20,6 +20,8 @@ router = APIRouter(prefix="/v1/usage", tags=["usage"])
 MAX_HOURS = HORIZON_HALF_LIVES * 30 * 24
 MAX_POINTS = 31 * 24   # hourly points one series may hold: a month; longer spans by the day
 MAX_LIMIT = 100
+# Points of use over time one answer may carry (an operator's: every team on the page has series).
+MAX_ANSWER_POINTS = 20_000
 
 
 @router.get("", response_model=UsageReport, operation_id="usage_get",
@@ -39,5 +41,11 @@ def get_usage(request: Request, session: SessionDep, actor: Viewer,
                       problems=[Problem("hours", f"over {MAX_POINTS} with step=hour",
                                         fix=f"hours <= {MAX_POINTS}, or step=day")])
     caller = service.Caller(actor.team_id, actor.team, actor.can("operator"))
+    per_team = hours if step == "hour" else -(-hours // 24)
+    if caller.operator and team is None and limit * per_team > MAX_ANSWER_POINTS:
+        raise Invalid(f"{limit} teams' use over {per_team} {step}s is over {MAX_ANSWER_POINTS} points (a backend)",
+                      problems=[Problem("limit", f"limit x points per team over {MAX_ANSWER_POINTS}",
+                                        fix=f"limit <= {max(1, MAX_ANSWER_POINTS // per_team)}, fewer hours, "
+                                            "step=day, or one team")])
     return service.report(session, caller, service.Query(backend, team, hours, step, limit, offset),
                           set(services(request).backends))

@@ -73,6 +73,14 @@ def test_bad_input_is_a_clear_problem(client, tokens, scene, query, status, fiel
     assert field in r.text
 
 
+def test_an_operators_answer_is_bounded(client, db_url, scene):
+    ops = bearer(make_token(db_url, "ops", "operator"))
+    r = client.get("/v1/usage?limit=100&hours=744", headers=ops)       # 100 teams x 744 hourly points
+    assert r.status_code == 422 and "limit" in r.text and "step=day" in r.json()["errors"][0]["fix"]
+    assert client.get("/v1/usage?limit=26&hours=744", headers=ops).status_code == 200
+    assert client.get("/v1/usage?limit=100&hours=744&team=beta", headers=ops).status_code == 200
+
+
 def test_no_token_no_usage(client):
     assert client.get("/v1/usage", headers={"Authorization": ""}).status_code == 401
 
