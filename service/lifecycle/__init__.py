@@ -4,7 +4,7 @@ states      the table of allowed moves
 protocol    what a backend is (declared capabilities) and what it reports (facts)
 sanitize    untrusted values (replica output, Google's answers) made storable
 engine      the only writer: compare-and-set UPDATE ... WHERE state = :seen, one event per change
-admission   which QUEUED jobs a backend may start now (caps, FIFO)
+admission   the plan's contract (Plan, CapacityPlanner) and the rows it reads: the launched jobs, room
 loop        one controller loop per backend: admit, cancel, poll, apply
 leader      one controller per database (PostgreSQL advisory lock / SQLite file lock), fenced
 

@@ -1,18 +1,18 @@
-"""Which QUEUED jobs a backend may start now: oldest first, within its cap; or, where the
-controller has a CapacityPlanner (service/capacity), the plan's jobs in the plan's order.
+"""Which QUEUED jobs a backend may start now: the jobs the controller's CapacityPlanner
+(service/capacity) admits, in the plan's order, within the backend's room on this pass.
 
-The same rule for every backend. A job is *launched* once it has a backend
-reference or has left QUEUED; launched, unfinished jobs count against the cap.
-Without a plan the order is strict: when the oldest cannot be submitted (the backend said
-"later"), nobody younger jumps ahead of it on that pass. With a plan, its order is the order,
-and a job the backend holds back holds back nobody else. A retry attempt still in its
-backoff (`not_before` in the future) is not in the queue yet: it waits, and blocks nobody."""
+The same rule for every backend. A job is *launched* once it has a backend reference or has
+left QUEUED; launched, unfinished jobs count against the backend's cap (its launch slots, which
+the planner arbitrates). The plan's order is the order, and a job the backend holds back
+("later") holds back nobody else. A retry attempt still in its backoff (`not_before` in the
+future) is not in the queue yet: it waits, and blocks nobody. (A first-come-first-served path
+for a controller without a planner is gone: the service always has one.)"""
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy import and_, func, literal_column, or_, select
@@ -57,16 +57,6 @@ def room(session: Session, backend: str, caps: Capabilities, batch: int) -> int:
     if caps.max_submits_per_pass is not None:
         free = min(free, caps.max_submits_per_pass)
     return free
-
-
-def admissible(session: Session, backend: str, caps: Capabilities, batch: int, *, gated: bool = False) -> list:
-    """The rows of the jobs to submit on this pass, oldest first. gated: up to `batch` of
-    them, since an AdmissionGate may hold some back (the loop stops at room())."""
-    free = room(session, backend, caps, batch)
-    if free <= 0:
-        return []
-    return read_handles(session, [Job.backend == backend, UNLAUNCHED, due(datetime.now(UTC))],
-                        limit=batch if gated else free)
 
 
 def in_plan_order(session: Session, ids: list[uuid.UUID]) -> list:

@@ -32,7 +32,7 @@ class Controller:
                  batch_size: int, election_interval: float = 2.0, wake_gap: float = 0.0,
                  on_tick: Callable[[TickStats], None] | None = None,
                  services: Sequence[ServiceFactory] = (), gate: AdmissionGate | None = None,
-                 planner: CapacityPlanner | None = None, preempt_grace: float = 30.0) -> None:
+                 planner: CapacityPlanner, preempt_grace: float = 30.0) -> None:
         self.leadership = leadership
         self.backends = backends
         self.session_factory = session_factory

@@ -191,7 +191,7 @@ class Capabilities:
     host_bound: bool = False
     # It lists its jobs in bulk once per pass (begin_pass), not one call per job.
     bulk_poll: bool = False
-    # Jobs it may run at once (PENDING/RUNNING/...); the rest wait in QUEUED, oldest first.
+    # Jobs it may run at once (PENDING/RUNNING/...): the planner's launch slots; the rest wait in QUEUED.
     # None: no cap of ours (the backend's own quotas still apply).
     max_running: int | None = None
     # Submits the controller may make in one pass (e.g. a create quota); None: no cap.

@@ -2,6 +2,7 @@
 fencing of a deposed controller, and untrusted values made storable (both databases)."""
 import math
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select, update
@@ -210,12 +211,13 @@ class Unstorable(Engine):
 
 def test_an_unstorable_report_still_moves_the_job(session_factory):
     """If something in a report cannot be stored anyway, the state change is applied alone."""
+    from service.lifecycle.admission import Plan
     from service.lifecycle.loop import BackendLoop, TickStats
 
     with session_factory() as s:
         jid = make_job(s, S.RUNNING)
     loop = BackendLoop(backend=type("B", (), {"name": "local"})(), session_factory=session_factory,
-                       engine=Unstorable(), fence=None)
+                       engine=Unstorable(), fence=None, planner=SimpleNamespace(plan=lambda *args, **kw: Plan()))
     with session_factory() as s:
         loop._apply(s, Observation(jid, state=S.SUCCEEDED, progress={"epoch": 1}, reason="done"), TickStats())
         assert row(s, jid).state == "SUCCEEDED"

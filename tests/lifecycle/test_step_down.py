@@ -1,9 +1,14 @@
 """Stepping down (service/lifecycle/controller.py): at once, whatever the loops are stuck
 on, and a late refusal from an old term never deposes a newer one."""
 
+from types import SimpleNamespace
+
 from service.lifecycle import controller as controller_module
+from service.lifecycle.admission import Plan
 from service.lifecycle.controller import Controller
 from service.lifecycle.services import LoopService
+
+NO_PLANS = SimpleNamespace(plan=lambda *args, **kw: Plan())    # the controller always has a planner
 
 
 class _Leadership:
@@ -44,7 +49,7 @@ class _Stuck(LoopService):
 
 def make(calls, clock=None):
     clock = clock or _Clock()
-    return Controller(_Leadership(), {}, None, None, interval=1.0, batch_size=10,
+    return Controller(_Leadership(), {}, None, None, interval=1.0, batch_size=10, planner=NO_PLANS,
                       services=[lambda fence, n=n: _Stuck(n, calls, clock) for n in ("a", "b", "c")])
 
 

@@ -35,7 +35,8 @@ class _Recording(BackendLoop):
     """The loop's thread as it is; the passes only say which kind ran."""
 
     def __init__(self):
-        super().__init__(SimpleNamespace(name="local"), None, None, fence=None, interval=30.0, wake_gap=0.0)
+        super().__init__(SimpleNamespace(name="local"), None, None, fence=None, interval=30.0, wake_gap=0.0,
+                         planner=SimpleNamespace(plan=None))    # never asked: its passes are stubbed
         self.kinds: queue.Queue[str] = queue.Queue()
 
     def run_once(self):
