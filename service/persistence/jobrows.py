@@ -175,7 +175,7 @@ def insert_job(session: Session, row: Mapping[str, Any], labels: Mapping[str, st
     shape = []      # which per-job tables are written
     for p, given in zip(per_job, rows, strict=True):
         if p.many:
-            params[p.table.name] = json.dumps([_complete(p.table, r) for r in given], default=str) if given else _EMPTY
+            params[f"{p.table.name}__rows"] = json.dumps([_complete(p.table, r) for r in given], default=str) if given else _EMPTY
         elif given:
             _one_row_params(p.table, given, params)
         shape.append(p.many or bool(given))
@@ -196,7 +196,8 @@ def _complete(table: Table, given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _one_row_params(table: Table, given: Sequence[Mapping[str, Any]], params: dict[str, Any]) -> None:
-    """The row's values into `params`, each named `<table>__<column>` (no column of jobs has `__`)."""
+    """The row's values into `params`, each named `<table>__<column>` (no column of jobs has `__`,
+    so no name is also the job row's)."""
     if len(given) != 1:
         raise ValueError(f"{table.name} takes one row per job, not {len(given)} (PerJob many=True takes any number)")
     one = _known(table, given[0])
@@ -260,10 +261,10 @@ def _insert_one(table: Table, prefix: str, checked: CTE) -> CTE:
 
 
 def _insert_many(table: Table, checked: CTE) -> CTE:
-    # The rows as one JSON array named after the table (json.dumps: a uuid or a time as its
-    # text), typed per column; JSON columns come as text (encoded), as everywhere in the writer.
+    # The rows as one JSON array, `<table>__rows` (json.dumps: a uuid or a time as its text),
+    # typed per column; JSON columns come as text (encoded), as everywhere in the writer.
     names = [name for name, _ in _written(table)]
-    rows = func.json_to_recordset(cast(bindparam(table.name), JSON)).table_valued(
+    rows = func.json_to_recordset(cast(bindparam(f"{table.name}__rows"), JSON)).table_valued(
         *(column(n, Text() if isinstance(table.c[n].type, JSON) else _sent_type(table, n)) for n in names)
     ).render_derived(name="r", with_types=True)
     values = select(*(cast(rows.c[n], _sent_type(table, n)) for n in names)).select_from(checked, rows) \
@@ -279,7 +280,7 @@ def _insert(table: Table, names: list[str], values: Select) -> CTE:
 def _check_names(written: list[PerJob], guard: ColumnElement[bool], also: str | None) -> None:
     """The guard's and the PgAlso's parameters are sent beside the rows': a name both use would
     send one value for two meanings."""
-    own = set(COLUMNS) | {p.table.name if p.many else f"{p.table.name}__{n}" for p in written for n, _ in _written(p.table)}
+    own = set(COLUMNS) | {f"{p.table.name}__{'rows' if p.many else n}" for p in written for n, _ in _written(p.table)}
     theirs = _binds(guard) | (set(text(also)._bindparams) if also else set())
     clash = own & theirs
     if clash:
