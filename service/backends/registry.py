@@ -1,9 +1,10 @@
 """The backend registry: the one place the service learns which backends exist.
 
 A backend is one package, `service/backends/<name>/`, whose `entry.py` declares it once with a
-`BackendEntry` named `ENTRY`: its name, how its settings slice is cut from the service's
-settings, and the factory that builds it from that slice. Nothing else in the service names a
-backend: the composition root (service/slices.py `make_backends`) builds each backend that
+`BackendEntry` named `ENTRY`: its name, its settings section (its TRAINJOBS_* variables, which
+`sections()` hands the composition root to join into the one Settings), how its slice is cut
+from the service's settings, and the factory that builds it from that slice. Nothing else in
+the service names a backend: the composition root (service/slices.py `make_backends`) builds each backend that
 TRAINJOBS_BACKENDS enables through `build`, and the layers above talk to the built objects
 through the roles of lifecycle/protocol.py only.
 
