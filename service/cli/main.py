@@ -241,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from service.cli.client import register
     register(sub)  # jobs, templates, login, logout, whoami: talk to a running service's API
+    from service.cli import simulate
+    simulate.register(sub.choices["queue"])  # `queue simulate`: reads the database, as `tokens` does
     return p
 
 
