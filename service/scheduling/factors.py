@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 from service.scheduling.ledger import Ledger
 from service.scheduling.model import Id, JobId, Policy, Resources, Running, Share, Waiting
+from service.scheduling.tiers import Scene, Tier, tier_of, tiers_of
 
-# The tiers in the order the scheduler takes them (scheduler.py run()).
-TIERS = ("nominated", "nominal", "starving", "fair")
 # What put the job ahead of a job there: its tier, its team's fair share, its team's turn (served
 # least recently), its priority, its age, or the play forward (see the docstring).
 DECIDERS = ("tier", "fair_share", "turn", "priority", "age", "forecast")
@@ -64,27 +63,27 @@ def factors(capacity: Resources, shares: Mapping[str, Share], running: Sequence[
     """The parts of each job in `order` (the shown order, the admitted first), each against the job
     just ahead of it there. `usage`: each team's decayed use, as the scheduler was given it."""
     ledger = Ledger(capacity, shares, running, usage)
-    stopping_for = {r.stopping_for for r in running if r.stopping and r.stopping_for is not None}
+    stopping_for = {r.stopping_for: 1 for r in running if r.stopping and r.stopping_for is not None}
+    scene, rules = Scene(ledger, stopping_for, now, policy), tiers_of(policy)
     by_id = {w.job_id: w for w in waiting}
     keys = {team: ledger.fair_key(team) for team in {w.team for w in waiting}}
     standings = _standings(ledger, keys, served)
     out: dict[Id, Factors] = {}
     ahead: Waiting[Id] | None = None
     tiers: dict[JobId, str] = {}
-    # Jobs of one team and demand stand alike against the quota and the capacity: asked once a kind
+    # Jobs of one team and demand are alike in size (and in quota: Scene's memo): asked once a kind
     # (10,000 waiting jobs are a few kinds).
-    kinds: dict[tuple, tuple[bool, float]] = {}
+    sizes: dict[tuple, float] = {}
     for job_id in order:
         job = by_id.get(job_id)
         if job is None:
             continue
         kind = (job.team, tuple(job.demand.items()))
-        if kind not in kinds:
-            kinds[kind] = (bool(ledger.share(job.team).nominal) and ledger.within_nominal(job.team, job.demand),
-                           size(ledger.capacity, job.demand))
-        inside, part = kinds[kind]
-        tiers[job_id] = _tier(job, inside, stopping_for, now, policy)
-        decided = None if ahead is None else _decided(ahead, job, tiers, keys, served)
+        part = sizes.get(kind)
+        if part is None:
+            part = sizes[kind] = size(ledger.capacity, job.demand)
+        tiers[job_id] = tier_of(job, scene, rules).name
+        decided = None if ahead is None else _decided(ahead, job, tiers, keys, served, rules)
         out[job_id] = Factors(tiers[job_id], standings[job.team], job.priority, max(0.0, now - job.queued_at), part,
                               decided)
         ahead = job
@@ -103,30 +102,21 @@ def _standings(ledger: Ledger, keys: Mapping[str, tuple], served: Mapping[str, f
     return out
 
 
-def _tier(job: Waiting, inside_nominal: bool, stopping_for: set, now: float, policy: Policy) -> str:
-    if job.nominated or job.job_id in stopping_for:
-        return "nominated"
-    if inside_nominal:
-        return "nominal"
-    if now - job.queued_at >= policy.starve_after_s:
-        return "starving"
-    return "fair"
-
-
 def size(capacity: Resources, demand: Resources) -> float:
     """The largest part of an arbitrated resource the demand asks (0 where nothing is arbitrated)."""
     return max((n / capacity[r] for r, n in demand.items() if n and capacity.get(r, 0) > 0), default=0.0)
 
 
 def _decided(ahead: Waiting, job: Waiting, tiers: Mapping[JobId, str], keys: Mapping[str, tuple],
-             served: Mapping[str, float]) -> str:
+             served: Mapping[str, float], rules: tuple[Tier, ...]) -> str:
     """The part that puts `ahead` before `job` as things stand now; "forecast" where they would put
     `job` first (the play starts `ahead` first all the same)."""
-    a, j = TIERS.index(tiers[ahead.job_id]), TIERS.index(tiers[job.job_id])
+    names = [t.name for t in rules]
+    a, j = names.index(tiers[ahead.job_id]), names.index(tiers[job.job_id])
     if a != j:
         return "tier" if a < j else "forecast"
     older = (ahead.queued_at, str(ahead.job_id)) <= (job.queued_at, str(job.job_id))
-    if TIERS[j] in ("nominated", "starving"):          # oldest first, whatever the team
+    if rules[j].by_age:                                 # oldest first, whatever the team
         return "age" if older else "forecast"
     if ahead.team == job.team:
         if ahead.priority != job.priority:

@@ -119,6 +119,9 @@ class Policy:
     # (the service's is TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS, 10 minutes: time for the trainer
     # to reach its first checkpoint). 0: no minimum.
     min_runtime_s: float = 0.0
+    # The order's tiers (scheduling/tiers.py's Tier values, in order); empty: tiers.TIERS, the
+    # service's. A rule added for a test or a deployment goes here, without editing the pass.
+    tiers: tuple = ()
 
 
 class PreemptionKind(str, Enum):

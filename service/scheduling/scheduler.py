@@ -1,17 +1,19 @@
 """One admission pass over one backend's capacity: which waiting jobs start, which running
 jobs are preempted for them, and where every other waiting job stands and why.
 
-Order. First the jobs for which jobs were preempted (so each preemption ends in the start it
-was made for). Then the jobs that keep their team inside its nominal quota (the guarantee),
-wherever they stand in their team's queue. Then the jobs that waited past
-Policy.starve_after_s, oldest first. Each of these keeps the
+Order, by tiers (scheduling/tiers.py, the one place these rules are written): first the jobs for
+which jobs were preempted (so each preemption ends in the start it was made for). Then the jobs
+that keep their team inside its nominal quota (the guarantee), wherever they stand in their team's
+queue. Then the jobs that waited past Policy.starve_after_s, oldest first. Each of these keeps the
 capacity that is free for it, so capacity accrues to it as running jobs end. Then the rest.
 Between teams by fair share (the team that borrows least beyond its nominal quota, weighted,
 goes first; then the smallest dominant share, Ghodsi et al.'s DRF, launch slots counted as a
-resource; then the fewest jobs running), then the team served least recently (its last start on
-this backend: with one launch slot, teams take turns), then the oldest waiting job: never a
-team's name. Within a team by priority, then age. A job that does not fit now holds back nobody:
-the next one is tried. Strict first-come-first-served is gone on purpose.
+resource; each with its past use, the usage ledger; then the fewest jobs running), then the team
+served least recently (its last start on this backend: with one launch slot, teams take turns),
+then the oldest waiting job: never a team's name. Within a team by priority, then age. The first
+Policy.reservations jobs that do not fit keep what frees (Slurm's backfill reservation); past
+them a job that does not fit holds back nobody: the next one is tried. Strict
+first-come-first-served is gone on purpose.
 
 Pure: the same inputs give the same decision. Times are seconds on any one clock."""
 from __future__ import annotations
@@ -38,6 +40,7 @@ from service.scheduling.model import (
     Waiting,
     quota_part,
 )
+from service.scheduling.tiers import Scene, tier_of, tiers_of
 from service.scheduling.victims import choose_victims
 
 
@@ -77,20 +80,20 @@ class _Pass(Generic[Id]):
         self.reservations = policy.reservations              # left to give this pass (see _consider)
 
     def run(self, explain: bool = True) -> Decision[Id]:
-        nominated, starving, rest = self._split()
-        for job in nominated:
-            self._consider(job, urgent=True)
-        done: set = set()
-        hungry = {job.job_id for job in starving}
-        for job in self._fair_order([j for j in starving + rest if self._inside_nominal(j)]):
-            done.add(job.job_id)
-            self._consider(job, urgent=job.job_id in hungry)
-        for job in starving:
-            if job.job_id not in done:
-                done.add(job.job_id)
-                self._consider(job, urgent=True)
-        for job in self._fair_order([j for j in rest if j.job_id not in done]):
-            self._consider(job, urgent=False)
+        """The tiers in order (scheduling/tiers.py): a job is taken in the first tier that holds it,
+        asked when the pass reaches that tier."""
+        scene = Scene(self.ledger, self.stopping_for, self.now, self.policy)
+        tiers = tiers_of(self.policy)
+        left = list(self.waiting)
+        for tier in tiers:
+            mine = [j for j in left if tier_of(j, scene, tiers) is tier]
+            if not mine:
+                continue
+            taken = {j.job_id for j in mine}
+            left = [j for j in left if j.job_id not in taken]
+            order = sorted(mine, key=_by_age) if tier.by_age else self._fair_order(mine)
+            for job in order:
+                self._consider(job, urgent=tier.urgent(job, scene))
         if not explain:
             return self.decision
         ahead = [job for job, _ in self.left]
@@ -117,21 +120,6 @@ class _Pass(Generic[Id]):
                 job = replace(job, expected_end=soon)
             out.append(job)
         return out
-
-    def _inside_nominal(self, job: Waiting[Id]) -> bool:
-        return bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)
-
-    def _split(self) -> tuple[list[Waiting[Id]], list[Waiting[Id]], list[Waiting[Id]]]:
-        nominated, starving, rest = [], [], []
-        for job in self.waiting:
-            if job.nominated or job.job_id in self.stopping_for:
-                nominated.append(job)
-            elif self.now - job.queued_at >= self.policy.starve_after_s:
-                starving.append(job)
-            else:
-                rest.append(job)
-        by_age = lambda j: (j.queued_at, str(j.job_id))  # noqa: E731
-        return sorted(nominated, key=by_age), sorted(starving, key=by_age), rest
 
     def _fair_order(self, jobs: Sequence[Waiting[Id]]):
         """Yields jobs team by team, always from the team that is furthest below its share now
@@ -220,6 +208,10 @@ class _Pass(Generic[Id]):
         if self.ledger.share(job.team).nominal and quota_part(job.demand):
             return f"fits; team {job.team} is inside its nominal quota"
         return "fits"
+
+
+def _by_age(job: Waiting) -> tuple:
+    return job.queued_at, str(job.job_id)
 
 
 def with_place(why: str, ahead: int) -> str:
