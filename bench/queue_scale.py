@@ -5,6 +5,10 @@
    {"max_concurrent_jobs": 5, "on_exceed": "queue"}, 5 running and 100 waiting each: the plan
    would admit them, capacity is idle, their limit holds them) and 10,000 waiting (50 teams of
    nominal quota 2 cores and borrowing limit 0, 2 running and 200 waiting each). Goal <= 0.5 s.
+   The pass log says which passes asked the planner (the others found nothing changed since a
+   plan that decided nothing: lifecycle/quiet.py). Then --cancels of another team's running jobs,
+   1 s apart: seconds from each cancel's answer to the job's CANCELLED (a cancel must never wait
+   for a long pass).
 4. Answers that stay fast: with those 10,000 waiting, 8 concurrent readers (members of 8 of the
    waiting teams) each reading in a loop GET /v1/queue?backend=sim&limit=1000&offset=<random>
    or a waiting job of its team (GET /v1/jobs/{id}); p99 of each (goal <= 200 ms), and another
@@ -15,7 +19,7 @@ submitted through POST /v1/jobs; the rest of the waiting jobs are copies of each
 job inserted into the database (12,000 submits take minutes on this shared host), with their own
 ids and later created_at. Running jobs are sim timers of a day (TRAINJOBS_SIM_SPEED=1).
 
-Run: .venv/bin/python bench/queue_scale.py [--held 2000] [--waiting 10000] [--seconds 30] [--keep-db]
+Run: .venv/bin/python bench/queue_scale.py [--held 2000] [--waiting 10000] [--seconds 30] [--cancels 5] [--keep-db]
 The last line is one JSON object with the figures."""
 from __future__ import annotations
 
@@ -63,7 +67,8 @@ def serve_with_pass_log(log: str, argv: list[str]) -> int:
         def run(self):
             stats = method(self)
             with lock:
-                out.write(f"{time.time():.3f} {name} {stats.seconds:.4f} {stats.polled} {stats.submitted}\n")
+                out.write(f"{time.time():.3f} {name} {stats.seconds:.4f} {stats.polled} {stats.submitted} "
+                          f"{int(getattr(stats, 'planned', True))}\n")
             return stats
         return run
 
@@ -104,15 +109,35 @@ def copy_waiting(url: str, job_ids: list[str], copies: int) -> dict[str, list[st
 
 
 def passes(log: Path, since: float, until: float) -> dict:
-    full = [float(p[2]) for p in (line.split() for line in log.read_text().splitlines())
-            if since <= float(p[0]) <= until and p[1] == "full"]
-    admit = [float(p[2]) for p in (line.split() for line in log.read_text().splitlines())
-             if since <= float(p[0]) <= until and p[1] == "admit"]
+    """The full passes' times in the window; `planned`: those that asked the planner (the others
+    found nothing changed since a plan that decided nothing: lifecycle/quiet.py)."""
+    rows = [p for p in (line.split() for line in log.read_text().splitlines()) if since <= float(p[0]) <= until]
+    full = [float(p[2]) for p in rows if p[1] == "full"]
+    planned = [float(p[2]) for p in rows if p[1] == "full" and (len(p) < 6 or p[5] == "1")]
     if not full:
         return {"full_passes": 0}
-    return {"full_passes": len(full), "pass_s_median": round(statistics.median(full), 3),
-            "pass_s_p90": round(sorted(full)[int(len(full) * 0.9)], 3), "pass_s_max": round(max(full), 3),
-            "admission_passes": len(admit)}
+    out = {"full_passes": len(full), "pass_s_median": round(statistics.median(full), 3),
+           "pass_s_p90": round(sorted(full)[int(len(full) * 0.9)], 3), "pass_s_max": round(max(full), 3),
+           "admission_passes": sum(1 for p in rows if p[1] == "admit"), "planned_passes": len(planned)}
+    if planned:
+        out |= {"planned_s_median": round(statistics.median(planned), 3), "planned_s_max": round(max(planned), 3)}
+    return out
+
+
+def cancel_latencies(c: httpx.Client, job_ids: list[str], headers: dict) -> list[float]:
+    """Seconds from each cancel's 202 to the job's CANCELLED, one job at a time, 1 s apart: the
+    cancel wakes the controller, whose pass (whatever it is doing) settles it."""
+    out = []
+    for jid in job_ids:
+        time.sleep(1.0)   # spread over the passes, so each cancel lands at a different point of one
+        t0 = time.perf_counter()
+        ok(c.post(f"/v1/jobs/{jid}/cancel", headers=headers))
+        for _ in range(3000):
+            if ok(c.get(f"/v1/jobs/{jid}", headers=headers))["state"] == "CANCELLED":
+                break
+            time.sleep(0.01)
+        out.append(time.perf_counter() - t0)
+    return out
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -136,6 +161,7 @@ def main() -> None:
     ap.add_argument("--held", type=int, default=2000, help="jobs held by their teams' limits (20 teams)")
     ap.add_argument("--waiting", type=int, default=10_000, help="jobs waiting for capacity (50 teams)")
     ap.add_argument("--seconds", type=float, default=30, help="each measuring window")
+    ap.add_argument("--cancels", type=int, default=5, help="running jobs of the other team cancelled, 1 s apart")
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: another TRAINJOBS_NAME for serve")
     ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3 "
@@ -213,6 +239,14 @@ def main() -> None:
         out["passes_quiet"] = passes(passlog, t0, time.time())
         print(f"3. passes with {args.held} held and {args.waiting} waiting: {out['passes_quiet']}; "
               f"load average {loadavg()}", flush=True)
+        # 3. a cancel is never delayed by a long pass: the other team's running jobs, one a second
+        t0 = time.time()
+        other_jobs = [j["id"] for j in ok(c.get("/v1/jobs?limit=100", headers=H["other"]))["items"]
+                      if j["state"] == "RUNNING"][:args.cancels]
+        cancels = cancel_latencies(c, other_jobs, H["other"])
+        out["cancel_s"] = [round(x, 3) for x in cancels]
+        out["passes_cancels"] = passes(passlog, t0, time.time())
+        print(f"3. cancels (to CANCELLED, s): {out['cancel_s']}; passes meanwhile {out['passes_cancels']}", flush=True)
         # 4. 8 readers
         stop = threading.Event()
         lat: dict[str, list[float]] = {"queue": [], "job": [], "other": []}

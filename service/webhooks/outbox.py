@@ -79,7 +79,9 @@ class Outbox:
     def _team_may_have_webhooks(session: Session, team_id: uuid.UUID | None) -> bool:
         """In a batch of changes (a controller pass: Engine.batch), the teams with an unpaused
         webhook are read once for the batch, not per change (a sim job's four changes each paid a
-        query for none); outside one, or for a job whose team is not known, True: ask per change."""
+        query for none; a team's first webhook, created while a batch is written, gets the changes
+        of the batches after it); outside one, or for a job whose team is not known, True: ask per
+        change."""
         scratch = batch_scratch(session)
         if scratch is None or team_id is None:
             return True
