@@ -141,6 +141,7 @@ class Ledger:
         book = self.teams[team]
         book.jobs += sign
         _plus(book.use, demand, sign)
+        self.version += 1                  # the jobs counted change the fair key, whatever the demand
 
     def _hold(self, team: str, demand: Resources, sign: int) -> dict[str, int]:
         """Changes what the team holds by sign * demand; returns how much committed grew."""
@@ -154,7 +155,8 @@ class Ledger:
                 self.committed[r] = self.committed.get(r, 0) + g
                 held[r] = h + sign * d
                 grew[r] = g
-        self.version += 1
+        if grew:                           # holding nothing more (a reservation of nothing free) changes nothing
+            self.version += 1
         return grew
 
     def reserve(self, team: str, demand: Resources) -> None:

@@ -27,12 +27,13 @@ class Scene:
     stopping_for: Mapping[Any, int]
     now: float
     policy: Policy
+    kinds: Mapping[Any, tuple] = field(default_factory=dict)   # job id -> (team, demand), where known
     _inside: dict = field(default_factory=dict)     # (team, demand) -> (ledger version, inside)
 
     def inside_nominal(self, job: Waiting) -> bool:
         """Would the job keep its team inside a nominal quota it has (memo per kind of job and
         ledger version: a pass over 10,000 waiting jobs asks it for each)."""
-        kind = (job.team, tuple(job.demand.items()))
+        kind = self.kinds.get(job.job_id) or (job.team, tuple(job.demand.items()))
         known = self._inside.get(kind)
         if known is None or known[0] != self.ledger.version:
             inside = bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)
