@@ -4,6 +4,7 @@ PostgreSQL runs on 127.0.0.1:5432 (user postgres, trust auth). Where it is not
 reachable the postgres tests skip, except under CI=true, where they fail."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
+from service.backends.local import sandbox as _sandbox
 from service.persistence import migrate
 from service.persistence.models import Base
 from service.persistence.session import make_engine, make_session_factory
@@ -35,6 +37,14 @@ os.environ.setdefault("TRAINJOBS_LOCAL_SANDBOX_SHARED_DIRS",
 HTTPX_TEST_TIMEOUT = 60.0
 for _field in ("connect", "read", "write", "pool"):
     setattr(httpx._config.DEFAULT_TIMEOUT_CONFIG, _field, HTTPX_TEST_TIMEOUT)
+
+# Every app a test starts with the local backend as root first probes in a subprocess whether this
+# machine can make a job's namespaces (service/backends/local/sandbox.py probe): 25 ms on a quiet
+# host, 200 ms under load, nearly all of an app's start, and the suite starts an app in most of
+# its 2,600 tests. The machine does not change during a test process, so each process probes once,
+# for real. A test of the refusal runs `serve` without CAP_SYS_ADMIN in a process of its own
+# (tests/backends/local/test_sandbox_start.py), which probes for itself.
+_sandbox.probe = functools.cache(_sandbox.probe)
 
 # The API fixtures (settings, tokens, client, api_client, demo, live_server) for every
 # folder: the tests of one route live with its domain (tests/jobs, tests/templates, ...),
