@@ -37,7 +37,9 @@ def _beta_owns_the_core(db_url: str) -> None:
 def teams(api_client, db_url, token):
     beta = make_token(db_url, "beta", "admin")
     _beta_owns_the_core(db_url)
-    client = api_client(settings(db_url, capacity={"sim": {"core": 1}}, sim_capacity={"core": 64, "gpu": 8}), token)
+    # At speed 5 beta's job of a second runs 0.2 s: the tests prove who runs and who is preempted.
+    client = api_client(settings(db_url, capacity={"sim": {"core": 1}}, sim_capacity={"core": 64, "gpu": 8},
+                                 sim_speed=5.0), token)
     alpha, beta_api = Api(client), Api(client)
     beta_api.c = As(client, beta)
     return alpha, beta_api
