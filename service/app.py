@@ -284,7 +284,8 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
     leadership = leadership_for(settings.database_url, engine, settings.controller_lease_seconds)
     return Controller(leadership, built, session_factory, lifecycle, interval=settings.reconcile_interval_seconds,
                       batch_size=settings.reconcile_batch_size, election_interval=settings.election_interval_seconds,
-                      wake_gap=settings.reconcile_wake_gap_seconds, on_tick=record_tick, services=services,
+                      wake_gap=settings.reconcile_wake_gap_seconds, replan_seconds=settings.reconcile_replan_seconds,
+                      on_tick=record_tick, services=services,
                       gate=BudgetGate(parts.pricer.table.currency), planner=planner,
                       preempt_grace=planner.settings.grace_seconds)
 

@@ -14,6 +14,7 @@ from service.auth.settings import AuthEnv
 from service.backends import registry
 from service.budgets.settings import BudgetsEnv, BudgetSettings
 from service.capacity.settings import CapacityEnv, CapacitySettings
+from service.capacity.whatif_settings import SimulateEnv
 from service.core.config import CoreEnv
 from service.cost.settings import CostEnv
 from service.interop.safe_yaml import YamlLimits
@@ -36,7 +37,7 @@ from service.webhooks.settings import WebhookEnv
 
 
 class ServiceSettings(CoreEnv, LifecycleEnv, WebEnv, AuthEnv, JobsEnv, LogsEnv, UiEnv, WebhookEnv, CostEnv,
-                      BudgetsEnv, CapacityEnv, UsageEnv, SweepEnv, InteropEnv, UploadEnv):
+                      BudgetsEnv, CapacityEnv, SimulateEnv, UsageEnv, SweepEnv, InteropEnv, UploadEnv):
     """The service's packages' sections, joined (a package with settings adds its section here,
     docs/DESIGN.md "A new setting"); no field is declared here."""
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.lifecycle import quiet
 from service.lifecycle.admission import AdmissionGate, CapacityPlanner
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import Leadership
@@ -30,6 +31,7 @@ class Controller:
     def __init__(self, leadership: Leadership, backends: Mapping[str, Backend],
                  session_factory: sessionmaker[Session], engine: Engine, *, interval: float,
                  batch_size: int, election_interval: float = 2.0, wake_gap: float = 0.0,
+                 replan_seconds: float = quiet.REPLAN_SECONDS,
                  on_tick: Callable[[TickStats], None] | None = None,
                  services: Sequence[ServiceFactory] = (), gate: AdmissionGate | None = None,
                  planner: CapacityPlanner, preempt_grace: float = 30.0) -> None:
@@ -41,6 +43,7 @@ class Controller:
         self.batch_size = batch_size
         self.election_interval = election_interval
         self.wake_gap = wake_gap
+        self.replan_seconds = replan_seconds
         self.on_tick = on_tick
         self.ticks = 0     # passes run, by every loop of this process (metrics, tests)
         self.errors = 0
@@ -133,7 +136,8 @@ class Controller:
                     log.exception("backend %s could not start controlling; its jobs wait", backend.name)
             self.loops = {name: BackendLoop(b, self.session_factory, self.engine, fence=epoch,
                                             interval=self.interval, batch_size=self.batch_size,
-                                            wake_gap=self.wake_gap, on_tick=self._tick,
+                                            wake_gap=self.wake_gap, replan_seconds=self.replan_seconds,
+                                            on_tick=self._tick,
                                             on_deposed=self._deposed_in(epoch), gate=self.gate,
                                             planner=self.planner, preempt_grace=self.preempt_grace)
                           for name, b in self.backends.items()}

@@ -24,7 +24,8 @@ from service.persistence.models import BackendCapacity, Job, TeamLimits, TeamSha
 
 _ACTIVE = sorted(s.value for s in ACTIVE)
 # The longest a pass goes on trusting a plan that decided nothing: what changes with the clock
-# alone (a starvation limit of minutes, a spending window) is seen this much later at most.
+# alone (a starvation limit of minutes, a spending window) is seen this much later at most. The
+# service's is TRAINJOBS_RECONCILE_REPLAN_SECONDS (lifecycle/settings.py); this is its default.
 REPLAN_SECONDS = 10.0
 
 

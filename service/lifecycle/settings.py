@@ -17,9 +17,14 @@ class LifecycleEnv(Section):
                                       "backend); the rest wait for a later pass")
     reconcile_wake_gap_seconds: float = Field(
         0.05, ge=0, le=5, description="A submit or cancel wakes the controller at once, but a pass starts at "
-                                      "least this long (or as long as that pass took) after the previous one "
-                                      "ended: a burst of submits costs one pass, not one each (the launch waits "
-                                      "at most that much longer)")
+                                      "least this long after the previous one ended (after a submit, at least "
+                                      "as long as that pass took): a burst of submits costs one pass, not one "
+                                      "each (the launch waits at most that much longer)")
+    reconcile_replan_seconds: float = Field(
+        10.0, ge=0.5, le=300, description="The longest a pass trusts a plan that decided nothing while none of "
+                                          "what it reads has changed (lifecycle/quiet.py): what changes with the "
+                                          "clock alone (a starvation limit, a minimum runtime, a spending window) "
+                                          "is seen this much later at most")
     election_interval_seconds: float = Field(
         2.0, gt=0, le=10, description="How often a process that is not the controller tries to become it "
                                       "(one controller per database; a takeover takes about this long)")

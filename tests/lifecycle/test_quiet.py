@@ -93,3 +93,19 @@ def test_a_quiet_plan_is_made_again_after_replan_seconds(sim):
     assert not loop.run_once().planned
     loop._quiet.replan_seconds = 0.0          # what changes with the clock alone is seen within it
     assert loop.run_once().planned
+
+
+def test_the_replan_period_is_a_setting_that_reaches_every_loop(api_client, db_url, monkeypatch):
+    """TRAINJOBS_RECONCILE_REPLAN_SECONDS: read from the environment, bounded, handed to each loop."""
+    from pydantic import ValidationError
+
+    from service.slices import Settings
+
+    with pytest.raises(ValidationError, match="reconcile_replan_seconds"):
+        Settings(database_url=db_url, reconcile_replan_seconds=0.1)
+    monkeypatch.setenv("TRAINJOBS_RECONCILE_REPLAN_SECONDS", "42")
+    client = api_client(settings(db_url, capacity={"sim": {"core": 1}}, run_reconciler=False),
+                        make_token(db_url, "alpha", "admin"))
+    controller = client.app.state.services.controller
+    controller.run_once()
+    assert controller.loops["sim"]._quiet.replan_seconds == 42.0
