@@ -15,8 +15,10 @@ import sys
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from service.capacity.whatif_replay import World
+if TYPE_CHECKING:   # the replay loads the server stack (SQLAlchemy): client commands must not
+    from service.capacity.whatif_replay import World
 
 
 def register(queue: argparse.ArgumentParser) -> None:
