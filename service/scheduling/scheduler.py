@@ -82,7 +82,8 @@ class _Pass(Generic[Id]):
 
     def run(self, explain: bool = True) -> Decision[Id]:
         """The tiers in order (scheduling/tiers.py): a job is taken in the first tier that holds it,
-        asked when the pass reaches that tier."""
+        asked when the pass reaches that tier and again just before the job is looked at (a start
+        in the tier may have moved it out: its team is at its nominal quota now)."""
         scene = Scene(self.ledger, self.stopping_for, self.now, self.policy, self.kinds)
         tiers = tiers_of(self.policy)
         left = list(self.waiting)
@@ -100,6 +101,12 @@ class _Pass(Generic[Id]):
                 continue
             order = sorted(mine, key=_by_age) if tier.by_age else self._fair_order(mine)
             for job in order:
+                if not tier.holds(job, scene):
+                    # No longer in this tier as things stand now: a team below its nominal quota had
+                    # every job that fits in it in the nominal tier, and took the whole backend ahead
+                    # of the fair order, far beyond its quota. It goes on in a later tier.
+                    left.append(job)
+                    continue
                 self._consider(job, urgent=tier.urgent(job, scene))
         if not explain:
             return self.decision

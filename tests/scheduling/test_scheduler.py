@@ -183,3 +183,15 @@ def test_a_job_preempted_as_often_as_allowed_is_no_longer_preempted_for_priority
     assert [p.job_id for p in d.preempt] == ["a2"]       # not a0 and a1, younger but capped
     capped = [full[0], full[1], run("a2", "a", cores=2, started=2, preemptible=False)]
     assert schedule({"core": 4}, {}, capped, [urgent], now=10).preempt == []
+
+
+def test_a_team_below_its_nominal_quota_takes_back_its_quota_not_the_whole_backend():
+    """The nominal tier is for jobs that keep their team inside its nominal quota: once a start puts
+    the team at its quota, its other jobs wait their turn in the fair order. (The tier used to be
+    chosen once, before any start: team a, 1 of its 2 cores held, had all its 1-core jobs in it and
+    took the 9 free cores ahead of b and c.)"""
+    waiting = [wait(f"a{i}", "a", queued=i) for i in range(20)] + \
+        [wait(f"{t}{i}", t, queued=100 + i) for t in "bc" for i in range(5)]
+    d = schedule({"core": 10}, {"a": Share(nominal={"core": 2})}, [run("ra", "a")], waiting, now=200)
+    teams = [a.team for a in d.admit]
+    assert teams[0] == "a" and teams.count("b") == teams.count("c") == 3 and teams.count("a") == 3
