@@ -32,7 +32,8 @@ def get_usage(request: Request, session: SessionDep, actor: Viewer,
                                                    description="One backend (default: every one)")] = None,
               team: Annotated[str | None, Query(min_length=1, max_length=63, description="One team (another "
                                                 "team's: operators only)")] = None,
-              hours: Annotated[int, Query(ge=1, le=MAX_HOURS, description="How far back the series go")] = 168,
+              hours: Annotated[int, Query(ge=1, le=MAX_HOURS, description="How far back the series go (at "
+                                          f"most {MAX_POINTS} with step=hour: longer spans by the day)")] = 168,
               step: Annotated[Step, Query(description="Series points per hour or per UTC day")] = "hour",
               limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Teams per page")] = 20,
               offset: Annotated[int, Query(ge=0, le=1_000_000, description="next_offset of the last page")] = 0):

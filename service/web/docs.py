@@ -37,8 +37,8 @@ REDOC_LOCAL_LOGO = ASSETS_URL.lstrip("/").encode() + b"/favicon.png"
 # The order of the groups in /docs and /redoc: the order in which a newcomer reads (jobs, the
 # templates they run from, their logs, then sweeps over them, ...; importing from AI
 # Platform last), whatever the order in which routes are matched (app.py).
-TAG_ORDER = ("jobs", "templates", "logs", "sweeps", "tokens", "teams", "queue", "capacity", "webhooks", "ops",
-             "interop")
+TAG_ORDER = ("jobs", "templates", "logs", "sweeps", "tokens", "teams", "queue", "usage", "capacity", "webhooks",
+             "ops", "interop")
 
 
 def operation_id(route: APIRoute) -> str:

@@ -33,7 +33,7 @@ OPERATIONS = {
     ("POST", "/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): "webhooks_redeliver",
     ("GET", "/v1/teams/{team}/limits"): "teams_limits_get", ("PUT", "/v1/teams/{team}/limits"): "teams_limits_set",
     ("GET", "/v1/teams/{team}/usage"): "teams_usage",
-    ("GET", "/v1/queue"): "queue_get",
+    ("GET", "/v1/queue"): "queue_get", ("GET", "/v1/usage"): "usage_get",
     ("POST", "/v1/sweeps"): "sweeps_create", ("GET", "/v1/sweeps"): "sweeps_list",
     ("GET", "/v1/sweeps/{sweep_id}"): "sweeps_get", ("POST", "/v1/sweeps/{sweep_id}/cancel"): "sweeps_cancel",
     ("POST", "/v1/sweeps/{sweep_id}/resume"): "sweeps_resume",
@@ -142,12 +142,15 @@ def _call(server, method, path, op, schema, headers):
                                webhook_id=uuid.uuid4(), delivery_id=uuid.uuid4(), team="no-such-team",
                                sweep_id=uuid.uuid4(), backend="no-such-backend")
     body = _example(schema, op) if "requestBody" in op else None
-    return httpx.request(method, url, json=body, headers=headers, timeout=30)
+    # GET /v1/usage refuses a viewer only another team's use over time (its 403).
+    params = {"team": "beta"} if op["operationId"] == "usage_get" else None
+    return httpx.request(method, url, json=body, params=params, headers=headers, timeout=30)
 
 
 def test_documented_401_403_404_are_what_the_service_answers(schema, server, db_url, viewer_token):
     # An operator of team alpha: every route's own 404 (an admin's for the team routes).
     token = make_token(db_url, "alpha", "operator")
+    make_token(db_url, "beta", "viewer")    # another team, whose use over time alpha's viewer may not read
     checked = 0
     for method, path, op in operations(schema):
         if not path.startswith("/v1"):
@@ -163,4 +166,4 @@ def test_documented_401_403_404_are_what_the_service_answers(schema, server, db_
             as_admin = _call(server, method, path, op, schema, bearer(token))
             assert as_admin.status_code == 404 and "404" in documented, (op["operationId"], as_admin.text)
         checked += 1
-    assert checked == 54   # with the shared-capacity operations and GET /v1/queue
+    assert checked == 55   # with the shared-capacity operations, GET /v1/queue and GET /v1/usage
