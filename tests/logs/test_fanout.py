@@ -124,7 +124,9 @@ def test_a_slow_follower_is_cut_and_never_holds_up_a_fast_one(db_url, work_dir, 
         # names the last line it was given, from which it can resume.
         slow.settimeout(60)
         data = b""
-        while b"event: resync" not in data:
+        # Until the resync event is whole: its data line can come in the next segment (a fresh-clone
+        # run read `{"c` and nothing more).
+        while b"event: resync" not in data or b"\n\n" not in data.split(b"event: resync", 1)[1]:
             chunk = slow.recv(1 << 16)
             assert chunk, ("the slow follower's stream ended without a resync event: "
                            f"{len(data)} bytes, {data.count(b'event: log')} lines, tail {data[-300:]!r}")
