@@ -100,6 +100,15 @@ class Api:
         assert r.status_code == 200, r.text
         return r.json()
 
+    def run_path(self, job_id: str) -> Path:
+        """A running local job's run folder, once the service has recorded where it is: the
+        replica's logs are read from its files, so they can show before the launch's commit
+        writes the job's backend reference."""
+        def recorded():
+            job = self.job(job_id)
+            return job if job["backend_ref"] else None
+        return run_path(wait_for(recorded, f"job {job_id}'s backend reference"))
+
     def events(self, job_id: str) -> list[dict]:
         r = self.c.get(f"/v1/jobs/{job_id}/events")
         assert r.status_code == 200, r.text

@@ -249,7 +249,7 @@ def test_each_replica_gets_the_vertex_environment(make_client, work_dir, tmp_pat
     assert api.wait_state(single["id"], "SUCCEEDED", "FAILED")["state"] == "SUCCEEDED"
     env = json.loads((dump2 / "workerpool0-0.json").read_text())
     assert "TF_CONFIG" not in env
-    assert env["AIP_MODEL_DIR"] == f"{run_path(api.job(single['id']))}/output/model/"
+    assert env["AIP_MODEL_DIR"] == f"{api.run_path(single['id'])}/output/model/"
     assert json.loads(env["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
     assert_no_processes(work_dir)
 

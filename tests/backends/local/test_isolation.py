@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from tests.backends.localkit import assert_no_processes, job_processes, run_path
+from tests.backends.localkit import assert_no_processes, job_processes
 from tests.waiting import wait_for
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="separate uids need the tests to run as root")
@@ -50,7 +50,7 @@ def test_a_replica_cannot_read_the_database_the_service_or_another_job(make_clie
                                                                            "open('secret.txt','w').write('x')"]}})
     other = api.submit("other")
     assert api.wait_state(other["id"], "SUCCEEDED", "FAILED")["state"] == "SUCCEEDED"
-    other_work = run_path(api.job(other["id"])) / "work"
+    other_work = api.run_path(other["id"]) / "work"
     assert (other_work / "secret.txt").exists()
 
     db_file = db_url.removeprefix("sqlite:///") if db_url.startswith("sqlite") else "/etc/shadow"

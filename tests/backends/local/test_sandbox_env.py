@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from tests.backends.localkit import assert_no_processes, read_json, run_path
+from tests.backends.localkit import assert_no_processes, read_json
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="root-side helpers exist only when the tests run as root"),
@@ -76,7 +76,7 @@ def test_a_template_env_never_reaches_a_root_process(make_client, work_dir, tmp_
     assert done["state"] == "SUCCEEDED", done["error"]
     assert_no_processes(work_dir, job["id"])
 
-    job_uid = read_json(run_path(api.job(job["id"])) / "state.json")["uid"]
+    job_uid = read_json(api.run_path(job["id"]) / "state.json")["uid"]
     loads = [dict(kv.split("=") for kv in line.split()) for line in record.read_text().splitlines()]
     assert loads, "the injected library never ran: the test would prove nothing"
     assert all(int(r["uid"]) != 0 and int(r["euid"]) != 0 for r in loads), loads

@@ -12,8 +12,6 @@ import os
 
 import pytest
 
-from tests.backends.localkit import run_path
-
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 
 PROBE = r'''
@@ -66,7 +64,7 @@ def test_a_replica_gets_no_io_uring_and_sees_no_process_but_its_own(make_client,
     assert str(work_dir) not in json.dumps(probe["proc"]), probe["proc"]
     # Its mounts name the run folders only where it is given its own (at its host path, as in
     # HOME and AIP_*: docs/local.md) and where the others are covered; never the database file.
-    own = run_path(api.job(job["id"]))
+    own = api.run_path(job["id"])
     naming = [line.split()[4] for line in mounts.splitlines() if str(work_dir) in line]
     assert sorted(naming) == sorted([str(work_dir), str(own)]), mounts
     database = db_url.split("///", 1)[-1] if db_url.startswith("sqlite") else db_url.rsplit("/", 1)[-1]

@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from service.backends.local import shared
-from tests.backends.localkit import TESTS_TMP, read_json, run_path
+from tests.backends.localkit import TESTS_TMP, read_json
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
 
@@ -144,7 +144,7 @@ def test_nothing_a_job_leaves_in_a_shared_folder_is_the_next_job_of_its_uids(mak
         assert done["state"] == "SUCCEEDED", done["error"]
         runs.append(job["id"])
     left, took = _line(api, runs[0], "LEFT"), _line(api, runs[1], "TOOK")
-    uids = [read_json(run_path(api.job(j)) / "state.json")["uid"] for j in runs]
+    uids = [read_json(api.run_path(j) / "state.json")["uid"] for j in runs]
     assert uids[0] == uids[1] == left["uid"] == took["uid"] == last
     assert left["acl"] == "set", left  # the file system keeps ACLs: the attack is real
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from service.backends.local.sandbox import UID_LOCK_DIR, UidPool
-from tests.backends.localkit import Api, ServiceProcess, assert_no_processes, read_json, run_path, settings_for
+from tests.backends.localkit import Api, ServiceProcess, assert_no_processes, read_json, settings_for
 from tests.conftest import bearer
 from tests.waiting import wait_for
 
@@ -80,7 +80,7 @@ def _escaping_job(api: Api, mode: str, **scheduling) -> tuple[dict, int]:
     api.template(f"escape-{mode}", spec)
     job = api.submit(f"escape-{mode}")
     wait_for(lambda: any(ln["message"] == "detached" for ln in api.all_logs(job["id"])), "the escape")
-    uid = read_json(run_path(api.job(job["id"])) / "state.json")["uid"]
+    uid = read_json(api.run_path(job["id"]) / "state.json")["uid"]
     assert uid and any("escaped-sleeper" in p.cmdline() for p in escapees(uid)), "the escapee must exist first"
     return job, uid
 
@@ -90,7 +90,7 @@ def test_nothing_of_a_job_outlives_it(make_client, work_dir, ending):
     api = make_client(local_cancel_grace_seconds=1.0)
     if ending == "end":
         job, uid = _escaping_job(api, "exit")
-        (run_path(api.job(job["id"])) / "work" / "go").touch()
+        (api.run_path(job["id"]) / "work" / "go").touch()
         final = api.wait_state(job["id"], "SUCCEEDED", "FAILED")["state"]
         assert final == "SUCCEEDED"
     elif ending == "cancel":
@@ -99,7 +99,7 @@ def test_nothing_of_a_job_outlives_it(make_client, work_dir, ending):
         assert api.wait_state(job["id"], "CANCELLED", "FAILED", "SUCCEEDED")["state"] == "CANCELLED"
     else:
         job, uid = _escaping_job(api, "silent", stall_timeout_seconds=2)
-        (run_path(api.job(job["id"])) / "work" / "go").touch()
+        (api.run_path(job["id"]) / "work" / "go").touch()
         assert api.wait_state(job["id"], "FAILED", "SUCCEEDED")["state"] == "FAILED"
     # Within seconds of its end (a cancel is reported only once nothing is left).
     if ending == "cancel":
@@ -125,7 +125,7 @@ def test_nothing_survives_a_service_restart(db_url, work_dir, token, tmp_path):
         # service died (its logs come from the replica's files, ahead of the state), so wait for
         # the second one to judge the run it finds, and check that it is that run, not a new one.
         assert api.wait_state(job["id"], "RUNNING", "FAILED", "SUCCEEDED", "CANCELLED")["state"] == "RUNNING"
-        assert read_json(run_path(api.job(job["id"])) / "state.json")["uid"] == uid
+        assert read_json(api.run_path(job["id"]) / "state.json")["uid"] == uid
         assert any("escaped-sleeper" in p.cmdline() for p in escapees(uid))
         # ...and the new service holds the uid's lock again (with the job's init), so the uid
         # stays taken until the job's files are given back, not only until its processes die.
@@ -196,7 +196,7 @@ def test_a_fork_bomb_stops_at_the_jobs_process_limit_and_is_cleaned_up(make_clie
     [line] = [ln["message"] for ln in api.all_logs(job["id"]) if "FORK" in ln["message"]]
     _, verdict, count, *_ = line.split()
     assert verdict == "REFUSED" and 0 < int(count) < 40, line
-    state = read_json(run_path(api.job(job["id"])) / "state.json")
+    state = read_json(api.run_path(job["id"]) / "state.json")
     # Its children, orphaned when it exited (and outside any PID namespace when unsandboxed),
     # are gone with the job's cgroup.
     wait_for(lambda: escapees(state["uid"]) == [], "the bomb's children to be gone", timeout=5)
@@ -240,7 +240,7 @@ def test_a_sandbox_ends_by_itself_when_its_service_is_gone_for_good(db_url, work
         jobs = [api.submit("gated") for _ in range(2)]
         for job in jobs:
             wait_for(lambda job=job: any(ln["message"] == "waiting" for ln in api.all_logs(job["id"])), "the job")
-        runs = [run_path(api.job(job["id"])) for job in jobs]
+        runs = [api.run_path(job["id"]) for job in jobs]
         states = [read_json(run / "state.json") for run in runs]
     finally:
         service.kill9()

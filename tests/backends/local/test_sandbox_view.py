@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.backends.localkit import read_json, run_path
+from tests.backends.localkit import read_json
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
@@ -78,7 +78,7 @@ def test_a_replica_sees_no_host_socket_no_other_job_and_no_user_namespace(make_c
         "args": ["--db-password=hunter2"]}})
     other = api.submit("other")
     wait_for(lambda: any(ln["message"] == "RUNNING" for ln in api.all_logs(other["id"])), "the other job")
-    other_run = run_path(api.job(other["id"]))
+    other_run = api.run_path(other["id"])
     other_cgroup = read_json(other_run / "state.json")["cgroup"]
     sockets = _host_unix_sockets()
     look = [str(other_run), str(other_run / "logs"), str(work_dir), "/run", "/var/run", "/var/lib", "/home",
@@ -141,7 +141,7 @@ def test_nothing_of_a_job_stays_in_its_uids_keyring_for_the_next_job(make_client
         job = api.submit(f"keys-{mode}")
         done = api.wait_state(job["id"], "SUCCEEDED", "FAILED")
         assert done["state"] == "SUCCEEDED", done["error"]
-        uids.append(read_json(run_path(api.job(job["id"])) / "state.json")["uid"])
+        uids.append(read_json(api.run_path(job["id"]) / "state.json")["uid"])
         lines += [ln["message"] for ln in api.all_logs(job["id"])]
     assert uids[0] == uids[1]
     assert "WROTE 1" in lines, lines  # add_key refused (EPERM): the kernel keyrings are not the job's
