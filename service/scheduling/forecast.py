@@ -42,19 +42,21 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
     if deadline is None:
         deadline = time.thread_time() + policy.forecast_seconds
     out = Forecast()
-    played = [replace(r, expected_end=r.expected_end if latest or r.likely_end is None else r.likely_end)
-              for r in running]
-    queue: list[Waiting] = list(waiting)
-    seen = {w.job_id for w in waiting}
-    served = dict(served)
-    left: dict[JobId, float | None] = {}
-    t = now
     # A launch comes during a pass, after its tick: a job started at t ends just after t + its run
     # time, and the controller sees that end at the next pass. Without it, a job whose run is a
     # whole number of passes was seen ended on the very tick it ended, a pass early, so the play's
     # chains of such jobs ran ahead of the jobs running now (bench/forecast.py measures 0.3-0.4 s
     # from the end that made room to the start).
     launch = _AFTER_TICK if policy.pass_s > 0 else 0.0
+    played = [replace(r, expected_end=_played_end(r, now + launch, latest)) for r in running]
+    queue: list[Waiting] = list(waiting)
+    seen = {w.job_id for w in waiting}
+    served = dict(served)
+    left: dict[JobId, float | None] = {}
+    # A preempted job's next attempt keeps its first attempt's age (capacity/snapshot.py QUEUED_AT):
+    # it came back as the youngest of its team and was played last, the controller starts it next.
+    age = {w.job_id: w.queued_at for w in waiting}
+    t = now
     for _ in range(policy.forecast_passes):
         if not queue or len(out.order) >= policy.forecast_jobs or time.thread_time() > deadline:
             break
@@ -73,7 +75,10 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
         stopping = {p.job_id: p.for_job for p in d.preempt}
         nominated = set(stopping.values())
         queue = [replace(w, nominated=True) if w.job_id in nominated else w for w in queue if w.job_id not in started]
-        soon = t + policy.grace_s
+        # A stop takes the grace period at the latest; likely it is seen at the next pass (the sim
+        # stops at once, a trainer saves its checkpoint and exits): held for the whole grace period,
+        # the victim's capacity stayed taken 30 s in the play and every later start came late.
+        soon = t + (policy.grace_s if latest else launch)
         for r in played:
             if r.job_id in stopping:       # what it still had to run, once it runs again
                 left[r.job_id] = None if r.expected_end is None else max(0.0, r.expected_end - t)
@@ -84,9 +89,20 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
             break                                # nothing known ends: the rest wait for ever here
         t = nxt
         for r in back:                           # a preempted job waits again, with its first age
-            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, r.started_at, duration=left.get(r.job_id),
-                                 limit=left.get(r.job_id)))
+            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, age.get(r.job_id, r.started_at),
+                                 duration=left.get(r.job_id), limit=left.get(r.job_id)))
     return out
+
+
+def _played_end(r: Running, stopped: float, latest: bool) -> float | None:
+    """When a running job ends in the play: its time limit at the latest, else its likely end; a
+    job being stopped (preempted, cancelled) likely by the next pass, at the latest by its grace
+    period's end (its expected_end then)."""
+    if latest:
+        return r.expected_end
+    if r.stopping:
+        return stopped if r.expected_end is None else min(stopped, r.expected_end)
+    return r.expected_end if r.likely_end is None else r.likely_end
 
 
 def _next_end(t: float, played: list[Running], now: float,
