@@ -219,6 +219,10 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     parts.metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
     parts.team_limits.source = lambda: limits_by_team(session_factory, parts.pricer.table.currency)
     log_cfg, ui_cfg = slices.log_settings(settings), parts.ui
+    # Each backend's queue, computed on a thread of its own, started by the first read (capacity/queue_cache.py).
+    queue = QueueCache(planner, session_factory, capacity_cache, wait_seconds=capacity.queue_wait_seconds,
+                       slots=partial(launch_slots, built))
+    stack.callback(queue.close)
     return Services(
         lifecycle=parts.lifecycle, pricer=parts.pricer, template_cache=parts.template_cache,
         token_cache=TokenCache(settings.auth_cache_size, settings.auth_cache_seconds), metrics=parts.metrics,
@@ -231,7 +235,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
         stopping=asyncio.Event(), ui_feed=JobFeed(session_factory, ui_cfg.stream_interval_seconds),
         ui_key=SigningKey(ui_cfg.session_secret, partial(stored_secret, session_factory)),
         capacity_settings=capacity, capacity_cache=capacity_cache,
-        queue=QueueCache(planner, capacity_cache, slots=partial(launch_slots, built)))
+        queue=queue)
 
 
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:

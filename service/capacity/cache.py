@@ -1,15 +1,14 @@
 """The shared-capacity domain's one per-process cache: the operator's settings every submit
-needs (a backend's capacity, its team shares, the priority classes) and each backend's queue as
-members read it (capacity/queue_cache.py), each kept for TRAINJOBS_QUEUE_CACHE_SECONDS. A change
-made through this process's API clears it all once committed (capacity/router.py); another
-process's is seen within the time to live.
+needs (a backend's capacity, its team shares, the priority classes), each kept for
+TRAINJOBS_QUEUE_CACHE_SECONDS. A change made through this process's API clears it all once
+committed (capacity/router.py); another process's is seen within the time to live. Each
+backend's queue is kept by capacity/queue_cache.py, which reads this cache's TTL and its clears
+(`generation`): a clear drops the computed queues too.
 
 One computation at a time per key: a reader that finds the entry stale takes the key's lock and
-loads it. Readers arriving meanwhile do not wait when there is an older value: they read that one
-(a queue's `computed_at` says how old); with none yet, they wait and take the value it gives,
-however long it took (a queue computation longer than the TTL used to leave each waiting reader
-to compute again in turn: 8 readers, p99 30 s). A value loaded across a clear() is not kept: it
-may have read the rows from before the change."""
+loads it. Readers arriving meanwhile do not wait when there is an older value: they read that one;
+with none yet, they wait and take the value it gives, however long it took. A value loaded across
+a clear() is not kept: it may have read the rows from before the change."""
 from __future__ import annotations
 
 import threading
@@ -66,6 +65,11 @@ class TtlCache:
                 self._entries[key] = (started, value)
                 self._finished[key] = self.clock()
         return value
+
+    @property
+    def generation(self) -> int:
+        """How many times clear() was called: what was read before a later one may be out of date."""
+        return self._cleared
 
     def clear(self) -> None:
         with self._guard:

@@ -110,23 +110,29 @@ def view(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
          offset: int = 0, max_waiting: int | None = None) -> BackendQueue:
     """What a caller of `team` sees of the computed queue: counts complete, the waiting
     entries in order from the `offset`-th on, at most `limit`."""
-    snap, in_use, waiting = computed.snapshot, computed.in_use, computed.waiting
+    waiting = computed.waiting
     page = computed.order[offset:offset + limit]
-    mine = _own(session, [job_id for job_id, _ in page if waiting[job_id].team == team], team_id)
+    mine = own_rows(session, [job_id for job_id, _ in page if waiting[job_id].team == team], team_id)
     entries = []
     for job_id, note in page:
         job = waiting[job_id]
         # The team name and the job's team row must agree: a job is shown as ours only if both say so.
         own = mine.get(job_id) if job.team == team else None
-        entries.append(_entry(computed, job_id, note, own))
+        entries.append(entry(computed, job_id, note, own))
+    return head(computed, max_waiting).model_copy(update={
+        "waiting": entries, "next_offset": offset + limit if offset + limit < len(computed.order) else None})
+
+
+def head(computed: Computed, max_waiting: int | None) -> BackendQueue:
+    """What every caller reads alike of the computed queue (counts, teams, capacity), no entries."""
+    snap, in_use = computed.snapshot, computed.in_use
     return BackendQueue(
         backend=computed.backend, computed_at=computed.at, capacity=dict(snap.capacity),
         capacity_source=cast(CapacitySource, snap.capacity_source), in_use=in_use,
         free={r: max(0, n - in_use.get(r, 0)) for r, n in snap.capacity.items()},
         teams=computed.teams, running_jobs=len(snap.running), waiting_jobs=len(computed.order),
         starting_jobs=computed.starting,
-        waiting_truncated=max_waiting is not None and len(snap.waiting) >= max_waiting,
-        waiting=entries, next_offset=offset + limit if offset + limit < len(computed.order) else None)
+        waiting_truncated=max_waiting is not None and len(snap.waiting) >= max_waiting, waiting=[])
 
 
 def own_places(session: Session, computed: Computed, team: str, team_id: uuid.UUID, *,
@@ -134,8 +140,8 @@ def own_places(session: Session, computed: Computed, team: str, team_id: uuid.UU
     """The caller's own team's waiting jobs wherever they stand in the order (the first
     `limit`), with their places and starts: what the Queue page's first page sums up."""
     ours = [(job_id, note) for job_id, note in computed.order if computed.waiting[job_id].team == team][:limit]
-    mine = _own(session, [job_id for job_id, _ in ours], team_id)
-    return [_entry(computed, job_id, note, mine[job_id]) for job_id, note in ours if job_id in mine]
+    mine = own_rows(session, [job_id for job_id, _ in ours], team_id)
+    return [entry(computed, job_id, note, mine[job_id]) for job_id, note in ours if job_id in mine]
 
 
 def place(computed: Computed, job_id: uuid.UUID, priority_class: str | None) -> QueuePlace | None:
@@ -146,7 +152,7 @@ def place(computed: Computed, job_id: uuid.UUID, priority_class: str | None) -> 
     return QueuePlace(position=note.position, **_place(computed, job_id, note, priority_class))
 
 
-def _entry(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], own: tuple[str, str | None] | None) -> QueueEntry:
+def entry(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], own: tuple[str, str | None] | None) -> QueueEntry:
     """One entry of the order: another team's with its team, position, priority, demand and the parts
     of its factors that say no more; one of the caller's team (`own`: its name and class) with all."""
     job = computed.waiting[job_id]
@@ -179,7 +185,7 @@ def _public(parts: Factors) -> QueueFactors:
                         priority=parts.priority, size=round(parts.size, 4))
 
 
-def _own(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, tuple[str, str | None]]:
+def own_rows(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, tuple[str, str | None]]:
     """The caller's team's jobs among `ids`: each one's name and priority class."""
     if not ids:
         return {}

@@ -1,44 +1,197 @@
-"""The queue's computations, one per backend, kept in the shared-capacity cache
-(capacity/cache.py: for TRAINJOBS_QUEUE_CACHE_SECONDS, one computation at a time, an older one
-read meanwhile): many readers of GET /v1/queue, of waiting jobs' views and of /ui/queue cost one
-planner pass per backend per period, not one each. Read-only: the planner's snapshot and
-decision, never a write (the controller alone acts)."""
+"""The queue's computations, one per backend, made on one thread of their own: many readers of
+GET /v1/queue, of waiting jobs' views and of /ui/queue cost one planner pass per backend per
+TRAINJOBS_QUEUE_CACHE_SECONDS at most, never on a reader's request. Read-only: the planner's
+snapshot and decision, never a write (the controller alone acts).
+
+A reader never computes. It takes the latest finished computation (its `computed_at` says how
+old); one older than TRAINJOBS_QUEUE_CACHE_SECONDS asks the thread for another and is still
+served. The thread computes one backend at a time, and, while readers are being served, no
+sooner than its last computation's own length after it ended (the controller's rule,
+lifecycle/loop.py `_settle`): computing takes at most about half of the process, so the reads,
+and every other request, keep the rest. Only a reader with nothing to be shown waits (the first
+after start, the first after an operator's change, or every read with the TTL 0), for a
+computation begun after it arrived, at most TRAINJOBS_QUEUE_WAIT_SECONDS (then 503).
+
+An operator's change clears the domain's cache (capacity/cache.py, after its commit): a
+computation that began before the clear may have read the old rows, so it is shown only to the
+readers that arrived before the clear; a later reader waits for one begun after it. Each
+computation is also made ready for its pages (capacity/queue_pages.py), on the same thread."""
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.capacity.cache import TtlCache
 from service.capacity.planner import Planner
 from service.capacity.queue import Computed
+from service.capacity.queue_pages import Prepared
 from service.core.clock import utcnow
+from service.core.errors import Unavailable
 from service.lifecycle.protocol import Backend
+
+log = logging.getLogger("trainjobs.capacity.queue")
+
+
+@dataclass(frozen=True)
+class _Done:
+    """One finished computation (its `prepared`) or failure (its `error`)."""
+    started: float          # monotonic: when it began (what it read is that old)
+    generation: int         # the cache's clears before it began
+    prepared: Prepared | None = None
+    error: BaseException | None = None
 
 
 class QueueCache:
-    def __init__(self, planner: Planner, cache: TtlCache, *, now: Callable[[], datetime] = utcnow,
+    def __init__(self, planner: Planner, session_factory: sessionmaker[Session], cache: TtlCache, *,
+                 wait_seconds: float = 30.0, now: Callable[[], datetime] = utcnow,
+                 clock: Callable[[], float] = time.monotonic,
                  slots: Callable[[str], int | None] = lambda backend: None) -> None:
-        """`slots`: a backend's launch slots (None: it runs any number of jobs at once)."""
-        self.planner, self.cache, self.now, self.slots = planner, cache, now, slots
-        self.computations = 0     # how many passes this cache ran (tests and metrics read it)
+        """`cache`: the domain's (its TTL, and its clears); `slots`: a backend's launch slots
+        (None: it runs any number of jobs at once)."""
+        self.planner, self.session_factory, self.cache = planner, session_factory, cache
+        self.wait_seconds, self.now, self.clock, self.slots = wait_seconds, now, clock, slots
+        self.computations = 0               # how many computations finished (tests and metrics read it)
+        self.next_start = 0.0               # monotonic: a refresh for served readers begins no sooner
+        self._done: dict[str, _Done] = {}   # per backend: the latest computation that finished
+        self._failed: dict[str, _Done] = {}  # per backend: the latest that failed
+        self._asked: dict[str, bool] = {}   # backends to compute: True where a reader waits
+        self._under_way: tuple[str, float, int] | None = None   # the computation being made: backend, start, generation
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
     @property
     def seconds(self) -> float:
-        """How long a computation is kept (the UI refreshes a queue shown at this pace)."""
+        """How long a computation is served before another is asked (the UI refreshes at this pace)."""
         return self.cache.seconds
 
-    def get(self, session: Session, backend: str) -> Computed:
-        """The backend's queue, computed with `session` if what is kept is older than the TTL
-        and no other reader is computing it."""
-        return self.cache.get(("queue", backend), lambda: self._compute(session, backend))
+    def get(self, backend: str) -> Computed:
+        """The backend's latest computed queue (see the module's doc)."""
+        return self.prepared(backend).computed
 
-    def _compute(self, session: Session, backend: str) -> Computed:
-        snap = self.planner.snapshot(session, backend, slots=self.slots(backend), forecast=True)
+    def prepared(self, backend: str) -> Prepared:
+        with self._cond:
+            if self._closed:
+                raise Unavailable("the service is stopping", headers={"Retry-After": "1"})
+            self._start()
+            arrived, generation = self.clock(), self.cache.generation
+            done = self._done.get(backend)
+            if done is not None and self._shows(done, arrived, generation):
+                assert done.prepared is not None
+                if arrived - done.started >= self.seconds and not self._coming(backend, arrived, generation):
+                    self._ask(backend, waiting=False)
+                return done.prepared
+            return self._wait(backend, arrived, generation)
+
+    def _shows(self, done: _Done, arrived: float, generation: int) -> bool:
+        """Whether `done` may be shown to a reader that arrived then, after that many clears: not
+        across a clear; with the TTL 0, only a computation begun after the reader arrived."""
+        return done.generation >= generation and (self.seconds > 0 or done.started >= arrived)
+
+    def _wait(self, backend: str, arrived: float, generation: int) -> Prepared:
+        deadline = time.monotonic() + self.wait_seconds     # real seconds, whatever `clock` is
+        while True:
+            done, failed = self._done.get(backend), self._failed.get(backend)
+            if done is not None and self._shows(done, arrived, generation):
+                assert done.prepared is not None
+                return done.prepared
+            if failed is not None and failed.started >= arrived and failed.generation >= generation:
+                assert failed.error is not None
+                raise failed.error
+            if self._closed:
+                raise Unavailable("the service is stopping", headers={"Retry-After": "1"})
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unavailable(f"the queue of {backend!r} is still being computed; try again",
+                                  headers={"Retry-After": "1"})
+            if not self._coming(backend, arrived, generation):
+                self._ask(backend, waiting=True)
+            self._cond.wait(left)
+
+    def _coming(self, backend: str, arrived: float, generation: int) -> bool:
+        """Whether the computation under way will do for a reader that arrived then (readers
+        arriving meanwhile ask for no second one)."""
+        under_way = self._under_way
+        return under_way is not None and under_way[0] == backend and self._shows(
+            _Done(under_way[1], under_way[2]), arrived, generation)
+
+    def _ask(self, backend: str, *, waiting: bool) -> None:
+        self._asked[backend] = self._asked.get(backend, False) or waiting
+        self._cond.notify_all()
+
+    def _start(self) -> None:
+        """The thread, started by the first read (a process nobody asks the queue of computes none)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="trainjobs-queue", daemon=True)
+            self._thread.start()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stops the thread (a computation under way ends first; waiting readers get 503)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(self.wait_seconds if timeout is None else timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                backend = self._next()
+                if backend is None:
+                    return
+                started, generation = self.clock(), self.cache.generation
+                self._under_way = (backend, started, generation)
+            try:
+                done = _Done(started, generation, prepared=self._compute(backend))
+            except Exception as e:
+                log.exception("the queue of %s could not be computed", backend)
+                done = _Done(started, generation, error=e)
+            ended = self.clock()
+            with self._cond:
+                if done.error is None:
+                    self._done[backend] = done
+                    self.computations += 1
+                else:
+                    self._failed[backend] = done
+                self._under_way = None
+                self.next_start = ended + (ended - started)
+                self._cond.notify_all()
+
+    def _next(self) -> str | None:
+        """The next backend to compute, once it is due (a waiting reader's at once, a refresh at
+        next_start); None once closed. Called holding the lock."""
+        while not self._closed:
+            urgent = [b for b, waiting in self._asked.items() if waiting]
+            if urgent:
+                del self._asked[urgent[0]]
+                return urgent[0]
+            if self._asked:
+                left = self.next_start - self.clock()
+                if left <= 0:
+                    backend = next(iter(self._asked))
+                    del self._asked[backend]
+                    return backend
+                self._cond.wait(left)
+            else:
+                self._cond.wait()
+        return None
+
+    def _compute(self, backend: str) -> Prepared:
+        with self.session_factory() as session:
+            snap = self.planner.snapshot(session, backend, slots=self.slots(backend), forecast=True)
         computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(), self.planner.policy)
-        self.computations += 1
-        return computed
+        return Prepared.of(computed, max_waiting=self.planner.settings.max_waiting)
 
 
 def launch_slots(backends: Mapping[str, Backend], backend: str) -> int | None:

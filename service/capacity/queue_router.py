@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from service.auth.deps import Viewer
-from service.capacity import queue
+from service.capacity import queue_pages
 from service.capacity.queue_schemas import QueueList
 from service.core.errors import NotFound, Problem
 from service.web.container import SessionDep, services
@@ -35,7 +35,7 @@ def get_queue(request: Request, session: SessionDep, actor: Viewer,
         raise NotFound(f"backend {backend!r} is not enabled here; enabled: {', '.join(enabled) or 'none'}",
                        problems=[Problem("backend", "not an enabled backend", fix=f"one of: {', '.join(enabled)}")],
                        enabled=enabled)
-    cache = svc.queue
-    return QueueList(items=[queue.view(session, cache.get(session, name), actor.team, actor.team_id, limit=limit,
-                                       offset=offset, max_waiting=cache.planner.settings.max_waiting)
-                            for name in ([backend] if backend is not None else enabled)])
+    # Ready JSON (capacity/queue_pages.py): the same QueueList, without building 1,000 models a read.
+    pages = [svc.queue.prepared(name).page_json(session, actor.team, actor.team_id, limit=limit, offset=offset)
+             for name in ([backend] if backend is not None else enabled)]
+    return Response(queue_pages.list_json(pages), media_type="application/json")

@@ -106,8 +106,9 @@ class QueuePlace(BaseModel):
 
 class BackendQueue(BaseModel):
     backend: str
-    computed_at: datetime = Field(description="When this was computed (it is cached for "
-                                              "TRAINJOBS_QUEUE_CACHE_SECONDS)")
+    computed_at: datetime = Field(description="When this was computed: what it shows is that old (a computation "
+                                              "is shown for TRAINJOBS_QUEUE_CACHE_SECONDS, and past that until "
+                                              "the next one is ready)")
     capacity: dict[str, int] = Field(description="What the backend runs at once, per resource; empty: nothing "
                                                  "arbitrated (every job fits; the backend's own cap still holds)")
     capacity_source: CapacitySource = Field(

@@ -21,6 +21,7 @@ class CapacitySettings:
     max_preemptions_per_job: int = 3                                    # TRAINJOBS_MAX_PREEMPTIONS_PER_JOB
     min_runtime_seconds: float = 600.0                                  # TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
+    queue_wait_seconds: float = 30.0                                    # TRAINJOBS_QUEUE_WAIT_SECONDS
     forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
     forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
     pass_seconds: float = 0.5                                           # TRAINJOBS_RECONCILE_INTERVAL_SECONDS
@@ -68,8 +69,15 @@ class CapacityEnv(Section):
         200, ge=0, le=100_000, description="Scheduler passes one queue computation's forecast plays at most")
     queue_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="GET /v1/queue, `trainjobs queue`, /ui/queue and a waiting job's view "
-        "reuse one computed queue per backend and API process for this long (0: computed on every read); the "
-        "capacity, shares and classes a submit checks are cached as long (docs/queue.md, \"Reading the queue\")")
+        "read one computed queue per backend and API process; a read of one older than this asks the process's "
+        "queue thread for the next and is answered from it meanwhile (a computation starts no sooner than the "
+        "last one's length after it ended; 0: every read waits for one begun after it); the capacity, shares and "
+        "classes a submit checks are cached this long (docs/queue.md, \"Reading the queue\")")
+    queue_wait_seconds: float = Field(
+        30.0, gt=0, le=600, description="A read of the queue with no computed queue to show (the first after the "
+        "process starts or after an operator's change, every read with TRAINJOBS_QUEUE_CACHE_SECONDS 0) waits this "
+        "long at most for the computation under way, then answers 503 with Retry-After; other reads never wait "
+        "(docs/queue.md, \"Reading the queue\")")
     max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
     capacity_max_resources: int = Field(
         64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")

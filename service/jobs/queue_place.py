@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from sqlalchemy.orm import Session
-
 from service.capacity import queue
 from service.capacity.queue_schemas import QueuePlace
 from service.lifecycle.states import JobState
@@ -16,13 +14,13 @@ from service.persistence.models import Job
 
 
 class QueueReads(Protocol):
-    def get(self, session: Session, backend: str) -> queue.Computed: ...
+    def get(self, backend: str) -> queue.Computed: ...
 
 
-def queue_place(reads: QueueReads, backends: Mapping, session: Session, job: Job) -> QueuePlace | None:
+def queue_place(reads: QueueReads, backends: Mapping, job: Job) -> QueuePlace | None:
     """None, with no computation at all, for a job that does not wait (launched, ended, on a
     backend not enabled here): their views stay as fast as they were. The caller has checked
     that the reader may see the job."""
     if job.state != JobState.QUEUED.value or job.backend_ref is not None or job.backend not in backends:
         return None
-    return queue.place(reads.get(session, job.backend), job.id, job.priority_class)
+    return queue.place(reads.get(job.backend), job.id, job.priority_class)

@@ -157,7 +157,7 @@ def list_jobs(session: SessionDep, actor: Viewer,
 def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> Response:
     job, attempts = service.job_and_attempts(session, actor.team_id, job_id)
     out = job_out(job, state.backends, pricer=state.pricer, attempts=attempts)
-    out.queue = queue_place(state.queue, state.backends, session, job)
+    out.queue = queue_place(state.queue, state.backends, job)
     return _json(out)
 
 

@@ -70,7 +70,7 @@ def jobs_page(request: Request, session: SessionDep, user: User,
     live = {r.id: change_of(r) for r in queries.changes_of(session, user.actor.team_id, [j.id for j in rows])}
     # A waiting job's place in its backend's queue (the queue's cached computation, per backend).
     svc = services(request)
-    places = {j.id: queue_place(svc.queue, svc.backends, session, j) for j in rows if j.state == JobState.QUEUED.value}
+    places = {j.id: queue_place(svc.queue, svc.backends, j) for j in rows if j.state == JobState.QUEUED.value}
     names = [t.name for t, _ in templates.list_templates(session, user.actor.team_id, include_archived=True,
                                                           limit=200, cursor=None)[0]]
     return render(request, "jobs.html", user=user, jobs=rows, live=live, places=places, next_cursor=next_cursor,
@@ -103,7 +103,7 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 events=jobs.list_events(session, user.actor.team_id, job.id),
                 preemptions=preemptions_of(session, user.actor.team_id, attempts),
                 live=change_of(queries.change_of_job(job)),
-                queue_place=queue_place(services(request).queue, services(request).backends, session, job),
+                queue_place=queue_place(services(request).queue, services(request).backends, job),
                 refresh_ms=refresh_ms(services(request).queue.seconds))
 
 

@@ -33,11 +33,11 @@ def queue_page(request: Request, session: SessionDep, user: User,
     cache = svc.queue
     limit = svc.ui_settings.page_size
     shown = [backend] if backend is not None else enabled
-    queues = [queue.view(session, cache.get(session, name), user.actor.team, user.actor.team_id, limit=limit,
+    queues = [queue.view(session, cache.get(name), user.actor.team, user.actor.team_id, limit=limit,
                          offset=offset if backend is not None else 0, max_waiting=cache.planner.settings.max_waiting)
               for name in shown]
     # Page 1: the caller's team's waiting jobs wherever they stand, with a jump to each.
-    mine = {name: queue.own_places(session, cache.get(session, name), user.actor.team, user.actor.team_id,
+    mine = {name: queue.own_places(session, cache.get(name), user.actor.team, user.actor.team_id,
                                    limit=max(limit, MINE_AT_LEAST)) for name in shown} if offset == 0 else {}
     # A backend with no capacity set is held only by its running-jobs limit (max_running): say which.
     limits = {name: svc.backends[name].capabilities.max_running for name in enabled}

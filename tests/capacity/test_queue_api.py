@@ -8,6 +8,7 @@ from service.slices import Settings
 from tests.apikit import assert_problem
 from tests.capacity.queuekit import add_template, set_capacity, set_share, shape, submit
 from tests.conftest import bearer, make_token
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -252,3 +253,47 @@ def test_a_teams_past_use_is_in_its_fair_share(client, scene, tokens, session_fa
     shares = {e["team"]: e["factors"]["fair_share"] for e in w}
     assert (shares["alpha"]["usage"], shares["beta"]["usage"]) == (0.0, 1.0)
     assert (shares["beta"]["borrowed"], shares["beta"]["held"]) == (2.0, 2.0)      # 1.0 now + 1.0 past, weight 1
+
+
+def _team_id(session_factory, name: str):
+    from sqlalchemy import select
+
+    from service.persistence.models import Team
+    with session_factory() as session:
+        return session.execute(select(Team.id).where(Team.name == name)).scalar_one()
+
+
+def test_the_ready_pages_say_what_the_models_say(api_client, settings, tokens, scene, beta, db_url, session_factory):
+    """GET /v1/queue answers from JSON made once per computation (capacity/queue_pages.py): for
+    each caller and page it is what queue.view's models give, own jobs whole, others' redacted."""
+    from service.capacity import queue
+    from service.capacity.queue_schemas import BackendQueue, QueueList
+    assert list(BackendQueue.model_fields)[-2:] == ["waiting", "next_offset"]    # the ready head stops before them
+    member = bearer(make_token(db_url, "alpha", "viewer", "nosy"))
+    with api_client(settings.model_copy(update={"queue_cache_seconds": 60}), tokens["admin"]) as c:
+        svc = c.app.state.services
+        for headers, team in ((member, "alpha"), (beta, "beta")):
+            for limit, offset in ((1000, 0), (1, 0), (1, 1), (2, 1), (1, 2), (5, 3), (1, 99)):
+                r = c.get("/v1/queue", params={"limit": limit, "offset": offset}, headers=headers)
+                assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
+                computed = svc.queue.get("local")
+                with session_factory() as session:
+                    want = QueueList(items=[queue.view(session, computed, team, _team_id(session_factory, team),
+                                                       limit=limit, offset=offset, max_waiting=20_000)])
+                assert r.json() == want.model_dump(mode="json"), (team, limit, offset)
+        assert svc.queue.computations == 1
+
+
+def test_the_queue_follows_new_jobs_and_its_thread_ends_with_the_app(api_client, settings, tokens):
+    """A short TTL: a new waiting job shows once a read after it finds the queue stale (the next
+    computation, made by the queue's thread); the thread stops with the app."""
+    with api_client(settings.model_copy(update={"queue_cache_seconds": 0.2}), tokens["admin"]) as c:
+        add_template(c, {})
+        submit(c, "first")
+        assert _local(c.get("/v1/queue").json())["waiting_jobs"] == 1
+        cache = c.app.state.services.queue
+        assert cache.running
+        second = submit(c, "second")
+        wait_for(lambda: second in [e["id"] for e in _local(c.get("/v1/queue").json())["waiting"]],
+                 "the new job to show")
+    assert not cache.running

@@ -1,14 +1,19 @@
-"""The queue's per-backend cache (service/capacity/queue_cache.py, in the domain's one cache,
-capacity/cache.py) over a real database: kept for its TTL, computed afresh after it, one
-computation at a time per backend, dropped by a change."""
+"""The queue's per-backend computations (service/capacity/queue_cache.py) over a real database:
+made on a thread of their own, never by a reader; the latest served for its TTL and past it
+while the next is computed; a cold read waits for one; an operator's change (the domain cache's
+clear) is never hidden by a computation across it; the thread ends at close()."""
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from service.capacity.cache import TtlCache
 from service.capacity.planner import Planner
 from service.capacity.queue_cache import QueueCache
 from service.capacity.settings import CapacitySettings
+from service.core.errors import Unavailable
 from tests.capacity.queuekit import set_capacity
 from tests.waiting import wait_for
 
@@ -21,80 +26,48 @@ class Clock:
         return self.t
 
 
-def test_kept_for_its_ttl_then_computed_afresh(session_factory, db_url):
-    clock = Clock()
-    cache = QueueCache(Planner(CapacitySettings()), TtlCache(5.0, clock=clock))
-    with session_factory() as session:
-        first = cache.get(session, "local")
-    assert first.snapshot.capacity_source == "none" and cache.computations == 1
-    set_capacity(db_url, "local", {"core": 3})
-    clock.t += 4.9
-    with session_factory() as session:
-        assert cache.get(session, "local") is first            # still within the TTL: the same computation
-        assert cache.computations == 1
-        other = cache.get(session, "vertex")                   # each backend its own entry
-        assert other.backend == "vertex" and cache.computations == 2
-        clock.t += 0.1
-        again = cache.get(session, "local")
-    assert again is not first and again.snapshot.capacity == {"core": 3} and cache.computations == 3
-
-
-def test_zero_seconds_computes_every_read(session_factory):
-    cache = QueueCache(Planner(CapacitySettings()), TtlCache(0.0))
-    with session_factory() as session:
-        cache.get(session, "local")
-        cache.get(session, "local")
-    assert cache.computations == 2
-
-
 class GatedPlanner(Planner):
-    """Holds the first computation until the test lets it go."""
+    """Counts its computations and where they ran; holds each one while `release` is clear."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, held: bool = False) -> None:
         super().__init__(CapacitySettings())
         self.entered, self.release = threading.Event(), threading.Event()
+        self.threads: list[str] = []
+        if not held:
+            self.release.set()
 
     def snapshot(self, session, backend, *args, **kw):
+        self.threads.append(threading.current_thread().name)
         self.entered.set()
         assert self.release.wait(60), "the test never released the computation"
         return super().snapshot(session, backend, *args, **kw)
 
+    def hold(self) -> None:
+        self.entered.clear()
+        self.release.clear()
 
-def test_one_computation_at_a_time_per_backend(session_factory):
-    """Readers arriving while the backend's queue is being computed wait for that result
-    instead of computing it again: eight readers, one computation."""
-    planner = GatedPlanner()
-    cache = QueueCache(planner, TtlCache(60.0))
+
+@pytest.fixture
+def make(session_factory):
+    made: list[QueueCache] = []
+
+    def build(planner: Planner, seconds: float, **kw) -> QueueCache:
+        cache = QueueCache(planner, session_factory, TtlCache(seconds, clock=kw.get("clock", time.monotonic)), **kw)
+        made.append(cache)
+        return cache
+    yield build
+    for cache in made:
+        cache.close(10)
+
+
+def _readers(cache: QueueCache, n: int):
     started, results, errors = [], [], []
 
     def read():
         started.append(1)
         try:
-            with session_factory() as session:
-                results.append(cache.get(session, "local"))
-        except BaseException as e:  # pragma: no cover - shown by the assertion below
-            errors.append(e)
-
-    threads = [threading.Thread(target=read) for _ in range(8)]
-    for t in threads:
-        t.start()
-    wait_for(lambda: planner.entered.is_set() and len(started) == 8, "every reader to start")
-    planner.release.set()
-    for t in threads:
-        t.join(60)
-    assert not errors and len(results) == 8
-    assert cache.computations == 1 and all(r is results[0] for r in results)
-
-
-def _readers(cache, session_factory, n):
-    started, results, errors = [], [], []
-
-    def read():
-        started.append(1)
-        try:
-            with session_factory() as session:
-                results.append(cache.get(session, "local"))
-        except BaseException as e:  # pragma: no cover - shown by the assertion below
+            results.append(cache.get("local"))
+        except BaseException as e:  # pragma: no cover - shown by the assertions
             errors.append(e)
     threads = [threading.Thread(target=read) for _ in range(n)]
     for t in threads:
@@ -102,64 +75,133 @@ def _readers(cache, session_factory, n):
     return threads, started, results, errors
 
 
-def test_readers_take_a_computation_that_took_longer_than_the_ttl(session_factory):
-    """A computation longer than the TTL (the forecast's, under load): the readers that waited
-    for it take its result; each used to find it stale and compute again in turn (8 readers
-    queued behind 7 computations, p99 30 s in bench/queue_scale.py)."""
-    clock, planner = Clock(), GatedPlanner()
-    cache = QueueCache(planner, TtlCache(2.0, clock=clock))
-    threads, started, results, errors = _readers(cache, session_factory, 8)
+def _join(threads) -> None:
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+
+
+def test_a_cold_read_waits_for_the_first_computation_made_by_the_thread(make):
+    """Eight readers on a cold process: all wait for one computation, made by the queue's own
+    thread, and all get it."""
+    planner = GatedPlanner(held=True)
+    cache = make(planner, 60.0)
+    threads, started, results, errors = _readers(cache, 8)
     wait_for(lambda: planner.entered.is_set() and len(started) == 8, "every reader to start")
-    clock.t += 5.0                                  # it takes 5 s
+    assert results == []                               # nothing to show yet: they wait
     planner.release.set()
-    for t in threads:
-        t.join(60)
-    assert not errors and len(results) == 8
-    assert cache.computations == 1 and all(r is results[0] for r in results)
+    _join(threads)
+    assert not errors and len(results) == 8 and all(r is results[0] for r in results)
+    assert cache.computations == 1 and planner.threads == ["trainjobs-queue"]
 
 
-def test_a_stale_result_is_read_while_another_reader_computes(session_factory):
+def test_readers_never_compute_and_are_served_the_last_result_meanwhile(make, db_url):
+    """A stale result asks for the next computation and is served at once, to every reader,
+    while the thread computes (held here): the readers neither compute nor wait."""
     clock, planner = Clock(), GatedPlanner()
+    cache = make(planner, 2.0, clock=clock)
+    first = cache.get("local")
+    assert cache.computations == 1
+    set_capacity(db_url, "local", {"core": 3})
+    clock.t += 3.0                                     # stale now
+    planner.hold()
+    threads, started, results, errors = _readers(cache, 8)
+    _join(threads)                                     # returned while the computation is held
+    assert not errors and len(results) == 8 and all(r is first for r in results)
+    wait_for(planner.entered.is_set, "the thread to begin the next computation")
+    assert cache.get("local") is first                 # still served while it computes
     planner.release.set()
-    cache = QueueCache(planner, TtlCache(2.0, clock=clock))
-    with session_factory() as session:
-        first = cache.get(session, "local")
-    clock.t += 3.0                                  # stale now
-    planner.entered.clear()
-    planner.release.clear()
-    threads, started, results, errors = _readers(cache, session_factory, 1)
-    wait_for(planner.entered.is_set, "a reader to recompute")
-    with session_factory() as session:
-        assert cache.get(session, "local") is first     # at once, not behind the computation
-    planner.release.set()
-    for t in threads:
-        t.join(60)
-    assert not errors and results[0] is not first and cache.computations == 2
+    wait_for(lambda: cache.computations == 2, "the next computation")
+    fresh = cache.get("local")
+    assert fresh is not first and fresh.snapshot.capacity == {"core": 3}
+    assert cache.computations == 2                     # 10 reads of a stale result: one computation
+    assert set(planner.threads) == {"trainjobs-queue"}
 
 
-def test_a_change_drops_the_queue_and_a_computation_across_it_is_not_kept(session_factory, db_url):
-    """The operator's change clears the domain's cache (after its commit): the next read computes
-    the queue from the new rows, and a computation that began before the clear (it may have read
-    the old rows) is handed to its reader but not kept for the next."""
+def test_a_refresh_waits_its_own_length_after_the_last_one(make):
+    """The controller's rule: a refresh for served readers begins no sooner than the last
+    computation's length after it ended (here it took 5 s of the clock)."""
+    clock = Clock()
+
+    class Slow(GatedPlanner):
+        def snapshot(self, session, backend, *args, **kw):
+            clock.t += 5.0
+            return super().snapshot(session, backend, *args, **kw)
+    cache = make(Slow(), 2.0, clock=clock)
+    cache.get("local")
+    assert cache.next_start == pytest.approx(1010.0)    # began at 1000, ended at 1005: not before 1010
+
+
+def test_zero_seconds_shows_each_reader_a_computation_begun_after_it_arrived(make, db_url):
+    cache = make(GatedPlanner(), 0.0)
+    assert cache.get("local").snapshot.capacity == {}
+    set_capacity(db_url, "local", {"core": 3})
+    assert cache.get("local").snapshot.capacity == {"core": 3}
+    assert cache.computations == 2
+
+
+def test_each_backend_its_own(make):
+    cache = make(GatedPlanner(), 60.0)
+    assert cache.get("local").backend == "local" and cache.get("vertex").backend == "vertex"
+    assert cache.get("local") is cache.get("local") and cache.computations == 2
+
+
+def test_a_change_is_never_hidden_by_a_computation_across_it(make, db_url):
+    """The operator's change clears the domain's cache (after its commit): a reader after it
+    waits for a computation begun after it, even one under way when it landed."""
     planner = GatedPlanner()
-    planner.release.set()
-    cache = QueueCache(planner, TtlCache(60.0))
-    with session_factory() as session:
-        first = cache.get(session, "local")
+    cache = make(planner, 60.0)
+    first = cache.get("local")
     set_capacity(db_url, "local", {"core": 3})
     cache.cache.clear()
-    with session_factory() as session:
-        assert cache.get(session, "local").snapshot.capacity == {"core": 3} and cache.computations == 2
+    assert cache.get("local").snapshot.capacity == {"core": 3} and cache.computations == 2
+    set_capacity(db_url, "vertex", {"core": 5})
     cache.cache.clear()
+    planner.hold()
+    threads, _, results, errors = _readers(cache, 1)
+    wait_for(planner.entered.is_set, "the thread to compute")
+    cache.cache.clear()                                # a change lands while it computes
     planner.entered.clear()
-    planner.release.clear()
-    threads, _, results, errors = _readers(cache, session_factory, 1)
-    wait_for(planner.entered.is_set, "a reader to compute")
-    cache.cache.clear()                             # a change lands while it computes
     planner.release.set()
-    for t in threads:
-        t.join(60)
-    assert not errors and results[0] is not first and cache.computations == 3
-    with session_factory() as session:
-        cache.get(session, "local")
-    assert cache.computations == 4                  # what was computed across the change was not kept
+    _join(threads)
+    assert not errors and results[0] is not first      # the reader from before the change takes it
+    wait_for(lambda: cache.computations == 3, "the computation across the change")
+    later = cache.get("local")                         # not that one: begun before the change
+    assert cache.computations == 4 and later is not results[0]
+
+
+def test_a_cold_read_waits_a_bounded_time(make):
+    planner = GatedPlanner(held=True)
+    cache = make(planner, 60.0, wait_seconds=0.2)
+    with pytest.raises(Unavailable) as e:
+        cache.get("local")
+    assert e.value.status == 503 and e.value.headers == {"Retry-After": "1"}
+    planner.release.set()
+    wait_for(lambda: cache.computations == 1, "the computation to end")
+    assert cache.get("local").backend == "local"
+
+
+def test_a_failed_computation_reaches_its_waiting_reader_and_the_next_read_retries(make):
+    class Failing(GatedPlanner):
+        fail = True
+
+        def snapshot(self, session, backend, *args, **kw):
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("the database went away")
+            return super().snapshot(session, backend, *args, **kw)
+    cache = make(Failing(), 60.0)
+    with pytest.raises(RuntimeError, match="went away"):
+        cache.get("local")
+    assert cache.get("local").backend == "local" and cache.computations == 1
+
+
+def test_close_stops_the_thread_and_readers_get_a_503(make):
+    cache = make(GatedPlanner(), 60.0)
+    assert not cache.running                           # nobody read: no thread
+    cache.get("local")
+    assert cache.running
+    cache.close(10)
+    assert not cache.running
+    with pytest.raises(Unavailable):
+        cache.get("local")
