@@ -144,4 +144,6 @@ def test_at_the_latest_a_preempted_job_takes_the_whole_grace_period():
     running = [Running("a1", "a", 0, {"core": 2}, 0.0, expected_end=2000.0, likely_end=1000.0)]
     waiting = [Waiting("b1", "b", 0, {"core": 2}, 5.0, duration=50.0, limit=100.0)]
     d = explained(CAP, shares, running, waiting, 10.0, Policy(grace_s=30.0, pass_s=0.5), served={})
-    assert [(q.likely_start, q.estimated_start) for q in d.queue] == [(10.5, 40.0)]
+    [q] = d.queue
+    # Likely at the next pass, at the latest at the pass after the grace period (passes 1 to 2 intervals apart).
+    assert 10.5 <= q.likely_start <= 11.0 and 40.0 <= q.estimated_start <= 41.0
