@@ -74,6 +74,16 @@ def serve_with_pass_log(log: str, argv: list[str]) -> int:
 
     BackendLoop.run_once = timed("full", BackendLoop.run_once)  # type: ignore[method-assign]
     BackendLoop.run_admission = timed("admit", BackendLoop.run_admission)  # type: ignore[method-assign]
+    from service.capacity.queue_cache import QueueCache
+    compute = QueueCache._compute
+
+    def timed_compute(self, *args):     # each queue computation's end and seconds
+        t = time.perf_counter()
+        made = compute(self, *args)
+        with lock:
+            out.write(f"{time.time():.3f} queue {time.perf_counter() - t:.4f} 0 0 0\n")
+        return made
+    QueueCache._compute = timed_compute  # type: ignore[method-assign]
     return main(argv)
 
 
@@ -122,6 +132,19 @@ def passes(log: Path, since: float, until: float) -> dict:
     if planned:
         out |= {"planned_s_median": round(statistics.median(planned), 3), "planned_s_max": round(max(planned), 3)}
     return out
+
+
+def computations(log: Path, since: float, until: float) -> list[tuple[float, float]]:
+    """The queue's computations that ended in the window: (began, ended), wall clock."""
+    rows = [p for p in (line.split() for line in log.read_text().splitlines()) if p[1] == "queue"]
+    return [(float(p[0]) - float(p[2]), float(p[0])) for p in rows if since <= float(p[0]) <= until]
+
+
+def slow_beside(timeline: list, start: float, spans: list[tuple[float, float]], over: float = 0.2) -> dict:
+    """Of the reads slower than `over`, how many overlapped a queue computation."""
+    slow = [(start + t, start + t + d) for t, _, d in timeline if d > over]
+    beside = sum(1 for a, b in slow if any(a < e and s < b for s, e in spans))
+    return {"slow_reads": len(slow), "beside_a_computation": beside}
 
 
 def cancel_latencies(c: httpx.Client, job_ids: list[str], headers: dict) -> list[float]:
@@ -251,7 +274,6 @@ def main() -> None:
         stop = threading.Event()
         lat: dict[str, list[float]] = {"queue": [], "job": [], "other": []}
         timeline: list[tuple[float, str, float]] = []   # (started, s after the readers began; kind; seconds)
-        w0 = time.perf_counter()
         lock = threading.Lock()
 
         def reader(i: int) -> None:
@@ -276,6 +298,7 @@ def main() -> None:
 
         threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(READERS)]
         t0 = time.time()
+        w0 = time.perf_counter()
         spy = subprocess.Popen([args.py_spy, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "raw",
                                 "--nonblocking", "-o", f"{args.profile}.readers"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL) if args.profile else None
@@ -290,6 +313,11 @@ def main() -> None:
             spy.send_signal(2)
             spy.wait(60)
         out["passes_readers"] = passes(passlog, t0, time.time())
+        spans = computations(passlog, t0, time.time())
+        out["queue_computations"] = {"n": len(spans), "s_median": round(statistics.median([e - s for s, e in spans]), 3)
+                                     if spans else None, "s_max": round(max((e - s for s, e in spans), default=0), 3),
+                                     "busy_share": round(sum(e - s for s, e in spans) / (time.time() - t0), 3),
+                                     **slow_beside(timeline, t0, spans)}
         out["load_end"] = loadavg()
     finally:
         proc.terminate()
@@ -315,7 +343,7 @@ def main() -> None:
           f"another team's GET /v1/jobs p50/p99 {out['other_list_p50_ms_readers']}/{out['other_list_p99_ms_readers']} "
           f"ms, without readers {out['other_list_p50_ms_quiet']}/{out['other_list_p99_ms_quiet']} ms, before the "
           f"waiting jobs {out['other_list_p50_ms_empty']}/{out['other_list_p99_ms_empty']} ms; passes meanwhile "
-          f"{out['passes_readers']}")
+          f"{out['passes_readers']}; the queue's computations {out['queue_computations']}")
     print("reads (started s, kind, seconds), in order of their end:", timeline)
     print(json.dumps(out))
 
