@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from service.lifecycle import bulk
 from service.lifecycle.engine import Deposed, Engine
 from service.lifecycle.protocol import Observation
 
@@ -38,11 +39,9 @@ def apply_all(engine: Engine, session: Session, observations: Sequence[Observati
         for obs in observations:
             _add(out, apply_one(engine, session, obs, fence=fence, actor=actor))
         return out
-    changed = 0
     try:
         with engine.batch(session):
-            for obs in observations:
-                changed += engine.apply(session, obs, fence=fence, actor=actor)
+            changed = bulk.apply_many(engine, session, observations, fence=fence, actor=actor)
             session.commit()
     except Deposed:
         session.rollback()

@@ -72,6 +72,26 @@ class Change:
     context: dict | None = None
 
 
+# The columns an observation's decision reads (Engine.planned), by `apply` and lifecycle/bulk.py alike.
+APPLY_COLUMNS = (Job.id, Job.state, Job.backend_ref, Job.console_url, Job.started_at, Job.waiting_reason,
+                 Job.preempt_requested_at, Job.preempted_for, Job.preempt_reason, Job.preempt_kind, Job.team_id)
+
+
+@dataclass
+class Planned:
+    """What one observation writes (Engine.planned): `values` to the job's row if its state is
+    still `seen`, then its event (Engine.recorded)."""
+    obs: Observation
+    seen: str
+    values: dict
+    dst: JobState | None
+    reason: str
+    ending: preempted.Ending | None
+    note: str | None
+    team_id: uuid.UUID | None
+    at: datetime
+
+
 def decide(current: JobState, proposed: JobState | None) -> JobState | None:
     """The state a job moves to when a backend reports `proposed`; None: it stays."""
     if proposed is None or proposed == current or current in TERMINAL:
@@ -232,9 +252,8 @@ class Engine:
                 return src
         raise Conflict(f"job {job_id} kept changing while it was being moved to {dst.value}; try again")
 
-    def apply(self, session: Session, obs: Observation, *, actor: str = "backend",
-              fence: int | None = None) -> bool:
-        """Apply what a backend saw. Returns True if the job's state changed."""
+    def cleaned(self, obs: Observation) -> tuple[dict | None, dict | None, dict | None]:
+        """(the whole cleaned progress for listeners, the bounded progress the row keeps, the bounded error)."""
         # Listeners (e.g. the per-epoch history) get the whole cleaned report; the row keeps
         # the latest progress only, bounded (the history of epochs has a table of its own).
         reported = sanitize.clean(obs.progress) if obs.progress is not None else None
@@ -243,50 +262,77 @@ class Engine:
                                     self.progress_max_bytes, PROGRESS_KEEP)
         error = sanitize.bounded(obs.error, self.error_max_bytes, ("code", "status", "message", "replica",
                                                                     "exit_code", "signal", "lost", "cause", "source"))
+        return reported, progress, error
+
+    def planned(self, session: Session, obs: Observation, row, progress: dict | None, error: dict | None,
+                now: datetime) -> Planned | None:
+        """What an observation writes to a job whose row (APPLY_COLUMNS) was just read; None:
+        nothing. Shared by `apply` (one job) and lifecycle/bulk.py (a batch in a few statements)."""
+        current = S(row.state)
+        if current in TERMINAL and obs.state is not None and obs.state != current:
+            log.info("job %s: ignoring %s after final %s", obs.job_id, obs.state.value, current.value)
+        dst = decide(current, obs.state)
+        # Read only for a preempted job's end (the only move whose words name the other job).
+        own = row.preempted_for is None or dst not in TERMINAL or \
+            self._same_team(session, obs.job_id, row.preempted_for)
+        ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error, own)
+        values = _changes(obs, row, current, dst, err, progress, now)
+        note = obs.note if dst is None and current not in TERMINAL else None
+        if note:
+            values["updated_at"] = now   # the write that checks the fence and the state for the event
+        if not values:
+            return None
+        if row.waiting_reason is not None and (dst is not None or "backend_ref" in values):
+            values["waiting_reason"] = None  # launched: it waits no more
+        if current == S.QUEUED and (dst is not None or "backend_ref" in values):
+            values["nominated_at"] = None    # launched: what was preempted for it has done its work
+        values["updated_at"] = now
+        return Planned(obs, row.state, values, dst, reason, ending, note, row.team_id, now)
+
+    def recorded(self, session: Session, p: Planned, actor: str, reported: dict | None,
+                 events: list[dict] | None = None) -> None:
+        """The event and the listeners of a change `planned` wrote. `events`: a plain event's row is
+        appended there for the caller to insert with others (its listeners then run at once: what
+        they write commits with it, whatever the order of the statements)."""
+        current = S(p.seen)
+        if p.dst is not None:
+            # The event is when the service learned of the change: the job's ended_at keeps
+            # the replica's (or Google's) own end time, which may precede the last recorded
+            # event (e.g. RUNNING seen after the process had already ended), and a
+            # timeline ordered by time must read as the states followed each other.
+            if events is not None and p.ending is None and p.dst != S.FAILED:   # no retry, no preemption
+                events.append(self._event_row(p.obs.job_id, p.seen, p.dst, p.reason, actor, p.at))
+                context = {"team_id": p.team_id} if p.team_id else None
+                self._notify(session, Change(p.obs.job_id, current, p.dst, p.reason, actor, p.at, reported,
+                                             context=context))
+                return
+            self._event(session, p.obs.job_id, p.seen, p.dst, p.reason, actor, p.at, reported,
+                        preempted=p.ending is not None, team_id=p.team_id)
+        elif p.note:
+            row = self._event_row(p.obs.job_id, current.value, current, p.note, actor, p.at)
+            if events is not None:
+                events.append(row)
+            else:
+                session.execute(insert(JobEvent), [row])
+            self._notify(session, Change(p.obs.job_id, current, None, p.note, actor, p.at, reported))
+        elif p.values.get("progress") is not None:
+            self._notify(session, Change(p.obs.job_id, current, None, "", actor, p.at, reported))
+
+    def apply(self, session: Session, obs: Observation, *, actor: str = "backend",
+              fence: int | None = None) -> bool:
+        """Apply what a backend saw. Returns True if the job's state changed."""
+        reported, progress, error = self.cleaned(obs)
         for _ in range(CAS_ATTEMPTS):
-            row = session.execute(select(Job.state, Job.backend_ref, Job.console_url, Job.started_at,
-                                         Job.waiting_reason, Job.preempt_requested_at, Job.preempted_for,
-                                         Job.preempt_reason, Job.preempt_kind, Job.team_id)
-                                  .where(Job.id == obs.job_id)).one_or_none()
+            row = session.execute(select(*APPLY_COLUMNS).where(Job.id == obs.job_id)).one_or_none()
             if row is None:
                 return False
-            current = S(row.state)
-            if current in TERMINAL and obs.state is not None and obs.state != current:
-                log.info("job %s: ignoring %s after final %s", obs.job_id, obs.state.value, current.value)
-            dst = decide(current, obs.state)
-            now = utcnow()
-            values: dict = {}
-            # Read only for a preempted job's end (the only move whose words name the other job).
-            own = row.preempted_for is None or dst not in TERMINAL or \
-                self._same_team(session, obs.job_id, row.preempted_for)
-            ending, dst, reason, err = _preempted(row, current, dst, obs.reason, error, own)
-            values.update(_changes(obs, row, current, dst, err, progress, now))
-            note = obs.note if dst is None and current not in TERMINAL else None
-            if note:
-                values["updated_at"] = now   # the write that checks the fence and the state for the event
-            if not values:
+            p = self.planned(session, obs, row, progress, error, utcnow())
+            if p is None:
                 return False
-            if row.waiting_reason is not None and (dst is not None or "backend_ref" in values):
-                values["waiting_reason"] = None  # launched: it waits no more
-            if current == S.QUEUED and (dst is not None or "backend_ref" in values):
-                values["nominated_at"] = None    # launched: what was preempted for it has done its work
-            values["updated_at"] = now
-            if not self._write(session, obs.job_id, row.state, values, fence=fence):
+            if not self._write(session, obs.job_id, row.state, p.values, fence=fence):
                 continue  # someone moved it since we read it: decide again from what it is now
-            if dst is not None:
-                # The event is when the service learned of the change: the job's ended_at keeps
-                # the replica's (or Google's) own end time, which may precede the last recorded
-                # event (e.g. RUNNING seen after the process had already ended), and a
-                # timeline ordered by time must read as the states followed each other.
-                self._event(session, obs.job_id, row.state, dst, reason, actor, now, reported,
-                            preempted=ending is not None, team_id=row.team_id)
-            elif note:
-                session.execute(insert(JobEvent), [self._event_row(obs.job_id, current.value, current, note, actor,
-                                                                   now)])
-                self._notify(session, Change(obs.job_id, current, None, note, actor, now, reported))
-            elif progress is not None:
-                self._notify(session, Change(obs.job_id, current, None, "", actor, now, reported))
-            return dst is not None
+            self.recorded(session, p, actor, reported)
+            return p.dst is not None
         log.warning("job %s: kept changing under %d attempts to apply %s", obs.job_id, CAS_ATTEMPTS, obs)
         return False
 

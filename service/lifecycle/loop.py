@@ -21,9 +21,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.clock import utcnow
-from service.lifecycle import admission, applying, observed, quiet, stalls
+from service.lifecycle import admission, applying, bulk, observed, quiet, stalls
 from service.lifecycle.engine import Engine
-from service.lifecycle.handles import handle_of_row, read_handles
+from service.lifecycle.handles import compiled_of, handle_of_row, read_handles
 from service.lifecycle.preempter import Preempter
 from service.lifecycle.protocol import (
     Backend,
@@ -239,12 +239,12 @@ class BackendLoop(LoopThread):
         together (before any submit: whoever controls next knows an attempt may have been made),
         then each submitted, and what the backend answered written in one transaction."""
         chosen = self._mark_attempts(session, rows, check, free)
-        if not chosen:
-            return
+        compiled = compiled_of(session, [row.id for row, _, _ in chosen])
+        session.rollback()   # no transaction held while the backend works
         launched: list[Observation] = []
         for i, (row, prev, settling) in enumerate(chosen):
             stopping = self._stop.is_set()
-            verdict, obs = (False, None) if stopping else self._launch(session, row, prev, settling, stats)
+            verdict, obs = (False, None) if stopping else self._launch(session, row, prev, settling, stats, compiled)
             if obs is not None:
                 launched.append(obs)
             if verdict is False:
@@ -261,41 +261,46 @@ class BackendLoop(LoopThread):
 
     def _mark_attempts(self, session: Session, rows: list, check, free: int) -> list[tuple]:
         """(row, previous attempt, settling) of each job to submit now, its attempt recorded and
-        committed; [] when they could not be recorded (the pass stops)."""
+        committed; [] when they could not be recorded (the pass stops). Recorded together (bulk.py),
+        and before each gate check that reads: it counts the team's jobs being launched."""
         window = self.backend.capabilities.resubmit_after_seconds
-        chosen = []
-        for row in rows:
-            if self._stop.is_set() or (check is not None and free <= 0):
-                break
-            prev = row.launch_attempted_at
-            settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
-            if check is not None:
-                if row.team_id in self._held:
-                    continue     # its team is held: its oldest job carries why
-                # Held back by the gate: it waits, with why; other teams' jobs may go (the
-                # gate keeps a team's own jobs in order).
-                reason = None if prev is not None else check(session, row.id)
-                if reason:
-                    self._held[row.team_id] = reason
-                    self._note_waiting(session, row.id, reason)
-                    continue
-                free -= 1
-            if not settling:
-                try:
-                    if not self.engine.mark_launch_attempt(session, row.id, fence=self.fence):
-                        continue  # cancelled (or otherwise moved) since it was read
-                except OperationalError:
-                    session.rollback()
-                    log.warning("job %s: could not record the launch attempt; next pass", row.id)
-                    return []
-            chosen.append((row, prev, settling))
+        free_of_gate = getattr(check, "free", None)   # budgets/gate.py: a team it lets in without a read
+        order: list[tuple] = []
+        unmarked: list = []
+        refused: set = set()
+
+        def record() -> None:
+            refused.update(set(unmarked) - bulk.mark_attempts(self.engine, session, unmarked, fence=self.fence))
+            unmarked.clear()
         try:
+            for row in rows:
+                if self._stop.is_set() or (check is not None and free <= 0):
+                    break
+                prev = row.launch_attempted_at
+                settling = prev is not None and window > 0 and (utcnow() - prev).total_seconds() < window
+                if check is not None:
+                    if row.team_id in self._held:
+                        continue     # its team is held: its oldest job carries why
+                    # Held back by the gate: it waits, with why; other teams' jobs may go (it keeps a team's in order).
+                    reason = None
+                    if prev is None and not (free_of_gate and free_of_gate(row.team_id)):
+                        record()
+                        reason = check(session, row.id)
+                    if reason:
+                        self._held[row.team_id] = reason
+                        self._note_waiting(session, row.id, reason)
+                        continue
+                    free -= 1
+                if not settling:
+                    unmarked.append(row.id)
+                order.append((row, prev, settling))
+            record()
             session.commit()
         except OperationalError:
             session.rollback()
-            log.warning("%d launch attempts could not be recorded; next pass", len(chosen))
+            log.warning("%d launch attempts could not be recorded; next pass", len(order))
             return []
-        return chosen
+        return [entry for entry in order if entry[0].id not in refused]   # refused: cancelled since it was read
 
     def _plan(self, session: Session, check, stats: TickStats) -> tuple[admission.Plan, int] | None:
         """This pass's plan and free launch slots (read only: what it decides is written by the
@@ -328,13 +333,13 @@ class BackendLoop(LoopThread):
                 del self._held[team_id]
         session.rollback()      # the gate's check may lock its team's limits: none is kept
 
-    def _launch(self, session: Session, row, prev, settling: bool,
-                stats: TickStats) -> tuple[bool | None, Observation | None]:
+    def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats,
+                compiled: dict) -> tuple[bool | None, Observation | None]:
         """The backend's submit of one admitted job, and what its answer means for the job: the
         verdict (True: it had its turn; None: the backend holds it, "later"; False: the pass stops
         here: the backend could not take it now, or failed) and the observation to write (the
         caller writes a pass's together)."""
-        handle = handle_of_row(self.session_factory, row)
+        handle = handle_of_row(self.session_factory, row, compiled.get(row.id))
         try:
             result = self.backend.submit(handle)
         except TransientBackendError as e:
