@@ -126,8 +126,9 @@ class QueueCache:
         self._cond.notify_all()
 
     def _start(self) -> None:
-        """The thread, started by the first read (a process nobody asks the queue of computes none)."""
-        if self._thread is None:
+        """The thread, started by the first read (a process nobody asks the queue of computes none),
+        and started again should it have died (its computations' errors are caught: this is a last resort)."""
+        if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run, name="trainjobs-queue", daemon=True)
             self._thread.start()
 
