@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session
 from service.capacity.queue_schemas import (
     BackendQueue,
     CapacitySource,
-    FairShare,
     QueueEntry,
     QueueFactors,
     QueuePlace,
@@ -176,13 +175,19 @@ def _place(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], prior
 
 
 def _public(parts: Factors) -> QueueFactors:
+    """The parts anyone may read, as the model (public_fields says which)."""
+    return QueueFactors.model_validate(public_fields(parts))
+
+
+def public_fields(parts: Factors) -> dict:
     """The parts anyone may read: the team's fair share (its use and share are shown), the priority
-    and the size (its demand and the capacity are shown)."""
+    and the size (its demand and the capacity are shown). Plain values, typed as QueueFactors'
+    fields (capacity/queue_pages.py serializes them without the model)."""
     s = parts.fair_share
-    return QueueFactors(fair_share=FairShare(rank=s.rank, borrowed=round(s.borrowed, 4), held=round(s.held, 4),
-                                             running_jobs=round(s.running_jobs, 4), weight=s.weight,
-                                             usage=None if s.usage is None else round(s.usage, 4)),
-                        priority=parts.priority, size=round(parts.size, 4))
+    return {"fair_share": {"rank": int(s.rank), "borrowed": float(round(s.borrowed, 4)), "held": float(round(s.held, 4)),
+                           "running_jobs": float(round(s.running_jobs, 4)), "weight": float(s.weight),
+                           "usage": None if s.usage is None else float(round(s.usage, 4))},
+            "priority": int(parts.priority), "size": float(round(parts.size, 4))}
 
 
 def own_rows(session: Session, ids: list, team_id: uuid.UUID) -> Mapping[uuid.UUID, tuple[str, str | None]]:
