@@ -209,6 +209,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     capacity = slices.capacity_settings(settings)
     capacity_cache = TtlCache(capacity.queue_cache_seconds)
     planner = Planner(capacity)   # one: the controller acts on what the queue's readers are shown
+    planner.slots = {name: b.capabilities.max_running for name, b in built.items()}   # plans across backends
     submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
                              default_backend=parts.jobs.default_backend, waker=waker,
                              placement=Placement(capacity, capacity_cache),

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from service.capacity import snapshot as snapshots
 from service.capacity.settings import CapacitySettings
 from service.lifecycle.admission import Plan, PreemptOrder
+from service.scheduling.across import Side, across
 from service.scheduling.forecast import explained
 from service.scheduling.model import Decision, Policy
 from service.scheduling.scheduler import schedule
@@ -26,6 +27,9 @@ class Planner:
                              forecast_passes=settings.forecast_passes, pass_s=settings.pass_seconds,
                              reservations=settings.reservations,
                              min_runtime_s=settings.min_runtime_seconds)
+        # Each enabled backend's launch slots (its max running jobs; None: no limit), which the
+        # composition root sets: a plan across backends reads the others' too.
+        self.slots: dict[str, int | None] = {}
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
                  held_teams: frozenset = frozenset(), forecast: bool = False) -> snapshots.Snapshot:
@@ -54,7 +58,26 @@ class Planner:
         if room is not None and room <= 0 and not snapshots.capacity_of(session, backend, self.settings.defaults)[0]:
             return Plan()
         snap = self.snapshot(session, backend, now, slots=slots, held_teams=held_teams)
+        if snap.accepts:
+            return self._across(session, snap, now, held_teams)
         return to_plan(self.decide(snap, now, explain=explain))
+
+    def _across(self, session: Session, snap: snapshots.Snapshot, now: datetime, held_teams: frozenset) -> Plan:
+        """Some waiting jobs accept other backends too (docs/queue.md, "Placement across backends"):
+        those backends are read as well and decided in one pass (scheduling/across.py), so that a job
+        starts here only if this is the most preferred backend that admits it now. Each backend's loop
+        plans this way on its own; the launch's claim (lifecycle.engine.mark_launch_attempt) makes
+        sure a job starts on one at most, whichever loop writes first."""
+        names = {n for accepted in snap.accepts.values() for n in accepted if n != snap.backend and n in self.slots}
+        others = [self.snapshot(session, n, now, slots=self.slots[n], held_teams=held_teams) for n in sorted(names)]
+        sides = [Side(s.backend, s.arbitrated, s.shares, s.running, s.waiting, s.served) for s in (snap, *others)]
+        accepts = dict(snap.accepts)
+        for other in others:
+            accepts.update(other.accepts)
+        result = across(sides, accepts, now.timestamp(), self.policy, usage=snap.usage)
+        plan = to_plan(result.decisions[snap.backend])
+        plan.why.update({job: result.why[job] for job in plan.admit if job in result.why})
+        return plan
 
 
 def to_plan(decision: Decision[uuid.UUID]) -> Plan:

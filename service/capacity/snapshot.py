@@ -23,7 +23,7 @@ from service.capacity.durations import expected_durations
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
-from service.persistence.models import BackendCapacity, Job, JobEpoch, PriorityClass, Team, TeamShare
+from service.persistence.models import BackendCapacity, Job, JobBackend, JobEpoch, PriorityClass, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
 from service.usage.store import decayed_by_team
 
@@ -45,6 +45,9 @@ class Snapshot:
     # Each team's decayed use over every backend in billing units (service/usage): fair share
     # orders teams by it with what they hold now; a team with none is left out.
     usage: dict[str, float] = field(default_factory=dict)
+    # The waiting jobs that accept several backends (placement across backends): each one's
+    # backends, most preferred first. A job not named accepts this backend only.
+    accepts: dict[uuid.UUID, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def arbitrated(self) -> dict[str, int]:
@@ -125,14 +128,34 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value,
             likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end),
             checkpoint_at=None if row.checkpoint is None else _seconds(row.checkpoint), min_runtime_s=row.min_runtime))
+    rows = _windowed(session, backend, now, max_waiting, held_teams, forecast)
     waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None,
                        duration=likely.get((row.team_id, row.template_name)) or _timeout_seconds(row.timeout)
                        if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
-               for row in session.execute(_waiting(backend, now, max_waiting, held_teams, forecast))]
+               for row in rows]
+    accepts = {row.id: tuple(a["backend"] for a in row.accepts) for row in rows if row.accepts}
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
-                    served_of(session, backend, names), decayed_by_team(session, names, now))
+                    served_of(session, backend, names), decayed_by_team(session, names, now), accepts)
+
+
+def _windowed(session: Session, backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID],
+              forecast: bool) -> list:
+    """The waiting jobs: those whose backend is this one, and those that accept it among others and
+    are not claimed by another yet (ix_job_backends_backend: nothing to read where none does),
+    each team's oldest `per_team` of both together, oldest first."""
+    rows = session.execute(_waiting(backend, now, per_team, held_teams, forecast)).all()
+    others = session.execute(_waiting(backend, now, per_team, held_teams, forecast, elsewhere=True)).all()
+    if not others:
+        return list(rows)
+    kept: dict = {}
+    out = []
+    for row in sorted([*rows, *others], key=lambda r: (r.queued_at, r.id)):
+        kept[row.team_id] = kept.get(row.team_id, 0) + 1
+        if kept[row.team_id] <= per_team:
+            out.append(row)
+    return out
 
 
 _FIRST = aliased(Job)
@@ -143,16 +166,23 @@ QUEUED_AT = case((Job.preemptions > 0, func.coalesce(
     else_=Job.created_at)
 
 
-def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID], forecast: bool):
+def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID], forecast: bool,
+             elsewhere: bool = False):
     """Each team's oldest `per_team` waiting jobs, oldest first (with their template and time
-    limit for a forecast)."""
+    limit for a forecast). `elsewhere`: the jobs whose backend is still another's (their most
+    preferred) but that accept this one too, not yet claimed, with their demand here."""
     where = [Job.backend == backend, UNLAUNCHED, due(now)]
+    demand = Job.demand
+    if elsewhere:
+        where = [JobBackend.backend == backend, Job.id == JobBackend.job_id, Job.backend != backend, UNLAUNCHED,
+                 Job.launch_attempted_at.is_(None), due(now)]
+        demand = JobBackend.demand
     if held_teams:
         where.append(Job.team_id.not_in(held_teams))
     extra = (Job.template_name, _TIMEOUT.label("timeout")) if forecast else (
         literal(None).label("template_name"), literal(None).label("timeout"))
-    ranked = (select(Job.id, Job.team_id, Job.priority, Job.demand, QUEUED_AT.label("queued_at"), Job.may_preempt,
-                     Job.nominated_at, *extra,
+    ranked = (select(Job.id, Job.team_id, Job.priority, demand.label("demand"), QUEUED_AT.label("queued_at"),
+                     Job.may_preempt, Job.nominated_at, Job.accepts, *extra,
                      func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id)).label("rank"))
               .where(*where).subquery())
     return select(ranked).where(ranked.c.rank <= per_team).order_by(ranked.c.queued_at, ranked.c.id)

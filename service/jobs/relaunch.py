@@ -39,7 +39,8 @@ def relaunch_body(job, change: JobRelaunch) -> JobCreate:
     fields = dict(template=job.template_name, template_version=version,
                   parameters={**(job.parameters or {}), **change.parameters},
                   overrides=compose_patches(job.overrides, change.overrides),
-                  backend=change.backend or job.backend, display_name=name,
+                  # A job of several backends is relaunched on all of them again (placed anew).
+                  backend=change.backend or (None if getattr(job, "accepts", None) else job.backend), display_name=name,
                   labels={**(job.labels or {}), **change.labels})
     try:
         return JobCreate.model_validate(fields)

@@ -91,6 +91,8 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
                   backend_ref=job.backend_ref, console_url=job.console_url, error=job.error,
                   not_before=job.not_before, retried_by=retried_by, attempts=refs, preemptions=preempted,
                   waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
+                  accepts=[a["backend"] for a in getattr(job, "accepts", None) or ()],
+                  placement=getattr(job, "placement", None),
                   custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
 

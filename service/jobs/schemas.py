@@ -189,6 +189,15 @@ class JobOut(JobSummary):
                                                                          "(this one included)")
     preemptions: list[PreemptionRef] = Field(default_factory=list, description="Every preemption over the job's "
                                              "attempts, in order: when, for which job, the step kept and resumed at")
+    accepts: list[str] = Field(
+        default_factory=list, description="The backends the job accepts, most preferred first, when more than one "
+                                          "(its template's `backends`, docs/queue.md \"Placement across backends\"); "
+                                          "`backend` is the most preferred until the controller places it, then the "
+                                          "one it runs on. Empty: the job runs on `backend` alone")
+    placement: str | None = Field(
+        None, description="A job of several backends, once placed: where and why there, each backend's state at "
+                          "that pass (\"placed on vertex: slurm: 0 of 64 vcpu free; vertex: admitted, 4 of 16 "
+                          "gpu:NVIDIA_TESLA_A100 free\"); null before, and for a job of one backend")
     waiting_reason: str | None = Field(
         None, description="Why a QUEUED job has not been launched yet, in its backend's words "
                           "(e.g. waiting for the Vertex AI create budget); null once launched")

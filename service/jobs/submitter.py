@@ -29,9 +29,9 @@ from service import jobspec
 from service.auth.service import Actor
 from service.budgets import service as budgets
 from service.capacity.placement import Placed, Placement
-from service.core.errors import Conflict, DomainError, Invalid, Problem
+from service.core.errors import Conflict, DomainError, Invalid
 from service.cost.estimate import CostEstimate, Pricer
-from service.jobs import overrides_policy, precheck, relaunch
+from service.jobs import backend_choice, overrides_policy, precheck, relaunch
 from service.jobs import service as jobs
 from service.jobs.compile_reuse import Built, CompileReuse
 from service.jobs.schemas import JobCreate, JobPreview, JobRelaunch, TemplateRef
@@ -111,6 +111,7 @@ class _Compiled:
     compiled: jobspec.CompiledJob
     placed: Placed
     built: Built                 # prices the job (once per reused compile)
+    accepts: list | None = None  # the backends it accepts, when more than one (backend_choice.Accepted)
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,6 @@ def request_hash(body: JobCreate, dry_run: bool) -> str:
     canonical = json.dumps({"body": body.model_dump(mode="json"), "dry_run": dry_run},
                            sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _unknown_backend(backends: Mapping[str, Backend], name: str) -> Problem:
-    return Problem("backend", f"backend {name!r} is not enabled on this service",
-                   f"use one of: {', '.join(sorted(backends))} "
-                   "(the service's TRAINJOBS_BACKENDS setting enables others)")
 
 
 class JobSubmitter:
@@ -263,10 +258,10 @@ class JobSubmitter:
         """The compile and every check of the result: every problem at once (issue 25), the
         overrides policy's and the backend's with the compiler's."""
         submitted, problems = overrides_policy.enforce(actor, tv.name, tv.version, tv.prepared.spec, body.overrides)
-        backend_name = body.backend or self.default_backend
-        backend = self.backends.get(backend_name)
-        if backend is None:
-            problems.append(_unknown_backend(self.backends, backend_name))
+        names, chosen = backend_choice.requested(tv.prepared.spec, body.overrides, body.backend, self.default_backend,
+                                                 self.backends, admin=actor.can("admin"))
+        problems += chosen
+        backend_name = names[0] if len(names) == 1 else ", ".join(names)
         job_id = uuid.uuid4()
         display_name = body.display_name if body.display_name is not None else f"{body.template}-{job_id.hex[:8]}"
         try:
@@ -280,16 +275,16 @@ class JobSubmitter:
             raise Invalid(f"{first.detail}; the {backend_name} backend's checks and the retry limits run "
                           "once these are fixed", problems=first.problems) from None
         compiled = built.compiled
-        if backend is not None:
-            problems += backend.check_launchable(compiled) + backend.check_for_team(compiled, actor.team)
-        problems += retries.limit_problems(compiled.retry, self.engine.retry_limits)
-        if problems:
+        placement = self.placement
+        accepted, found = backend_choice.check(
+            names, self.backends, compiled, actor.team,
+            lambda name, b: placement.place(session, name, b, compiled, actor.team) if placement is not None else Placed())
+        problems += found + retries.limit_problems(compiled.retry, self.engine.retry_limits)
+        if problems or accepted is None:
             raise Invalid.of(problems)
-        assert backend is not None   # else a problem above
-        placed = self.placement.place(session, backend_name, backend, compiled, actor.team) \
-            if self.placement is not None else Placed()
-        return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name, backend,
-                         job_id, display_name, compiled, placed, built)
+        backend_name, placed = accepted.first
+        return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name,
+                         self.backends[backend_name], job_id, display_name, compiled, placed, built, accepted.accepts())
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
@@ -305,12 +300,14 @@ class JobSubmitter:
                       created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
                       backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
                       ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
-                      not_before=None, relaunch_of=relaunch_of, **c.placed.columns())
+                      not_before=None, relaunch_of=relaunch_of, accepts=c.accepts, placement=None,
+                      **c.placed.columns())
         # The compiled job from the JSON the compiler already wrote (`values` leaves it out).
         row = jobrows.job_row(values, encoded={"compiled": c.compiled.to_json_text()})
         reason = c.submitted + (f"; relaunch of job {relaunch_of}" if relaunch_of is not None else "")
         event = self.engine.creation_event(c.job_id, actor.name, now, reason=reason)
-        wake = Wake.admission(c.backend_name)
+        # A job that accepts several backends waits in each one's queue: every loop is woken.
+        wake = Wake.admission(c.backend_name) if c.accepts is None else Wake(None, admit_only=True)
         try:
             if not jobrows.insert_job(session, row, body.labels, event, budgets.cost_row(c.job_id, actor.team_id, cost),
                                       pg_also=self.waker.also(wake), guard=guard):

@@ -74,6 +74,9 @@ class CompiledJob:
     vertex: Mapping[str, Any] | None = None
     # trainjobs' priority class (service/capacity), resolved to a priority at submit.
     priority_class: str | None = None
+    # The backends the job may run on, most preferred first (JobSpec.backends); None: the one
+    # the request names (or the service's default).
+    backends: tuple[str, ...] | None = None
 
     def custom_job(self) -> CustomJob:
         from google.cloud.aiplatform_v1 import CustomJob
@@ -122,6 +125,8 @@ class CompiledJob:
             out["vertex"] = dict(self.vertex)
         if self.priority_class is not None:
             out["priority_class"] = self.priority_class
+        if self.backends is not None:
+            out["backends"] = list(self.backends)
         return out
 
     def to_json_text(self) -> str:
@@ -142,7 +147,8 @@ class CompiledJob:
                    tuple(Replica.from_dict(r) for r in data["replicas"]),
                    json.dumps(spec, separators=(",", ":")) if spec is not None else None,
                    data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"),
-                   data.get("vertex"), data.get("priority_class"))
+                   data.get("vertex"), data.get("priority_class"),
+                   tuple(data["backends"]) if data.get("backends") is not None else None)
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
@@ -182,7 +188,8 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
     compiled = CompiledJob(dumps(custom_job), tuple(r for _, rs in pools for r in rs), dumps(job_spec),
                            spec.scheduling.stall_timeout_seconds,
                            spec.retry.model_dump(mode="json") if spec.retry is not None else None,
-                           vertex=_vertex_extras(spec), priority_class=spec.priority_class)
+                           vertex=_vertex_extras(spec), priority_class=spec.priority_class,
+                           backends=tuple(spec.backends) if spec.backends is not None else None)
     # Already in hand: spare the first readers a json.loads (cached_property's own slot).
     compiled.__dict__["custom_job_dict"] = custom_job
     compiled.__dict__["job_spec_dict"] = job_spec

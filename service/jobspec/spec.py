@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from service.core.text import MultilineText
 
@@ -179,6 +179,13 @@ class JobSpec(Strict):
                           "runs at when teams share a backend's capacity (docs/queue.md). A template's is its jobs' "
                           "default; a member picks another only if `overridable` lists priority_class and their "
                           "team may use it. None: priority 0, never preempts.")
+    backends: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]] | None = Field(
+        None, min_length=1, max_length=8,
+        description="trainjobs, not Vertex: the backends a job of this template may run on, most preferred first "
+                    "(docs/queue.md, \"Placement across backends\"). The job waits in each one's queue and starts on "
+                    "exactly one: the most preferred that admits it in a pass, else the first that frees. None: the "
+                    "one backend the request names (or the service's default), as before. A member narrows the "
+                    "list with the job's `backend` or, if `overridable` lists backends, with `overrides`.")
     overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
         default_factory=list, max_length=100,
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
@@ -187,6 +194,14 @@ class JobSpec(Strict):
                     "base_output_directory, enable_web_access and model_upload.serving_container_image_uri, "
                     "which must be named themselves. "
                     "Admins may override anything; parameters are always open to members.")
+
+    @field_validator("backends")
+    @classmethod
+    def _once_each(cls, names: list[str] | None) -> list[str] | None:
+        twice = sorted({n for n in names or () if (names or []).count(n) > 1})
+        if twice:
+            raise ValueError(f"backends names {', '.join(twice)} more than once; name each backend once")
+        return names
 
 
 class ModelUpload(Strict):

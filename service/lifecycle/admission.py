@@ -114,6 +114,9 @@ class Plan:
     admit: list[uuid.UUID] = field(default_factory=list)
     preempt: list[PreemptOrder] = field(default_factory=list)
     waiting: dict[uuid.UUID, Queued[uuid.UUID]] = field(default_factory=dict)
+    # Jobs that accept several backends, admitted here: why here, in words (the launch's claim
+    # records it: the job view's `placement`, an event).
+    why: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 class CapacityPlanner(Protocol):

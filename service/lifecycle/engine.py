@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import exists, insert, select, update
+from sqlalchemy import exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from service.core.clock import utcnow
@@ -28,7 +28,7 @@ from service.lifecycle import preempted, retries, sanitize
 from service.lifecycle.admission import PreemptOrder
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
-from service.persistence.models import ControllerLease, Job, JobEvent
+from service.persistence.models import ControllerLease, Job, JobBackend, JobEvent
 from service.persistence.rows import rows_changed
 
 log = logging.getLogger("trainjobs.lifecycle")
@@ -336,10 +336,36 @@ class Engine:
         log.warning("job %s: kept changing under %d attempts to apply %s", obs.job_id, CAS_ATTEMPTS, obs)
         return False
 
-    def mark_launch_attempt(self, session: Session, job_id: uuid.UUID, *, fence: int | None) -> bool:
+    def mark_launch_attempt(self, session: Session, job_id: uuid.UUID, *, fence: int | None,
+                            claim: tuple[str, str] | None = None) -> bool:
         """Record, before a submit, that one is being made (committed by the caller first):
-        a backend whose create is not idempotent reads it to never create twice."""
-        return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": utcnow()}, fence=fence)
+        a backend whose create is not idempotent reads it to never create twice.
+
+        `claim` (backend, why there): the job accepts several backends (Job.accepts) and this
+        attempt is on `backend`. The write also claims the job for it (its `backend`, its demand
+        there, `placement`, an event), and only if no other backend's attempt claimed it first:
+        an unclaimed job has no attempt recorded; a claimed one's attempts are its backend's. So
+        two loops that both admit it launch it once, and a controller killed after this commit
+        leaves a claim that the next one launches (or adopts) on that backend alone."""
+        now = utcnow()
+        if claim is None:
+            return self._write(session, job_id, S.QUEUED.value, {"launch_attempted_at": now}, fence=fence)
+        backend, why = claim
+        demand = (select(JobBackend.demand).where(JobBackend.job_id == job_id, JobBackend.backend == backend)
+                  .scalar_subquery())
+        stmt = update(Job).where(Job.id == job_id, Job.state == S.QUEUED.value,
+                                 or_(Job.launch_attempted_at.is_(None), Job.backend == backend))
+        if fence is not None:
+            stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
+        text = sanitize.clean_text(f"placed on {backend}: {why}", 500)
+        values = {"launch_attempted_at": now, "backend": backend, "demand": demand, "placement": text,
+                  "updated_at": now}
+        if rows_changed(session.execute(stmt.values(**values))) != 1:
+            if fence is not None and not self.fence_holds(session, fence):
+                raise Deposed(f"controller epoch {fence} is no longer current")
+            return False
+        session.execute(insert(JobEvent), [self._event_row(job_id, S.QUEUED.value, S.QUEUED, text, "controller", now)])
+        return True
 
     def note_waiting(self, session: Session, job_id: uuid.UUID, reason: str, *, fence: int | None) -> None:
         """Why a QUEUED job still waits, in its backend's words (no state change, no event).

@@ -232,13 +232,15 @@ class BackendLoop(LoopThread):
             admitted = plan.admit[:max(free, 0)] if check is None else plan.admit if free > 0 else []
             rows = admission.in_plan_order(session, admitted)
             session.rollback()
-            self._launch_rows(session, rows, check, free, stats)
+            self._launch_rows(session, rows, check, free, stats, plan.why)
 
-    def _launch_rows(self, session: Session, rows: list, check, free: int, stats: TickStats) -> None:
+    def _launch_rows(self, session: Session, rows: list, check, free: int, stats: TickStats,
+                     why: dict | None = None) -> None:
         """The admitted jobs' launches: their gate checks and launch attempts recorded and committed
         together (before any submit: whoever controls next knows an attempt may have been made),
-        then each submitted, and what the backend answered written in one transaction."""
-        chosen = self._mark_attempts(session, rows, check, free)
+        then each submitted, and what the backend answered written in one transaction. `why`: the
+        jobs that accept several backends, and why here (their attempt claims them for this one)."""
+        chosen = self._mark_attempts(session, rows, check, free, why or {})
         compiled = compiled_of(session, [row.id for row, _, _ in chosen])
         session.rollback()   # no transaction held while the backend works
         launched: list[Observation] = []
@@ -259,7 +261,7 @@ class BackendLoop(LoopThread):
             # A job the backend holds back ("later") holds back nobody else: the plan is the order.
         self._apply_all(session, launched, stats)
 
-    def _mark_attempts(self, session: Session, rows: list, check, free: int) -> list[tuple]:
+    def _mark_attempts(self, session: Session, rows: list, check, free: int, why: dict) -> list[tuple]:
         """(row, previous attempt, settling) of each job to submit now, its attempt recorded and
         committed; [] when they could not be recorded (the pass stops). Recorded together (bulk.py),
         and before each gate check that reads: it counts the team's jobs being launched."""
@@ -292,7 +294,12 @@ class BackendLoop(LoopThread):
                         continue
                     free -= 1
                 if not settling:
-                    unmarked.append(row.id)
+                    if row.id in why:
+                        claim = (self.name, why[row.id])
+                        if not self.engine.mark_launch_attempt(session, row.id, fence=self.fence, claim=claim):
+                            continue  # moved, or claimed by another backend, since it was read
+                    else:
+                        unmarked.append(row.id)
                 order.append((row, prev, settling))
             record()
             session.commit()

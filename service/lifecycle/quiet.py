@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from service.lifecycle.admission import UNLAUNCHED, due
 from service.lifecycle.states import ACTIVE
-from service.persistence.models import BackendCapacity, Job, TeamLimits, TeamShare
+from service.persistence.models import BackendCapacity, Job, JobBackend, TeamLimits, TeamShare
 
 _ACTIVE = sorted(s.value for s in ACTIVE)
 # The longest a pass goes on trusting a plan that decided nothing: what changes with the clock
@@ -50,6 +50,12 @@ def signature(session: Session, backend: str, now: datetime) -> tuple:
     jobs = select(func.count(), func.sum(case((and_(UNLAUNCHED, due(now)), 1), else_=0)), func.max(Job.updated_at),
                   _epoch_sum(session, Job.updated_at)).where(Job.backend == backend, Job.state.in_(_ACTIVE))
     first = tuple(session.execute(jobs).one())
+    # Jobs of several backends whose most preferred is another but that accept this one, unclaimed
+    # (capacity/snapshot.py reads them): a new one, or one claimed elsewhere, changes the plan here.
+    elsewhere = select(func.count(), _epoch_sum(session, Job.updated_at)).where(
+        JobBackend.backend == backend, Job.id == JobBackend.job_id, Job.backend != backend, UNLAUNCHED,
+        Job.launch_attempted_at.is_(None))
+    first += tuple(session.execute(elsewhere).one())
     others = session.execute(select(*_rows(session, TeamShare, TeamShare.backend == backend),
                                     *_rows(session, BackendCapacity, BackendCapacity.backend == backend),
                                     *_rows(session, TeamLimits))).one()

@@ -45,7 +45,7 @@ from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.selectable import CTE
 
 from service.persistence import pgfast
-from service.persistence.models import Job, JobCost, JobEvent, JobLabel
+from service.persistence.models import Job, JobBackend, JobCost, JobEvent, JobLabel
 from service.persistence.rows import table_of
 
 _JOBS = table_of(Job)
@@ -85,7 +85,17 @@ PER_JOB: tuple[PerJob, ...] = (
                                             for k, v in job.labels.items()], many=True),
     PerJob(table_of(JobEvent), lambda job: (job.event,)),
     PerJob(table_of(JobCost), lambda job: () if job.cost is None else (job.cost,)),
+    PerJob(table_of(JobBackend), lambda job: _accepted(job), many=True),
 )
+
+
+def _accepted(job: NewJob) -> list[dict[str, Any]]:
+    """A job_backends row for each backend a job accepts, when it accepts more than one (Job.accepts)."""
+    text_ = job.row.get("accepts")
+    if text_ is None or text_ == _NULL:
+        return []
+    return [{"job_id": job.row["id"], "backend": a["backend"], "rank": i, "demand": encode(a.get("demand"))}
+            for i, a in enumerate(json.loads(text_))]
 
 
 class PgAlso(NamedTuple):

@@ -215,7 +215,7 @@ def read_form(declared: list[dict], form: Mapping[str, Any], *, backend: str,
         overrides = lf.overrides
     elif from_fields:
         overrides = launch_settings.combine(from_fields, overrides)
-    body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend}
+    body = {"parameters": values, "labels": labels, "overrides": overrides, "backend": lf.backend or None}  # None: any
     if lf.display_name.strip():
         body["display_name"] = lf.display_name.strip()
     return lf, body

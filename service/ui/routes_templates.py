@@ -120,13 +120,21 @@ def launch_page(name: Name, request: Request, session: SessionDep, user: Member,
     ui = services(request).ui_settings
     overrides = job.overrides if job else None
     form = launch.new_form(tv.parameters, job.parameters if job else {},
-                           backend=job.backend if job else ui.default_backend,
+                           backend=_backend(tv, job, ui.default_backend),
                            labels=job.labels if job else None, overrides=overrides,
                            idempotency_key=secrets.token_urlsafe(16),
                            settings=_settings(request, tv, overrides),
                            priority=priority_classes.field_for(tv.spec, priority_classes.classes(session, user.actor.team),
                                                                overrides))
     return _launch_page(request, user, tv, form, source=source)
+
+
+def _backend(tv: VersionFacts, job, default: str) -> str:
+    """The form's backend: a template that accepts several lets the queue place the job ("", the
+    first choice of the form); else the job's own (launch again) or the service's default."""
+    if tv.spec.get("backends") and (job is None or job.accepts):
+        return ""
+    return job.backend if job is not None else default
 
 
 def _check_class(lf: launch.LaunchForm, tv: VersionFacts, body: dict, user: UiUser, known: list) -> None:
@@ -150,7 +158,7 @@ def launch_post(name: Name, request: Request, session: SessionDep, user: Member,
     tv = templates.get_version(session, user.actor.team_id, name, version)
     state = services(request)
     known = priority_classes.classes(session, user.actor.team)
-    lf, body = launch.read_form(tv.parameters, form, backend=state.ui_settings.default_backend,
+    lf, body = launch.read_form(tv.parameters, form, backend=_backend(tv, None, state.ui_settings.default_backend),
                                 settings=_settings(request, tv), priority=priority_classes.field_for(tv.spec, known))
     _check_class(lf, tv, body, user, known)
     dry_run = form.get("action") != "launch"

@@ -89,6 +89,9 @@ def job_payload(event_type: str, job, team: str, *, from_state: JobState | None,
         # From a replica's output or Google's answer: made storable and bounded like the event row.
         "reason": clean_text(reason or "", 2000), "actor": clean_text(actor or "", 200),
     }
+    placement = getattr(job, "placement", None)
+    if placement and isinstance(data["job"], dict):   # a job of several backends, placed: where and why there
+        data["job"]["placement"] = placement
     return bounded({"type": event_type, "timestamp": at.isoformat(), "data": data}, max_bytes)
 
 

@@ -27,7 +27,7 @@ WEBHOOK_TEAMS = "webhooks.teams"   # a batch's scratch key (Engine.batch): the t
 DISPATCHER = "webhooks"   # the dispatcher's name: what wakes it (Controller.wake, NOTIFY payload)
 _JOB_COLUMNS = (Job.id, Job.display_name, Job.template_name, Job.template_version, Job.backend, Job.labels,
                 Job.created_by, Job.created_at, Job.started_at, Job.ended_at, Job.console_url, Job.error,
-                Job.progress)
+                Job.progress, Job.placement)
 
 
 def pending_row(subscription_id: uuid.UUID, message_id: str, event_type: str, job_id: uuid.UUID | None,

@@ -234,3 +234,15 @@ def test_slack_text_escapes_what_the_job_says():
     text = events.slack_payload(payload)["text"]
     assert "<!channel>" not in text and "&lt;!channel&gt; &amp; co" in text
     assert "<@U123>" not in text and "&lt;@U123&gt;" in text
+
+
+def test_a_placed_job_of_several_backends_says_where_and_why():
+    why = "placed on sim2: sim1: 0 of 1 core free; sim2: admitted, 1 of 1 core free"
+    payload = events.job_payload("job.running", _job(backend="sim2", placement=why), "alpha",
+                                 from_state=JobState.PENDING, to_state=JobState.RUNNING, reason="running",
+                                 actor="sim2", at=datetime(2026, 1, 1, tzinfo=UTC), public_url=None, max_bytes=65_536)
+    assert payload["data"]["job"]["backend"] == "sim2" and payload["data"]["job"]["placement"] == why
+    plain = events.job_payload("job.running", _job(placement=None), "alpha", from_state=JobState.PENDING,
+                               to_state=JobState.RUNNING, reason="running", actor="local",
+                               at=datetime(2026, 1, 1, tzinfo=UTC), public_url=None, max_bytes=65_536)
+    assert "placement" not in plain["data"]["job"]   # a job of one backend: the payload as before

@@ -161,6 +161,9 @@ class Job(JobSummary):
     console_url: str | None = None
     error: dict[str, Any] | None = None
     waiting_reason: str | None = None
+    accepts: list[str] = Field(default_factory=list, description="The backends the job accepts, most preferred "
+                               "first, when more than one")
+    placement: str | None = Field(None, description="Where a job of several backends was placed, and why there")
     queue: QueuePlace | None = None
     state_observed_at: datetime | None = Field(None, description="When the backend last confirmed the state "
                                                "(Vertex jobs: state as of this instant)")

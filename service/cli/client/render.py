@@ -138,6 +138,10 @@ def job_detail(job):
                                 + (f", retried as {job.retried_by}" if job.retried_by else "")))
     if job.relaunch_of:
         rows.append(("relaunch of", str(job.relaunch_of)))
+    if job.accepts:
+        rows.append(("backends", escape(", ".join(job.accepts) + " (most preferred first)")))
+    if job.placement:
+        rows.append(("placement", escape_lines(job.placement)))
     if job.waiting_reason:
         rows.append(("waiting", escape_lines(job.waiting_reason)))
     if job.started_at:

@@ -10,6 +10,7 @@ from service.persistence.models.capacity import BackendCapacity as BackendCapaci
 from service.persistence.models.capacity import PriorityClass as PriorityClass
 from service.persistence.models.capacity import TeamShare as TeamShare
 from service.persistence.models.jobs import Job as Job
+from service.persistence.models.jobs import JobBackend as JobBackend
 from service.persistence.models.jobs import JobCost as JobCost
 from service.persistence.models.jobs import JobEpoch as JobEpoch
 from service.persistence.models.jobs import JobEvent as JobEvent

@@ -109,6 +109,13 @@ class Job(Base):
     preempt_kind: Mapped[str | None] = mapped_column(String(20))     # reclaim | priority (scheduling.PreemptionKind)
     # Set on a waiting job the controller preempted others for: it goes first until it starts.
     nominated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Placement across backends (docs/queue.md): the backends the job accepts, most preferred
+    # first, each with its demand there ([{"backend": "slurm", "demand": {...}}, ...]); None: only
+    # `backend`. Until a launch attempt claims one (the fenced, guarded write of
+    # lifecycle.engine.mark_launch_attempt), `backend` is the most preferred; the claim sets it
+    # (and `demand`) to the chosen one, and `placement` says why there.
+    accepts: Mapped[list | None] = mapped_column(JSON)
+    placement: Mapped[str | None] = mapped_column(String(500))
 
     events: Mapped[list[JobEvent]] = relationship(order_by="JobEvent.id", viewonly=True)
 
@@ -122,6 +129,19 @@ class JobLabel(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(64))
+
+
+class JobBackend(Base):
+    """A backend a job accepts (one row each, for a job that accepts more than one: Job.accepts):
+    each backend's admission reads the jobs waiting for it through ix_job_backends_backend."""
+
+    __tablename__ = "job_backends"
+    __table_args__ = (Index("ix_job_backends_backend", "backend", "job_id"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    backend: Mapped[str] = mapped_column(String(32), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer)           # 0: the most preferred
+    demand: Mapped[dict | None] = mapped_column(JSON)    # what the job holds there
 
 
 class JobEvent(Base):
