@@ -222,7 +222,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     log_cfg, ui_cfg = slices.log_settings(settings), parts.ui
     # Each backend's queue, computed on a thread of its own, started by the first read (capacity/queue_cache.py).
     queue = QueueCache(planner, session_factory, capacity_cache, wait_seconds=capacity.queue_wait_seconds,
-                       slots=partial(launch_slots, built))
+                       busy_share=capacity.queue_busy_share, slots=partial(launch_slots, built))
     stack.callback(queue.close)
     return Services(
         lifecycle=parts.lifecycle, pricer=parts.pricer, template_cache=parts.template_cache,

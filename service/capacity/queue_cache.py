@@ -8,9 +8,10 @@ old); one older than TRAINJOBS_QUEUE_CACHE_SECONDS asks the thread for another a
 served. The thread computes one backend at a time, and, while readers are being served, no
 sooner than its last computation's own length after it ended (the controller's rule,
 lifecycle/loop.py `_settle`): computing takes at most about half of the process, so the reads,
-and every other request, keep the rest. Only a reader with nothing to be shown waits (the first
-after start, the first after an operator's change, or every read with the TTL 0), for a
-computation begun after it arrived, at most TRAINJOBS_QUEUE_WAIT_SECONDS (then 503).
+and every other request, keep the rest (TRAINJOBS_QUEUE_BUSY_SHARE, 0.5, sets that share). Only
+a reader with nothing to be shown waits (the first after start, the first after an operator's
+change, or every read with the TTL 0), for a computation begun after it arrived, at most
+TRAINJOBS_QUEUE_WAIT_SECONDS (then 503).
 
 An operator's change clears the domain's cache (capacity/cache.py, after its commit): a
 computation that began before the clear may have read the old rows, so it is shown only to the
@@ -49,13 +50,16 @@ class _Done:
 
 class QueueCache:
     def __init__(self, planner: Planner, session_factory: sessionmaker[Session], cache: TtlCache, *,
-                 wait_seconds: float = 30.0, now: Callable[[], datetime] = utcnow,
+                 wait_seconds: float = 30.0, busy_share: float = 0.5, now: Callable[[], datetime] = utcnow,
                  clock: Callable[[], float] = time.monotonic,
                  slots: Callable[[str], int | None] = lambda backend: None) -> None:
         """`cache`: the domain's (its TTL, and its clears); `slots`: a backend's launch slots
         (None: it runs any number of jobs at once)."""
         self.planner, self.session_factory, self.cache = planner, session_factory, cache
         self.wait_seconds, self.now, self.clock, self.slots = wait_seconds, now, clock, slots
+        # A refresh waits this many times the last computation's length after it ended: computing
+        # then takes at most `busy_share` of the time (0.5: its own length, the controller's rule).
+        self.settle = 1 / busy_share - 1
         self.computations = 0               # how many computations finished (tests and metrics read it)
         self.next_start = 0.0               # monotonic: a refresh for served readers begins no sooner
         self._done: dict[str, _Done] = {}   # per backend: the latest computation that finished
@@ -166,7 +170,7 @@ class QueueCache:
                 else:
                     self._failed[backend] = done
                 self._under_way = None
-                self.next_start = ended + (ended - started)
+                self.next_start = ended + self.settle * (ended - started)
                 self._cond.notify_all()
 
     def _next(self) -> str | None:

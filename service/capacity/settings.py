@@ -22,6 +22,7 @@ class CapacitySettings:
     min_runtime_seconds: float = 600.0                                  # TRAINJOBS_SCHEDULER_MIN_RUNTIME_SECONDS
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
     queue_wait_seconds: float = 30.0                                    # TRAINJOBS_QUEUE_WAIT_SECONDS
+    queue_busy_share: float = 0.5                                       # TRAINJOBS_QUEUE_BUSY_SHARE
     forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
     forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
     pass_seconds: float = 0.5                                           # TRAINJOBS_RECONCILE_INTERVAL_SECONDS
@@ -78,6 +79,11 @@ class CapacityEnv(Section):
         "process starts or after an operator's change, every read with TRAINJOBS_QUEUE_CACHE_SECONDS 0) waits this "
         "long at most for the computation under way, then answers 503 with Retry-After; other reads never wait "
         "(docs/queue.md, \"Reading the queue\")")
+    queue_busy_share: float = Field(
+        0.5, gt=0, le=1, description="The most of its time an API process spends computing queues while they are "
+        "read: a computation starts no sooner than (1 / this - 1) times the last one's length after it ended (0.5: "
+        "its own length; 1: at once). Lower leaves more of the process to the reads and other requests, and what "
+        "the reads show is older (docs/queue.md, \"Reading the queue\")")
     max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
     capacity_max_resources: int = Field(
         64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")

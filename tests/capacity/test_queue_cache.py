@@ -130,6 +130,9 @@ def test_a_refresh_waits_its_own_length_after_the_last_one(make):
     cache = make(Slow(), 2.0, clock=clock)
     cache.get("local")
     assert cache.next_start == pytest.approx(1010.0)    # began at 1000, ended at 1005: not before 1010
+    third = make(Slow(), 2.0, clock=clock, busy_share=0.25)
+    third.get("local")
+    assert third.next_start == pytest.approx(1025.0)    # 1005 to 1010, then three times as long: busy a quarter
 
 
 def test_zero_seconds_shows_each_reader_a_computation_begun_after_it_arrived(make, db_url):
