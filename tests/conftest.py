@@ -145,6 +145,24 @@ def sqlite_template_db(tmp_path_factory) -> Path:
     return path
 
 
+# A module whose subject the database does not decide (the browser, the sandbox, the CLI and the
+# client over HTTP, Slurm's endings, the log streams, the HTTP edge) runs on SQLite only:
+# `pytestmark = ONE_DATABASE`. Its PostgreSQL run proved nothing its SQLite run did not and cost
+# the suite minutes (issue 50.6). What the database decides (the store, the submit, the queue, the
+# lifecycle, the ledger, ...) runs on both: tests/test_layers.py refuses the mark in those folders.
+ONE_DATABASE = pytest.mark.one_database
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc) -> None:
+    """ONE_DATABASE as a parametrization of db_url, for the tests that use it (a module's other
+    tests need no database; a mark naming db_url would be an error for them). Added before
+    pytest reads the marks, so that db_url's own two params give way to it."""
+    if "db_url" in metafunc.fixturenames and metafunc.definition.get_closest_marker("one_database"):
+        if not any("db_url" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
+            metafunc.definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request, tmp_path) -> str:
     """Parametrised: every test using it runs on SQLite and on PostgreSQL."""

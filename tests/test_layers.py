@@ -118,3 +118,17 @@ def test_no_file_in_service_over_450_lines():
     big = {p.relative_to(ROOT).as_posix(): n for p in _service_sources()
            if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES}
     assert big == {}, f"over {MAX_FILE_LINES} lines, split by concern: {big}"
+
+
+# Where the database decides what happens: every test there runs on SQLite and on PostgreSQL.
+DATABASE_FOLDERS = ("auth", "budgets", "capacity", "jobs", "lifecycle", "persistence", "scheduling", "sweeps",
+                    "templates", "usage", "webhooks", "whatif")
+
+
+def test_what_the_database_decides_runs_on_both_databases():
+    """ONE_DATABASE (tests/conftest.py) is for tests whose subject the database does not decide;
+    a test of the store, the submit, the queue or the lifecycle keeps its PostgreSQL run."""
+    tests = Path(__file__).parent
+    marked = [str(f.relative_to(tests)) for folder in DATABASE_FOLDERS for f in (tests / folder).rglob("*.py")
+              if "ONE_DATABASE" in f.read_text() or "one_database" in f.read_text()]
+    assert marked == [], f"one database only where the database decides: {marked}"

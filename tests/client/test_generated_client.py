@@ -14,11 +14,13 @@ import uuid
 from pathlib import Path
 
 import httpx
-import pytest
 from pydantic import TypeAdapter
 
 from tests.client.conftest import TINY_PARAMETERS, tiny_spec
+from tests.conftest import ONE_DATABASE
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 PACKAGE = "trainjobs_generated"
 
@@ -104,7 +106,6 @@ def generate_models(url: str, where: Path):
     return module
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_datamodel_models_submit_and_follow_a_job(server, token, tj, tmp_path):
     """The request is built and every answer read with the generated models: a submit on the
     local backend (the only one this service enables: the models' Backend enum says so),

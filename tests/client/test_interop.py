@@ -4,7 +4,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import AsyncClient, InvalidRequest
+
+pytestmark = ONE_DATABASE
 
 CONFIG = ("trainingInput:\n  scaleTier: CUSTOM\n  masterType: standard\n  masterConfig: {imageUri: 'img:1'}\n"
           "  workerType: n1-standard-4\n  workerCount: 2\n  useChiefInTfConfig: true\n")

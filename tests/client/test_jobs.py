@@ -8,6 +8,7 @@ import pytest
 
 from tests.backends.localkit import assert_no_processes
 from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import (
     Client,
     Conflict,
@@ -20,6 +21,8 @@ from trainjobs_client import (
     Unauthorized,
     WaitTimeout,
 )
+
+pytestmark = ONE_DATABASE
 
 
 def test_submit_wait_logs_events(tj, work_dir):

@@ -8,7 +8,9 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import bearer, make_token
+from tests.conftest import ONE_DATABASE, bearer, make_token
+
+pytestmark = ONE_DATABASE
 
 OPERATIONS = {
     ("POST", "/v1/templates"): "templates_create", ("GET", "/v1/templates"): "templates_list",

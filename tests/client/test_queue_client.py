@@ -6,7 +6,10 @@ import uuid
 import pytest
 
 from tests.capacity.queuekit import http_scene, queue_server
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import AsyncClient, Client, NotFound
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

@@ -8,7 +8,10 @@ import pytest
 
 from tests.client.conftest import replica_spec
 from tests.client.faulty_proxy import FaultyProxy
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import AsyncClient, Client, ConnectionFailed, JobState
+
+pytestmark = ONE_DATABASE
 
 LINES = 40
 

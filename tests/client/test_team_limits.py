@@ -6,7 +6,10 @@ from decimal import Decimal
 import pytest
 
 from tests.client.conftest import replica_spec
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import Conflict, InvalidRequest
+
+pytestmark = ONE_DATABASE
 
 
 def test_set_read_and_use_team_limits(tj):

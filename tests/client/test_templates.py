@@ -4,7 +4,10 @@ from __future__ import annotations
 import pytest
 
 from tests.client.conftest import TINY_PARAMETERS, replica_spec, tiny_spec
+from tests.conftest import ONE_DATABASE
 from trainjobs_client import Client, Conflict, Forbidden, InvalidRequest
+
+pytestmark = ONE_DATABASE
 
 
 def test_crud_and_versions(tj):

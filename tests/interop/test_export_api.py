@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 from service.interop import gcloud_flags, shell_text
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.interop.conftest import assert_problem
+
+pytestmark = ONE_DATABASE
 
 POOLS = ["machine-type=n1-standard-8,replica-count=1,container-image-uri=gcr.io/p/trainer:2",
          "",

@@ -6,6 +6,7 @@ import re
 
 import yaml
 
+from tests.conftest import ONE_DATABASE
 from tests.fakes.harness import (  # noqa: F401
     LOCATION,
     PROJECT,
@@ -13,6 +14,8 @@ from tests.fakes.harness import (  # noqa: F401
     fake_vertex,
     make_harness,
 )
+
+pytestmark = ONE_DATABASE
 
 
 def test_export_is_what_vertex_received(make_harness, fake_vertex):  # noqa: F811

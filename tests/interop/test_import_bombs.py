@@ -8,7 +8,10 @@ import pytest
 from service.core.errors import Invalid
 from service.interop import shell_text
 from service.interop.safe_yaml import YamlLimits, load
+from tests.conftest import ONE_DATABASE
 from tests.interop.conftest import assert_problem
+
+pytestmark = ONE_DATABASE
 
 LIMITS = YamlLimits(max_bytes=65_536, max_aliases=50, max_nodes=5000, max_depth=32, max_expanded_bytes=262_144)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import ONE_DATABASE
 from tests.interop.conftest import assert_problem
+
+pytestmark = ONE_DATABASE
 
 BASE = "scaleTier: CUSTOM\nmasterType: n1-standard-4\nmasterConfig: {imageUri: 'img:1'}\n"
 

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from service.interop import safe_yaml, shell_text
+from tests.conftest import ONE_DATABASE
 from tests.interop.conftest import assert_problem
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 ROOT = Path(__file__).resolve().parents[2]
 VALID = {"format": "aiplatform-config",

@@ -14,8 +14,10 @@ from httpx_sse import connect_sse
 
 from service.app import create_app
 from tests.backends.localkit import Api, assert_no_processes, settings_for, thread_server
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 TALKER = ("import os, sys, time\n"
           "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"

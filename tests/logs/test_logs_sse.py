@@ -16,7 +16,9 @@ from tests.backends.localkit import (
     spec,
     thread_server,
 )
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
+
+pytestmark = ONE_DATABASE
 
 BEFORE, AFTER = 5, 5  # chief lines printed before and after its gate opens
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 import html
 import re
 
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import csrf_of, launch_form, new_client, template_body
+
+pytestmark = ONE_DATABASE
 
 
 def _text(h: str) -> str:

@@ -13,7 +13,10 @@ from sqlalchemy import select, update
 from service.persistence.models import Job, Team, utcnow
 from service.ui.feed import JobFeed
 from tests.backends.localkit import settings_for
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import template_body
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

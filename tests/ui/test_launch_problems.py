@@ -6,7 +6,10 @@ import html
 import json
 import re
 
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import launch_form, new_client, template_body
+
+pytestmark = ONE_DATABASE
 
 
 def _beside(page: str, where: str) -> str:

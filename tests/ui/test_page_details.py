@@ -12,8 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.backends.localkit import Api
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.ui.conftest import csrf_of, form_values, launch_form, new_client, template_body, trainer_spec
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

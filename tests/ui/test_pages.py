@@ -9,7 +9,10 @@ import re
 
 import pytest
 
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import csrf_of, launch_form, new_client, template_body, trainer_spec
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

@@ -16,8 +16,10 @@ from service.core.clock import utcnow
 from service.persistence.models import Job, TeamShare
 from tests.backends.localkit import Api, settings_for
 from tests.capacity.queuekit import set_capacity, set_share, shape, write
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.ui.conftest import new_client, template_body
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

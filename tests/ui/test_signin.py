@@ -10,7 +10,10 @@ from sqlalchemy import select
 
 from service.persistence.models import ServiceSecret
 from service.ui import sessions
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import csrf_of, new_client, sign_in
+
+pytestmark = ONE_DATABASE
 
 
 def test_pages_need_a_session_and_send_browsers_to_sign_in(client):

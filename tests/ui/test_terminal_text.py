@@ -11,7 +11,10 @@ from sqlalchemy import update
 
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
+from tests.conftest import ONE_DATABASE
 from tests.ui.conftest import ROOT, new_client
+
+pytestmark = ONE_DATABASE
 
 HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07up\x1b[1A\x1b[2Kx\u202eevil\x9b"
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")

@@ -9,7 +9,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
+from tests.conftest import ONE_DATABASE
 from tests.web.test_fuzz import EXAMPLES
+
+pytestmark = ONE_DATABASE
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

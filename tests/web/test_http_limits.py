@@ -9,8 +9,10 @@ from urllib.parse import urlparse
 import psutil
 import pytest
 
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 MAX_BYTES, MAX_HEADERS, TIMEOUT = 8192, 20, 0.5
 WAIT = 20  # seconds a socket waits for the server's answer before the test fails: never reached when it works

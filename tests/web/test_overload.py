@@ -15,8 +15,10 @@ from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
 from tests.apikit import DEMO
 from tests.backends.localkit import thread_server
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ import pytest
 
 from service.web.problem_types import HTTP_SLUGS, TYPES
 from tests.apikit import DEMO, assert_problem
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
+
+pytestmark = ONE_DATABASE
 
 SERVICE = Path(__file__).resolve().parents[2] / "service"
 

@@ -4,7 +4,9 @@ from sqlalchemy import create_engine, func, select
 
 from service.persistence.models import Job
 from tests.apikit import assert_problem
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
+
+pytestmark = ONE_DATABASE
 
 
 def jobs_in(db_url: str) -> int:

@@ -11,7 +11,10 @@ import signal
 import pytest
 
 from tests.backends.localkit import assert_no_processes, job_processes
+from tests.conftest import ONE_DATABASE
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="separate uids need the tests to run as root")
 

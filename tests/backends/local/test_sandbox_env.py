@@ -13,8 +13,10 @@ import shutil
 import pytest
 
 from tests.backends.localkit import assert_no_processes, read_json
+from tests.conftest import ONE_DATABASE
 
 pytestmark = [
+    ONE_DATABASE,
     pytest.mark.skipif(os.geteuid() != 0, reason="root-side helpers exist only when the tests run as root"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the attack compiles a library with gcc"),
 ]

@@ -17,10 +17,10 @@ import pytest
 
 from service.backends.local.sandbox import UID_LOCK_DIR, UidPool
 from tests.backends.localkit import Api, ServiceProcess, assert_no_processes, read_json, settings_for
-from tests.conftest import bearer
+from tests.conftest import ONE_DATABASE, bearer
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
+pytestmark = [ONE_DATABASE, pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")]
 
 # Double fork, setsid, exec with an empty environment under another name: no marker, no parent.
 # `detached` is printed once the escapee has exec'd: the pipe's write end closes on exec

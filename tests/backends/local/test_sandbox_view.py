@@ -14,9 +14,10 @@ import uuid
 import pytest
 
 from tests.backends.localkit import read_json
+from tests.conftest import ONE_DATABASE
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")
+pytestmark = [ONE_DATABASE, pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes need the tests to run as root")]
 
 PROBE = r'''
 import ctypes, json, os, socket, subprocess, sys

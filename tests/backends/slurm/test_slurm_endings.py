@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.backends.slurm.conftest import spec
+from tests.conftest import ONE_DATABASE
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 
 def _slurm_state(cluster, slurm_id: str) -> str:
@@ -60,7 +63,6 @@ def test_a_job_cancelled_in_slurm_says_so(make_slurm_client, cluster, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)   # a minute and more: one database is enough
 def test_time_limit_ends_the_job_failed_with_timeout(make_slurm_client, cluster, tmp_path):
     """Slurm's shortest limit is a minute: scheduling.timeout_seconds=30 becomes --time=1."""
     api = make_slurm_client()

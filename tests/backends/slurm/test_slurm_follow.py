@@ -6,7 +6,10 @@ import json
 import os
 
 from tests.backends.slurm.conftest import spec
+from tests.conftest import ONE_DATABASE
 from tests.waiting import wait_for
+
+pytestmark = ONE_DATABASE
 
 
 def test_a_silent_replica_is_a_stall(make_slurm_client, cluster, tmp_path):

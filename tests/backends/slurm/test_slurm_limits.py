@@ -22,6 +22,9 @@ from service.lifecycle.protocol import JobHandle, TransientBackendError
 from service.lifecycle.states import JobState
 from service.persistence.models import utcnow
 from tests.backends.slurm.conftest import slurm_settings, spec
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
 
 
 def _handle(args, **extra):

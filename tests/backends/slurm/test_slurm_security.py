@@ -11,6 +11,9 @@ import pytest
 from service.backends.slurm import SlurmBackend, SlurmConfigError
 from service.backends.slurm.entry import slurm_config_of
 from tests.backends.slurm.conftest import slurm_settings, spec
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
 
 
 def test_template_text_never_reaches_a_shell_and_tasks_are_not_root(make_slurm_client, cluster, tmp_path,

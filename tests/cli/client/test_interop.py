@@ -6,6 +6,10 @@ import json
 
 import yaml
 
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
+
 CONFIG = """\
 trainingInput:
   scaleTier: CUSTOM

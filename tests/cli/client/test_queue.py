@@ -15,6 +15,9 @@ from sqlalchemy import delete, update
 from service.core.clock import utcnow
 from service.persistence.models import Job, TeamShare
 from tests.capacity.queuekit import http_scene, queue_server, write
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
 
 
 @pytest.fixture

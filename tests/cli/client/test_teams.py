@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
+
 
 def test_set_show_and_use_limits(cli):
     r = cli("teams", "set-limits", "--max-jobs", "3", "--max-accelerators", "NVIDIA_TESLA_T4=2",

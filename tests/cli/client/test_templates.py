@@ -7,6 +7,9 @@ import json
 import yaml
 
 from tests.cli.conftest import template_file
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
 
 
 def versions(cli) -> list[int]:
