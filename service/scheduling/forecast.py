@@ -87,18 +87,9 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
                                   expected_end=None if runs is None else t + launch + runs))
             served[w.team] = t
         started = {a.job_id for a in d.admit}
-        stopping = {p.job_id: p.for_job for p in d.preempt}
-        nominated = set(stopping.values())
+        nominated = {p.for_job for p in d.preempt}
         queue = [replace(w, nominated=True) if w.job_id in nominated else w for w in queue if w.job_id not in started]
-        # A stop takes the grace period at the latest; likely it is seen at the next pass (the sim
-        # stops at once, a trainer saves its checkpoint and exits): held for the whole grace period,
-        # the victim's capacity stayed taken 30 s in the play and every later start came late.
-        soon = t + (policy.grace_s if latest else launch)
-        for r in played:
-            if r.job_id in stopping:       # what it still had to run, once it runs again
-                left[r.job_id] = None if r.expected_end is None else max(0.0, r.expected_end - t)
-        played = [replace(r, stopping=True, stopping_for=stopping[r.job_id], expected_end=soon)
-                  if r.job_id in stopping else r for r in played]
+        played = _stopping(played, d.preempt, t, t + (policy.grace_s if latest else launch), left)
         nxt, played, back = _next_end(t, played, ticks)
         if nxt is None:
             break                                # nothing known ends: the rest wait for ever here
@@ -107,6 +98,20 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
             queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, age.get(r.job_id, r.started_at),
                                  duration=left.get(r.job_id), limit=left.get(r.job_id)))
     return out
+
+
+def _stopping(played: list[Running], preempt: Sequence, t: float, soon: float,
+              left: dict[JobId, float | None]) -> list[Running]:
+    """The jobs a pass at t preempts, stopping by `soon`: at the latest the grace period's end;
+    likely the next pass (the sim stops a job at once, a trainer saves its checkpoint and exits).
+    Held for the whole grace period, the victim's capacity stayed taken 30 s in the play and every
+    later start came late. `left` gets what each still had to run, once it runs again."""
+    stopping = {p.job_id: p.for_job for p in preempt}
+    for r in played:
+        if r.job_id in stopping:
+            left[r.job_id] = None if r.expected_end is None else max(0.0, r.expected_end - t)
+    return [replace(r, stopping=True, stopping_for=stopping[r.job_id], expected_end=soon)
+            if r.job_id in stopping else r for r in played]
 
 
 def _played_end(r: Running, stopped: float, latest: bool) -> float | None:
