@@ -36,9 +36,10 @@ if ! PATH="/usr/sbin:/sbin:$PATH" command -v slurmctld >/dev/null || ! PATH="/us
         echo "scripts/test.sh: install slurmctld, slurmd, slurm-client and munge for the slurm backend's tests" >&2
     fi
 fi
-# One pytest worker per core (pytest-xdist; TRAINJOBS_TEST_WORKERS=0 runs in this process):
-# much of the suite waits on subprocesses and the database, and each worker has its own
-# PostgreSQL database and replica uids (tests/conftest.py). worksteal: the long tests
-# (real TensorFlow, several `serve` processes) do not leave one worker with the tail.
+# One pytest worker more than there are cores (pytest-xdist; TRAINJOBS_TEST_WORKERS=0 runs in this
+# process): much of the suite waits on subprocesses, Slurm's polls, TensorFlow's start and the
+# database, and at one worker per core a fresh-clone run kept 1.39 of 2 cores busy (issue 50.6).
+# Each worker has its own PostgreSQL database and replica uids (tests/conftest.py). worksteal: the
+# long tests (real TensorFlow, several `serve` processes) do not leave one worker with the tail.
 # --durations: every run names its slowest tests, so a suite creeping past 20 minutes says where.
-exec .venv/bin/python -m pytest -n "${TRAINJOBS_TEST_WORKERS:-auto}" --dist worksteal --durations=15 "$@"
+exec .venv/bin/python -m pytest -n "${TRAINJOBS_TEST_WORKERS:-$(( $(nproc) + 1 ))}" --dist worksteal --durations=15 "$@"
