@@ -1,0 +1,76 @@
+"""A job's wish among the backends it accepts (issue 52.2, docs/queue.md "Cheapest or soonest"):
+its accepted backends in the order it would rather run on them, and why, in words. Pure.
+
+`listed` keeps the template's order; `cheapest` orders by the job's price per hour on each
+backend (what it asks there times the operator's price per resource-hour, or Vertex AI's list
+price); `soonest` by each backend's estimated start for the job. Ties, and backends without a
+price or an estimate (after those with one), keep the listed order. A `start_by` deadline then
+puts the backends whose estimate misses it after those that meet it (a backend without an
+estimate in between: it may meet it), so a job that would miss it on its preferred backend
+takes the next that can meet it. The order is what `across` takes as the job's preference: the
+job still starts on the first of them that admits it in a pass."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+PREFERENCES = ("listed", "cheapest", "soonest")
+
+
+@dataclass(frozen=True)
+class Wish:
+    """What the job asked for. `start_by`: epoch seconds, or None. `prices`: the job's price per
+    hour on each backend (None or absent: no price there)."""
+
+    prefer: str = "listed"
+    start_by: float | None = None
+    prices: Mapping[str, float | None] = field(default_factory=dict)
+
+
+def order(listed: Sequence[str], wish: Wish, starts: Mapping[str, float | None], now: float) -> tuple[tuple[str, ...], str]:
+    """`listed`: the backends the job accepts, the template's order. `starts`: each backend's
+    estimated start for the job (epoch seconds; None or absent: not known). Returns the order and
+    why ("" for the listed order with no deadline: nothing to say beyond the placement's words)."""
+    rank = {name: i for i, name in enumerate(listed)}
+    if wish.prefer == "cheapest":
+        names = sorted(listed, key=lambda n: (_missing(wish.prices.get(n)), wish.prices.get(n) or 0.0, rank[n]))
+        why = "cheapest: " + ", ".join(f"{n} {_price(wish.prices.get(n))}" for n in names)
+    elif wish.prefer == "soonest":
+        names = sorted(listed, key=lambda n: (_missing(starts.get(n)), starts.get(n) or 0.0, rank[n]))
+        why = "soonest: " + ", ".join(f"{n} {_start(starts.get(n), now)}" for n in names)
+    else:
+        names, why = list(listed), ""
+    if wish.start_by is None:
+        return tuple(names), why
+    meets = {n: _meets(starts.get(n), wish.start_by) for n in names}
+    # Stable: within each group the wish's order holds.
+    names.sort(key=lambda n: {True: 0, None: 1, False: 2}[meets[n]])
+    missed = [n for n in names if meets[n] is False]
+    deadline = f"start by {_clock(wish.start_by)}" + (f": missed on {', '.join(missed)}" if missed else "")
+    return tuple(names), f"{why}; {deadline}" if why else deadline
+
+
+def _missing(value: float | None) -> bool:
+    return value is None
+
+
+def _meets(start: float | None, deadline: float) -> bool | None:
+    return None if start is None else start <= deadline
+
+
+def _price(value: float | None) -> str:
+    return "no price" if value is None else f"{value:.2f}/h"
+
+
+def _start(start: float | None, now: float) -> str:
+    if start is None:
+        return "start not known"
+    wait = start - now
+    if wait <= 0:
+        return "now"
+    return f"in {round(wait / 60)} min" if wait >= 60 else f"in {round(wait)} s"
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

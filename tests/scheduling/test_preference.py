@@ -1,0 +1,58 @@
+"""A job's wish among its backends (service/scheduling/preference.py): pure."""
+from __future__ import annotations
+
+from service.scheduling.preference import Wish, order
+
+NOW = 1_800_000_000.0
+LISTED = ("vertex", "slurm", "local")
+
+
+def test_listed_keeps_the_templates_order_and_says_nothing():
+    assert order(LISTED, Wish(), {}, NOW) == (LISTED, "")
+
+
+def test_cheapest_orders_by_the_price_per_hour_and_names_each():
+    names, why = order(LISTED, Wish("cheapest", prices={"vertex": 3.1, "slurm": 0.4, "local": 1.0}), {}, NOW)
+    assert names == ("slurm", "local", "vertex")
+    assert why == "cheapest: slurm 0.40/h, local 1.00/h, vertex 3.10/h"
+
+
+def test_cheapest_ties_and_unpriced_backends_keep_the_listed_order():
+    names, why = order(LISTED, Wish("cheapest", prices={"slurm": 1.0, "local": 1.0}), {}, NOW)
+    assert names == ("slurm", "local", "vertex")   # vertex: no price, last
+    assert why.endswith("vertex no price")
+    names, _ = order(LISTED, Wish("cheapest", prices={"vertex": 2.0, "slurm": 2.0, "local": 2.0}), {}, NOW)
+    assert names == LISTED
+
+
+def test_soonest_orders_by_the_estimated_start():
+    starts = {"vertex": NOW + 1800, "slurm": NOW, "local": None}
+    names, why = order(LISTED, Wish("soonest"), starts, NOW)
+    assert names == ("slurm", "vertex", "local")
+    assert why == "soonest: slurm now, vertex in 30 min, local start not known"
+
+
+def test_soonest_ties_keep_the_listed_order():
+    names, _ = order(LISTED, Wish("soonest"), {n: NOW for n in LISTED}, NOW)
+    assert names == LISTED
+
+
+def test_start_by_met_on_the_preferred_backend_changes_nothing():
+    wish = Wish("cheapest", start_by=NOW + 3600, prices={"vertex": 3.0, "slurm": 0.5, "local": 1.0})
+    names, why = order(LISTED, wish, {"slurm": NOW + 600, "local": NOW, "vertex": NOW}, NOW)
+    assert names == ("slurm", "local", "vertex")
+    assert why.endswith("; start by 2027-01-15T09:00:00Z")
+
+
+def test_start_by_missed_on_the_preferred_backend_takes_the_next_that_meets_it():
+    wish = Wish("cheapest", start_by=NOW + 600, prices={"vertex": 3.0, "slurm": 0.5, "local": 1.0})
+    names, why = order(LISTED, wish, {"slurm": NOW + 7200, "local": None, "vertex": NOW}, NOW)
+    # vertex meets it, local may (no estimate), slurm misses it: last, though cheapest.
+    assert names == ("vertex", "local", "slurm")
+    assert why.endswith("start by 2027-01-15T08:10:00Z: missed on slurm")
+
+
+def test_start_by_with_the_listed_order():
+    names, why = order(("sim1", "sim2"), Wish(start_by=NOW + 60), {"sim1": NOW + 600, "sim2": NOW}, NOW)
+    assert names == ("sim2", "sim1")
+    assert why == "start by 2027-01-15T08:01:00Z: missed on sim1"
