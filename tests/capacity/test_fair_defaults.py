@@ -82,9 +82,12 @@ def test_a_team_inside_its_nominal_quota_reclaims_a_launch_slot(api_client, db_u
     alpha, zulu = _teams(api_client, db_url, token, capacity={"sim": {"core": 4}}, sim_max_running_jobs=2)
     template(alpha, "long", {"sim-duration-seconds": "3600"})
     template(zulu, "short", {"sim-duration-seconds": "1"})
-    held = [submit(alpha, "long")["id"] for _ in range(2)]
-    for job_id in held:
-        alpha.wait_state(job_id, "RUNNING")
+    # One after the other: two jobs started by one pass are as young as each other (one launch
+    # time), and which of them is "the younger" would then be a coin's toss.
+    held = []
+    for _ in range(2):
+        held.append(submit(alpha, "long")["id"])
+        alpha.wait_state(held[-1], "RUNNING")
     # Two of four cores in use, but both slots taken: one of alpha's jobs borrows (its nominal is 1).
     theirs = submit(zulu, "short")["id"]
     assert zulu.wait_state(theirs, "SUCCEEDED", "FAILED", timeout=60)["state"] == "SUCCEEDED"
