@@ -213,7 +213,7 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     submitter = JobSubmitter(built, parts.lifecycle, template_cache=parts.template_cache, pricer=parts.pricer,
                              default_backend=parts.jobs.default_backend, waker=waker,
                              placement=Placement(capacity, capacity_cache),
-                             compile_reuse=CompileReuse(settings.compile_cache_bytes))
+                             compile_reuse=CompileReuse(settings.compile_cache_bytes), settings=parts.jobs)
     controller = _controller(parts, built, engine, session_factory, submitter, planner)
     stack.callback(controller.stop)   # first of all at the end: nothing is launched or polled after
     waker.controller = controller

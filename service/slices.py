@@ -63,7 +63,9 @@ def get_settings() -> Settings:
 
 def job_settings(s: Settings) -> JobSettings:
     return JobSettings(default_backend=s.default_backend,
-                       epochs=EpochLimits(s.job_epochs_max_per_job, s.job_epochs_max_metrics))
+                       epochs=EpochLimits(s.job_epochs_max_per_job, s.job_epochs_max_metrics),
+                       placement_prices=s.placement_prices,
+                       placement_max_start_by_seconds=s.placement_max_start_by_seconds)
 
 
 def log_settings(s: Settings) -> LogSettings:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from service.capacity import snapshot as snapshots
 from service.capacity.settings import CapacitySettings
 from service.lifecycle.admission import Plan, PreemptOrder
+from service.scheduling import preference
 from service.scheduling.across import Side, across
 from service.scheduling.forecast import explained
 from service.scheduling.model import Decision, Policy
@@ -72,11 +73,21 @@ class Planner:
         others = [self.snapshot(session, n, now, slots=self.slots[n], held_teams=held_teams) for n in sorted(names)]
         sides = [Side(s.backend, s.arbitrated, s.shares, s.running, s.waiting, s.served) for s in (snap, *others)]
         accepts = dict(snap.accepts)
+        wishes = dict(snap.wishes)
         for other in others:
             accepts.update(other.accepts)
-        result = across(sides, accepts, now.timestamp(), self.policy, usage=snap.usage)
+            wishes.update(other.wishes)
+        t = now.timestamp()
+        # A job's wish (cheapest, soonest, start_by) is its order of preference here, and what
+        # across places it by: the first of them that admits it in this pass.
+        wished: dict = {}
+        for job, wish in wishes.items():
+            if job in accepts:
+                accepts[job], wished[job] = preference.order(accepts[job], wish, preference.starts_now(sides, job, t), t)
+        result = across(sides, accepts, t, self.policy, usage=snap.usage)
         plan = to_plan(result.decisions[snap.backend])
-        plan.why.update({job: result.why[job] for job in plan.admit if job in result.why})
+        plan.why.update({job: "; ".join(w for w in (wished.get(job), result.why[job]) if w)
+                         for job in plan.admit if job in result.why})
         return plan
 
 

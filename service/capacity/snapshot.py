@@ -25,6 +25,7 @@ from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, JobBackend, JobEpoch, PriorityClass, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
+from service.scheduling.preference import Wish
 from service.usage.store import decayed_by_team
 
 
@@ -48,6 +49,8 @@ class Snapshot:
     # The waiting jobs that accept several backends (placement across backends): each one's
     # backends, most preferred first. A job not named accepts this backend only.
     accepts: dict[uuid.UUID, tuple[str, ...]] = field(default_factory=dict)
+    # Those of them with a placement wish (Job.wish: cheapest, soonest, a start_by deadline).
+    wishes: dict[uuid.UUID, Wish] = field(default_factory=dict)
 
     @property
     def arbitrated(self) -> dict[str, int]:
@@ -136,8 +139,10 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                        if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
                for row in rows]
     accepts = {row.id: tuple(a["backend"] for a in row.accepts) for row in rows if row.accepts}
+    wishes = {row.id: Wish(row.wish.get("prefer") or "listed", row.wish.get("start_by"), row.wish.get("prices") or {})
+              for row in rows if row.accepts and row.wish}
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
-                    served_of(session, backend, names), decayed_by_team(session, names, now), accepts)
+                    served_of(session, backend, names), decayed_by_team(session, names, now), accepts, wishes)
 
 
 def _windowed(session: Session, backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID],
@@ -182,7 +187,7 @@ def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[u
     extra = (Job.template_name, _TIMEOUT.label("timeout")) if forecast else (
         literal(None).label("template_name"), literal(None).label("timeout"))
     ranked = (select(Job.id, Job.team_id, Job.priority, demand.label("demand"), QUEUED_AT.label("queued_at"),
-                     Job.may_preempt, Job.nominated_at, Job.accepts, *extra,
+                     Job.may_preempt, Job.nominated_at, Job.accepts, Job.wish, *extra,
                      func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id)).label("rank"))
               .where(*where).subquery())
     return select(ranked).where(ranked.c.rank <= per_team).order_by(ranked.c.queued_at, ranked.c.id)

@@ -31,10 +31,11 @@ from service.budgets import service as budgets
 from service.capacity.placement import Placed, Placement
 from service.core.errors import Conflict, DomainError, Invalid
 from service.cost.estimate import CostEstimate, Pricer
-from service.jobs import backend_choice, overrides_policy, precheck, relaunch
+from service.jobs import backend_choice, overrides_policy, placement_wish, precheck, relaunch
 from service.jobs import service as jobs
 from service.jobs.compile_reuse import Built, CompileReuse
 from service.jobs.schemas import JobCreate, JobPreview, JobRelaunch, TemplateRef
+from service.jobs.settings import JobSettings
 from service.jobspec.reserved import JOB_ID_LABEL
 from service.lifecycle import retries
 from service.lifecycle.engine import Engine
@@ -112,6 +113,7 @@ class _Compiled:
     placed: Placed
     built: Built                 # prices the job (once per reused compile)
     accepts: list | None = None  # the backends it accepts, when more than one (backend_choice.Accepted)
+    wish: dict | None = None     # its placement wish among them (placement_wish.resolve)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class JobSubmitter:
 
     def __init__(self, backends: Mapping[str, Backend], engine: Engine, *, template_cache: TemplateCache,
                  pricer: Pricer, default_backend: str, waker: Waker | None = None,
-                 placement: Placement | None = None, compile_reuse: CompileReuse | None = None) -> None:
+                 placement: Placement | None = None, compile_reuse: CompileReuse | None = None,
+                 settings: JobSettings | None = None) -> None:
         self.backends = backends
         self.engine = engine
         self.template_cache = template_cache
@@ -147,6 +150,9 @@ class JobSubmitter:
         self.placement = placement
         # The last compiles and prices, reused by submits of the same version and values.
         self.compile_reuse = compile_reuse if compile_reuse is not None else CompileReuse(0)
+        # Prices per resource-hour and the furthest start_by, for a job's placement wish.
+        self.prices = settings.placement_prices if settings is not None else {}
+        self.max_start_by_seconds = settings.placement_max_start_by_seconds if settings is not None else 30 * 86_400
 
     def submit(self, session: Session, body: JobCreate, actor: Actor, *, dry_run: bool = False,
                idempotency_key: str | None = None, verify_token: str = "", relaunch_of: uuid.UUID | None = None,
@@ -280,11 +286,17 @@ class JobSubmitter:
             names, self.backends, compiled, actor.team,
             lambda name, b: placement.place(session, name, b, compiled, actor.team) if placement is not None else Placed())
         problems += found + retries.limit_problems(compiled.retry, self.engine.retry_limits)
+        wish = None
+        if accepted is not None:
+            wish, found = placement_wish.resolve(compiled, accepted.placed, self.backends,
+                                                 self.prices, self.pricer, utcnow(), self.max_start_by_seconds)
+            problems += found
         if problems or accepted is None:
             raise Invalid.of(problems)
         backend_name, placed = accepted.first
         return _Compiled(tv, TemplateRef(name=tv.name, version=tv.version), submitted, backend_name,
-                         self.backends[backend_name], job_id, display_name, compiled, placed, built, accepted.accepts())
+                         self.backends[backend_name], job_id, display_name, compiled, placed, built, accepted.accepts(),
+                         wish)
 
     def _store(self, session: Session, body: JobCreate, actor: Actor, c: _Compiled, cost: CostEstimate,
                idempotency_key: str | None, digest: str | None, relaunch_of: uuid.UUID | None,
@@ -300,7 +312,7 @@ class JobSubmitter:
                       created_at=now, updated_at=now, idempotency_key=idempotency_key, request_hash=digest,
                       backend_ref=None, console_url=None, error=None, progress=None, started_at=None,
                       ended_at=None, launch_attempted_at=None, waiting_reason=None, attempt=1, retry_of=None,
-                      not_before=None, relaunch_of=relaunch_of, accepts=c.accepts, placement=None,
+                      not_before=None, relaunch_of=relaunch_of, accepts=c.accepts, placement=None, wish=c.wish,
                       **c.placed.columns())
         # The compiled job from the JSON the compiler already wrote (`values` leaves it out).
         row = jobrows.job_row(values, encoded={"compiled": c.compiled.to_json_text()})

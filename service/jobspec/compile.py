@@ -77,6 +77,8 @@ class CompiledJob:
     # The backends the job may run on, most preferred first (JobSpec.backends); None: the one
     # the request names (or the service's default).
     backends: tuple[str, ...] | None = None
+    # The job's placement wish (JobSpec.placement, as JSON; None: the listed order), resolved at submit.
+    placement: Mapping[str, Any] | None = None
 
     def custom_job(self) -> CustomJob:
         from google.cloud.aiplatform_v1 import CustomJob
@@ -127,6 +129,8 @@ class CompiledJob:
             out["priority_class"] = self.priority_class
         if self.backends is not None:
             out["backends"] = list(self.backends)
+        if self.placement is not None:
+            out["placement"] = dict(self.placement)
         return out
 
     def to_json_text(self) -> str:
@@ -148,7 +152,7 @@ class CompiledJob:
                    json.dumps(spec, separators=(",", ":")) if spec is not None else None,
                    data.get("stall_timeout_seconds"), data.get("retry"), data.get("output_of"),
                    data.get("vertex"), data.get("priority_class"),
-                   tuple(data["backends"]) if data.get("backends") is not None else None)
+                   tuple(data["backends"]) if data.get("backends") is not None else None, data.get("placement"))
 
 
 def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
@@ -189,7 +193,8 @@ def compile_spec(spec: JobSpec, *, display_name: str, labels: Mapping[str, str],
                            spec.scheduling.stall_timeout_seconds,
                            spec.retry.model_dump(mode="json") if spec.retry is not None else None,
                            vertex=_vertex_extras(spec), priority_class=spec.priority_class,
-                           backends=tuple(spec.backends) if spec.backends is not None else None)
+                           backends=tuple(spec.backends) if spec.backends is not None else None,
+                           placement=spec.placement.model_dump(mode="json") if spec.placement is not None else None)
     # Already in hand: spare the first readers a json.loads (cached_property's own slot).
     compiled.__dict__["custom_job_dict"] = custom_job
     compiled.__dict__["job_spec_dict"] = job_spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from service.core.text import MultilineText
 
@@ -186,6 +186,9 @@ class JobSpec(Strict):
                     "exactly one: the most preferred that admits it in a pass, else the first that frees. None: the "
                     "one backend the request names (or the service's default), as before. A member narrows the "
                     "list with the job's `backend` or, if `overridable` lists backends, with `overrides`.")
+    placement: PlacementWish | None = Field(
+        None, description="trainjobs, not Vertex: how a job of several `backends` would rather be placed "
+                          "(docs/queue.md, \"Cheapest or soonest\"). None: the listed order, no deadline.")
     overridable: list[Annotated[str, StringConstraints(max_length=256)]] = Field(
         default_factory=list, max_length=100,
         description="Field paths a member's job may change with `overrides`, e.g. workers.replica_count, "
@@ -202,6 +205,18 @@ class JobSpec(Strict):
         if twice:
             raise ValueError(f"backends names {', '.join(twice)} more than once; name each backend once")
         return names
+
+
+class PlacementWish(Strict):
+    """trainjobs, not Vertex: which of its backends a job of several would rather start on."""
+
+    prefer: Literal["listed", "cheapest", "soonest"] = Field(
+        "listed", description="listed: the order of `backends`; cheapest: the lowest price per hour for what the "
+                              "job asks (the operator's TRAINJOBS_PLACEMENT_PRICES, Vertex AI's list prices); "
+                              "soonest: the earliest estimated start. Ties keep the listed order")
+    start_by: Annotated[int, Field(ge=1)] | AwareDatetime | None = Field(
+        None, description="The job should start by then: an RFC 3339 time with its offset, or seconds from the "
+                          "submit. A backend whose estimate misses it comes after those that meet it")
 
 
 class ModelUpload(Strict):

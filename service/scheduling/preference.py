@@ -15,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from service.scheduling.across import Side
+from service.scheduling.model import Id
+
 PREFERENCES = ("listed", "cheapest", "soonest")
 
 
@@ -43,7 +46,7 @@ def order(listed: Sequence[str], wish: Wish, starts: Mapping[str, float | None],
         names, why = list(listed), ""
     if wish.start_by is None:
         return tuple(names), why
-    meets = {n: _meets(starts.get(n), wish.start_by) for n in names}
+    meets = {n: _meets(starts.get(n), wish.start_by, now) for n in names}
     # Stable: within each group the wish's order holds.
     names.sort(key=lambda n: {True: 0, None: 1, False: 2}[meets[n]])
     missed = [n for n in names if meets[n] is False]
@@ -55,8 +58,11 @@ def _missing(value: float | None) -> bool:
     return value is None
 
 
-def _meets(start: float | None, deadline: float) -> bool | None:
-    return None if start is None else start <= deadline
+def _meets(start: float | None, deadline: float, now: float) -> bool | None:
+    """None: not known (no estimate, the deadline still ahead)."""
+    if start is None:
+        return None if deadline > now else False
+    return start <= deadline
 
 
 def _price(value: float | None) -> str:
@@ -74,3 +80,20 @@ def _start(start: float | None, now: float) -> str:
 
 def _clock(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def starts_now(sides: Sequence[Side[Id]], job: Id, now: float) -> dict[str, float | None]:
+    """Each backend's estimated start for the job where the pass knows no better: now where what it
+    asks there is free now, else not known."""
+    out: dict[str, float | None] = {}
+    for side in sides:
+        demand = next((w.demand for w in side.waiting if w.job_id == job), None)
+        if demand is None:
+            continue
+        held: dict[str, int] = {}
+        for r in side.running:
+            for res, n in r.demand.items():
+                held[res] = held.get(res, 0) + n
+        fits = all(n <= side.capacity[res] - held.get(res, 0) for res, n in demand.items() if res in side.capacity)
+        out[side.name] = now if fits else None
+    return out

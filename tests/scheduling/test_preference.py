@@ -1,7 +1,9 @@
 """A job's wish among its backends (service/scheduling/preference.py): pure."""
 from __future__ import annotations
 
-from service.scheduling.preference import Wish, order
+from service.scheduling.across import Side
+from service.scheduling.model import Running, Waiting
+from service.scheduling.preference import Wish, order, starts_now
 
 NOW = 1_800_000_000.0
 LISTED = ("vertex", "slurm", "local")
@@ -56,3 +58,18 @@ def test_start_by_with_the_listed_order():
     names, why = order(("sim1", "sim2"), Wish(start_by=NOW + 60), {"sim1": NOW + 600, "sim2": NOW}, NOW)
     assert names == ("sim2", "sim1")
     assert why == "start by 2027-01-15T08:01:00Z: missed on sim1"
+
+
+def test_a_deadline_gone_by_is_missed_where_the_job_cannot_start_now():
+    names, why = order(("sim1", "sim2"), Wish(start_by=NOW - 1), {"sim1": None, "sim2": NOW}, NOW)
+    assert names == ("sim1", "sim2") and why == "start by 2027-01-15T07:59:59Z: missed on sim1, sim2"
+    names, _ = order(("sim1", "sim2"), Wish(start_by=NOW + 60), {"sim1": None, "sim2": NOW + 600}, NOW)
+    assert names == ("sim1", "sim2")   # sim1 may meet it (no estimate), sim2 will not
+
+
+def test_starts_now_where_what_the_job_asks_is_free():
+    def side(name: str, free: int) -> Side:
+        running = [Running("r", "a", 0, {"core": 4 - free}, started_at=0)] if free < 4 else []
+        return Side(name, {"core": 4}, {}, running, [Waiting("j", "a", 0, {"core": 2}, queued_at=0)])
+    assert starts_now([side("sim1", 1), side("sim2", 2), side("sim3", 4)], "j", NOW) == \
+        {"sim1": None, "sim2": NOW, "sim3": NOW}

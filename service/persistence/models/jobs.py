@@ -116,6 +116,10 @@ class Job(Base):
     # (and `demand`) to the chosen one, and `placement` says why there.
     accepts: Mapped[list | None] = mapped_column(JSON)
     placement: Mapped[str | None] = mapped_column(String(500))
+    # Its placement wish among them (docs/queue.md, "Cheapest or soonest"), resolved at submit:
+    # {"prefer": "cheapest", "start_by": <epoch seconds or null>, "prices": {backend: per hour or null}};
+    # None: the listed order, no deadline.
+    wish: Mapped[dict | None] = mapped_column(JSON)
 
     events: Mapped[list[JobEvent]] = relationship(order_by="JobEvent.id", viewonly=True)
 
