@@ -32,11 +32,23 @@ CHUNK = 100
 
 def apply_many(engine: Engine, session: Session, observations: Sequence[Observation], *, fence: int | None,
                actor: str) -> int:
-    """Apply `observations` in the caller's transaction (it commits). Returns how many jobs' states changed."""
-    first: dict = {}
-    later: list[Observation] = []   # a second report of the same job in the batch: after the first, per job
-    for obs in observations:
-        (later.append(obs) if obs.job_id in first else first.__setitem__(obs.job_id, obs))
+    """Apply `observations` in the caller's transaction (it commits). Returns how many jobs' states changed.
+    A job reported more than once (the sim's RUNNING and its end, seen by one poll) is written in
+    rounds, each of its reports in its own, in their order: every round is a batch."""
+    changed = 0
+    rest = list(observations)
+    while rest:
+        first: dict = {}
+        later: list[Observation] = []
+        for obs in rest:
+            (later.append(obs) if obs.job_id in first else first.__setitem__(obs.job_id, obs))
+        changed += _round(engine, session, first, fence=fence, actor=actor)
+        rest = later
+    return changed
+
+
+def _round(engine: Engine, session: Session, first: dict, *, fence: int | None, actor: str) -> int:
+    """One report a job (`first`, by job id), read together, written together."""
     cleaned = {job_id: engine.cleaned(obs) for job_id, obs in first.items()}
     rows = {r.id: r for r in session.execute(select(*APPLY_COLUMNS).where(Job.id.in_(list(first))))}
     now = utcnow()
@@ -63,7 +75,7 @@ def apply_many(engine: Engine, session: Session, observations: Sequence[Observat
             changed += p.dst is not None
     if events:
         session.execute(insert(JobEvent), events)
-    for obs in again + later:   # changed since it was read: decided again from what it is now
+    for obs in again:   # changed since it was read: decided again from what it is now
         changed += engine.apply(session, obs, fence=fence, actor=actor)
     return changed
 

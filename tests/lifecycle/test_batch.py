@@ -175,3 +175,21 @@ def test_a_deposed_controllers_batch_writes_nothing(session_factory):
         assert all(events(s, j) == [] for j in running)
         assert all(row(s, j).launch_attempted_at is None for j in queued)
         assert bulk.mark_attempts(Engine(), s, queued, fence=8) == set(queued)   # the holder's term: written
+
+
+def test_a_job_reported_twice_in_one_batch_moves_through_both_in_a_few_statements(session_factory):
+    """The sim's poll reports RUNNING and the end of a job that ran between two passes: each
+    report is applied in its order, and the batch stays a few statements (one round per report
+    of a job), not the per-job path's three or more a report."""
+    with session_factory() as s:
+        ids = [make_job(s, S.PENDING) for _ in range(10)]
+    with session_factory() as s:
+        count = [0]
+        event.listen(s.get_bind(), "before_cursor_execute", lambda *a: count.__setitem__(0, count[0] + 1))
+        reports = [Observation(j, state=st, reason=st.value.lower()) for j in ids for st in (S.RUNNING, S.SUCCEEDED)]
+        done = applying.apply_all(Engine(), s, reports, fence=None, actor="sim")
+        assert (done.changed, done.errors) == (20, 0)
+        assert count[0] <= 10, count          # 33 when the second reports went one at a time
+        for j in ids:
+            assert events(s, j) == [("PENDING", "RUNNING", "sim"), ("RUNNING", "SUCCEEDED", "sim")]
+            assert row(s, j).started_at is not None and row(s, j).ended_at is not None
