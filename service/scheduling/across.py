@@ -6,9 +6,11 @@ A job that accepts several backends waits in each one's queue. Each backend is d
 one-backend pass (`schedule`); a job admitted on several is placed on the most preferred of
 them, a job admitted on none but preempted for on several on the most preferred of those, and it
 is taken out of the other backends' queues for this pass, whose decisions are made again without
-it (another job may take what it would have held). Repeated until no job is placed on two: each
-round takes at least one job out of one backend's queue, so it ends. A job admitted on a less
-preferred backend only (the preferred is full) starts there: the first that frees."""
+it (another job may take what it would have held). Repeated until the placements settle: a job
+whose place was lost meanwhile (its backend decided otherwise once others were taken out) is back
+in every queue it accepts; after MAX_ROUNDS, each job keeps its one backend's start or preemption
+and the others' are dropped, so a job is never started on two. A job admitted on a less preferred
+backend only (the preferred is full) starts there: the first that frees."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -17,6 +19,10 @@ from typing import Generic
 
 from service.scheduling.model import SLOT, Decision, Id, Policy, Resources, Running, Share, Waiting
 from service.scheduling.scheduler import schedule
+
+# The most rounds of a pass: a job taken out of a backend's queue changes that backend's decision,
+# which may move another job; rounds go on until nothing moves (a few in practice), at most this.
+MAX_ROUNDS = 16
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,8 @@ class Side(Generic[Id]):
 @dataclass
 class Across(Generic[Id]):
     """Each backend's decision (a job in at most one's admit), and for each job of several backends
-    the backend it was placed on this pass and why there, in words ("sim1: 0 of 4 core free; sim2:
-    admitted, 2 of 4 core free")."""
+    placed this pass (admitted, or preempted for) the backend and why there, in words ("sim1: 0 of
+    4 core free; sim2: admitted, 2 of 4 core free")."""
 
     decisions: dict[str, Decision[Id]]
     placed: dict[Id, str]
@@ -47,24 +53,36 @@ def across(sides: Sequence[Side[Id]], accepts: Mapping[Id, Sequence[str]], now: 
     """`accepts`: each job that accepts several backends, most preferred first (a job not named
     waits on one backend only). Backends named there but not among `sides` are left out."""
     by_name = {s.name: s for s in sides}
-    out: dict[str, set[Id]] = {s.name: set() for s in sides}
+    waits = {s.name: {w.job_id for w in s.waiting} for s in sides}
+    out: dict[str, frozenset[Id]] = {s.name: frozenset() for s in sides}
     decisions = {s.name: _decide(s, out[s.name], now, policy, usage) for s in sides}
-    while True:
+    for _ in range(MAX_ROUNDS):
         placed = _placed(decisions, accepts)
-        taken = [(name, job) for job, chosen in placed.items() for name in accepts[job]
-                 if name != chosen and name in by_name and job not in out[name]
-                 and any(w.job_id == job for w in by_name[name].waiting)]
-        if not taken:
+        # Out of each backend's queue: the jobs placed on another this round (not those of earlier
+        # rounds: a job that lost its place, another's decision having changed, is back everywhere).
+        new = {name: frozenset(job for job, chosen in placed.items() if chosen != name and job in waits[name])
+               for name in by_name}
+        if new == out:
             break
-        for name, job in taken:
-            out[name].add(job)
-        for name in {n for n, _ in taken}:
-            decisions[name] = _decide(by_name[name], out[name], now, policy, usage)
-    return Across(decisions, placed, {job: _why(job, placed.get(job), accepts[job], by_name, decisions)
-                                      for job in accepts})
+        for name in [n for n in by_name if new[n] != out[n]]:
+            decisions[name] = _decide(by_name[name], new[name], now, policy, usage)
+        out = new
+    placed = _placed(decisions, accepts)
+    # Settled, this changes nothing; else (MAX_ROUNDS went by) a job stays on its one backend.
+    decisions = {name: _only_placed(d, name, placed) for name, d in decisions.items()}
+    free = {s.name: _free(s) for s in sides}
+    demands = {s.name: {w.job_id: w.demand for w in s.waiting if w.job_id in placed} for s in sides}
+    return Across(decisions, placed, {job: _why(job, chosen, accepts[job], free, demands, decisions)
+                                      for job, chosen in placed.items()})
 
 
-def _decide(side: Side[Id], out: set[Id], now: float, policy: Policy,
+def _only_placed(decision: Decision[Id], name: str, placed: Mapping[Id, str]) -> Decision[Id]:
+    """The backend's decision without the starts and preemptions for jobs placed on another."""
+    return Decision(admit=[a for a in decision.admit if placed.get(a.job_id, name) == name],
+                    preempt=[p for p in decision.preempt if placed.get(p.for_job, name) == name], queue=decision.queue)
+
+
+def _decide(side: Side[Id], out: frozenset[Id], now: float, policy: Policy,
             usage: Mapping[str, float] | None) -> Decision[Id]:
     waiting = [w for w in side.waiting if w.job_id not in out]
     return schedule(side.capacity, side.shares, side.running, waiting, now, policy, explain=False,
@@ -84,28 +102,32 @@ def _placed(decisions: Mapping[str, Decision[Id]], accepts: Mapping[Id, Sequence
     return placed
 
 
-def free_text(side: Side[Id], job: Id) -> str:
-    """What the job asks of the backend beside what is free there now ("0 of 64 vcpu free")."""
-    demand = next((w.demand for w in side.waiting if w.job_id == job), None)
-    if demand is None:
-        return "not waiting here"
+def _free(side: Side[Id]) -> dict[str, tuple[int, int]]:
+    """Each resource's (free, capacity) on the backend before the pass."""
     held: dict[str, int] = {}
     for r in side.running:
         for res, n in r.demand.items():
             held[res] = held.get(res, 0) + n
-    parts = [f"{max(side.capacity.get(res, 0) - held.get(res, 0), 0)} of {side.capacity.get(res, 0)} "
-             f"{'launch slots' if res == SLOT else res} free" for res in sorted(demand) if res in side.capacity]
+    return {res: (max(total - held.get(res, 0), 0), total) for res, total in side.capacity.items()}
+
+
+def free_text(free: Mapping[str, tuple[int, int]], demand: Mapping[str, int] | None) -> str:
+    """What the job asks of the backend beside what is free there ("0 of 64 vcpu free")."""
+    if demand is None:
+        return "not waiting here"
+    parts = [f"{free[res][0]} of {free[res][1]} {'launch slots' if res == SLOT else res} free"
+             for res in sorted(demand) if res in free]
     return ", ".join(parts) or "no capacity limit"
 
 
-def _why(job: Id, chosen: str | None, names: Sequence[str], sides: Mapping[str, Side[Id]],
-         decisions: Mapping[str, Decision[Id]]) -> str:
+def _why(job: Id, chosen: str, names: Sequence[str], free: Mapping[str, Mapping[str, tuple[int, int]]],
+         demands: Mapping[str, Mapping[Id, Resources]], decisions: Mapping[str, Decision[Id]]) -> str:
     words = []
     for name in names:
-        if name not in sides:
+        if name not in free:
             words.append(f"{name}: not enabled")
             continue
-        state = free_text(sides[name], job)
+        state = free_text(free[name], demands[name].get(job))
         if name == chosen:
             started = any(a.job_id == job for a in decisions[name].admit)
             words.append(f"{name}: {'admitted' if started else 'preempting for it'}, {state}")

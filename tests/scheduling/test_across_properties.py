@@ -5,10 +5,9 @@ accept one backend or several, most preferred first.
 - capacity is never exceeded on any backend;
 - a job is admitted on at most one backend, and only on one it accepts;
 - a world whose jobs each accept one backend is decided exactly as each backend alone;
-- a team inside its nominal quota on a backend gets it back there: where the backend alone would
-  start its job or preempt for it, the pass across backends starts it or preempts for it, there
-  or on another backend it accepts (one that starts it at once, rather than preempt, or one it
-  prefers)."""
+- a team inside its nominal quota on a backend gets it back: where the backend alone would start
+  one of the team's jobs inside the quota (or preempt for it), the pass across backends starts or
+  preempts for one of the team's jobs that waited there, there or on another backend it accepts."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
@@ -94,16 +93,27 @@ def test_jobs_of_one_backend_are_decided_as_before(world):
 def test_a_team_inside_its_nominal_quota_gets_it_back(world):
     sides, accepts = world
     result = across(sides, accepts, 100.0, POLICY)
+    served_across = {a.job_id for d in result.decisions.values() for a in d.admit} | \
+        {p.for_job for d in result.decisions.values() for p in d.preempt}
     for side in sides:
         holds: dict[str, int] = {}
         for r in side.running:
             holds[r.team] = holds.get(r.team, 0) + r.demand["core"]
         alone = schedule(side.capacity, side.shares, side.running, side.waiting, 100.0, POLICY, explain=False)
         served = {a.job_id for a in alone.admit} | {p.for_job for p in alone.preempt}
-        for job in side.waiting:
-            inside = holds.get(job.team, 0) + job.demand["core"] <= side.shares[job.team].nominal["core"]
-            if not inside or job.job_id not in served:
-                continue
-            got = [n for n in accepts.get(job.job_id, [side.name]) if job.job_id in {a.job_id for a in result.decisions[n].admit}
-                   | {p.for_job for p in result.decisions[n].preempt}]
-            assert got, f"{job.job_id} of team {job.team}, inside its quota on {side.name}, got nothing"
+        for team in TEAMS:
+            theirs = [w for w in side.waiting if w.team == team]
+            inside = [w for w in theirs if w.job_id in served
+                      and holds.get(team, 0) + w.demand["core"] <= side.shares[team].nominal["core"]]
+            if inside and not served_across & {w.job_id for w in theirs}:
+                # The backend alone would start one of them inside the quota (or preempt for it): the
+                # pass across backends starts or preempts for one of the team's jobs that waited
+                # here (here or on another backend it accepts: the same team's jobs may swap places),
+                # or it frees as much here for the next pass (a preemption made for another job:
+                # the team's job starts in what it frees, as on one backend).
+                stopping = {p.job_id for p in result.decisions[side.name].preempt}
+                alone_stopping = {p.job_id for p in alone.preempt}
+                freed = sum(r.demand["core"] for r in side.running if r.job_id in stopping)
+                assert alone_stopping and freed >= sum(r.demand["core"] for r in side.running
+                                                       if r.job_id in alone_stopping), \
+                    f"team {team}, inside its quota on {side.name}, got nothing: {sides!r} {accepts!r}"
