@@ -5,6 +5,7 @@ show (so what a member reads is what the controller does)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -71,24 +72,48 @@ class Planner:
         sure a job starts on one at most, whichever loop writes first."""
         names = {n for accepted in snap.accepts.values() for n in accepted if n != snap.backend and n in self.slots}
         others = [self.snapshot(session, n, now, slots=self.slots[n], held_teams=held_teams) for n in sorted(names)]
-        sides = [Side(s.backend, s.arbitrated, s.shares, s.running, s.waiting, s.served) for s in (snap, *others)]
+        sides = [_side(s) for s in (snap, *others)]
         accepts = dict(snap.accepts)
         wishes = dict(snap.wishes)
         for other in others:
             accepts.update(other.accepts)
             wishes.update(other.wishes)
         t = now.timestamp()
-        # A job's wish (cheapest, soonest, start_by) is its order of preference here, and what
-        # across places it by: the first of them that admits it in this pass.
-        wished: dict = {}
-        for job, wish in wishes.items():
-            if job in accepts:
-                accepts[job], wished[job] = preference.order(accepts[job], wish, preference.starts_now(sides, job, t), t)
+        wished = self._wished(session, sides, accepts, wishes, now, held_teams, snap)
+        # A job waiting for the backend its wish names is out of the others' queues this pass.
+        sides = [replace(s, waiting=[w for w in s.waiting if s.name in accepts.get(w.job_id, (s.name,))]) for s in sides]
         result = across(sides, accepts, t, self.policy, usage=snap.usage)
         plan = to_plan(result.decisions[snap.backend])
         plan.why.update({job: "; ".join(w for w in (wished.get(job), result.why[job]) if w)
                          for job in plan.admit if job in result.why})
         return plan
+
+    def _wished(self, session: Session, sides: list[Side], accepts: dict, wishes: dict, now: datetime,
+                held_teams: frozenset, snap: snapshots.Snapshot) -> dict:
+        """Each wishing job's backends in its wish's order, and those it may start on this pass
+        (scheduling/preference.py), set in `accepts`; returns why, in words, per job. Its estimated
+        start on a backend: now where what it asks is free there now, else the queue's forecast of
+        that backend (read again with the jobs' likely durations, only for a pass where a job wishes
+        `soonest` or a start_by)."""
+        t = now.timestamp()
+        jobs = [j for j, w in wishes.items() if j in accepts]
+        need = [j for j in jobs if wishes[j].prefer == "soonest" or wishes[j].start_by is not None]
+        played: dict = {}
+        if need:
+            full = [self.snapshot(session, s.name, now, held_teams=held_teams, forecast=True,
+                                  slots=snap.slots if s.name == snap.backend else self.slots.get(s.name)) for s in sides]
+            played = preference.forecast_starts([_side(f) for f in full], need, t, self.policy, usage=snap.usage)
+        why = {}
+        for job in jobs:
+            now_or_never = preference.starts_now(sides, job, t)
+            starts = {**played.get(job, {}), **{n: v for n, v in now_or_never.items() if v is not None}}
+            order, why[job] = preference.order(accepts[job], wishes[job], starts, t)
+            accepts[job] = preference.may_start_on(order, wishes[job], starts, t)
+        return why
+
+
+def _side(s: snapshots.Snapshot) -> Side:
+    return Side(s.backend, s.arbitrated, s.shares, s.running, s.waiting, s.served)
 
 
 def to_plan(decision: Decision[uuid.UUID]) -> Plan:

@@ -11,12 +11,14 @@ takes the next that can meet it. The order is what `across` takes as the job's p
 job still starts on the first of them that admits it in a pass."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from service.scheduling.across import Side
-from service.scheduling.model import Id
+from service.scheduling.forecast import play_forward
+from service.scheduling.model import Id, Policy
 
 PREFERENCES = ("listed", "cheapest", "soonest")
 
@@ -96,4 +98,34 @@ def starts_now(sides: Sequence[Side[Id]], job: Id, now: float) -> dict[str, floa
                 held[res] = held.get(res, 0) + n
         fits = all(n <= side.capacity[res] - held.get(res, 0) for res, n in demand.items() if res in side.capacity)
         out[side.name] = now if fits else None
+    return out
+
+
+def may_start_on(names: Sequence[str], wish: Wish, starts: Mapping[str, float | None], now: float) -> tuple[str, ...]:
+    """Of the job's backends in its wish's order (`order`), those it may start on this pass. With a
+    start_by deadline and any wish but `soonest`, it waits for the first of them, if that one's
+    estimate meets the deadline, rather than start on another now: a `cheapest` job starts on its
+    cheapest backend that will have room in time, not on a dearer one that has room first. Else
+    (no deadline, an estimate that misses it or none): any of them, the first that admits it."""
+    if wish.start_by is None or wish.prefer == "soonest" or not names:
+        return tuple(names)
+    return (names[0],) if _meets(starts.get(names[0]), wish.start_by, now) else tuple(names)
+
+
+def forecast_starts(sides: Sequence[Side[Id]], jobs: Collection[Id], now: float, policy: Policy, *,
+                    usage: Mapping[str, float] | None = None) -> dict[Id, dict[str, float]]:
+    """Each job's likely start on each backend it waits on, as the queue's forecast plays each
+    backend forward (scheduling/forecast.py; the sides' waiting jobs with their likely durations).
+    One play per backend, TRAINJOBS_QUEUE_FORECAST_SECONDS shared between them; a job the play did
+    not place there has no estimate there."""
+    out: dict[Id, dict[str, float]] = {job: {} for job in jobs}
+    share = policy.forecast_seconds / max(len(sides), 1)
+    for side in sides:
+        if not any(w.job_id in out for w in side.waiting):
+            continue
+        fc = play_forward(side.capacity, side.shares, side.running, side.waiting, now, policy, served=side.served,
+                          usage=usage, deadline=time.thread_time() + share)
+        for job, starts in out.items():
+            if job in fc.likely:
+                starts[side.name] = fc.likely[job]
     return out

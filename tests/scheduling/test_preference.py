@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from service.scheduling.across import Side
-from service.scheduling.model import Running, Waiting
-from service.scheduling.preference import Wish, order, starts_now
+from service.scheduling.model import Policy, Running, Waiting
+from service.scheduling.preference import Wish, forecast_starts, may_start_on, order, starts_now
 
 NOW = 1_800_000_000.0
 LISTED = ("vertex", "slurm", "local")
@@ -73,3 +73,26 @@ def test_starts_now_where_what_the_job_asks_is_free():
         return Side(name, {"core": 4}, {}, running, [Waiting("j", "a", 0, {"core": 2}, queued_at=0)])
     assert starts_now([side("sim1", 1), side("sim2", 2), side("sim3", 4)], "j", NOW) == \
         {"sim1": None, "sim2": NOW, "sim3": NOW}
+
+
+def test_with_a_deadline_it_waits_for_the_first_backend_that_meets_it():
+    wish = Wish("cheapest", start_by=NOW + 3600, prices={"sim1": 1.0, "sim2": 0.1})
+    names, _ = order(("sim1", "sim2"), wish, {"sim1": NOW, "sim2": NOW + 600}, NOW)
+    assert names == ("sim2", "sim1")
+    assert may_start_on(names, wish, {"sim1": NOW, "sim2": NOW + 600}, NOW) == ("sim2",)   # waits for the cheap one
+    # The cheap one would miss it, or has no estimate: the first that admits it, as without a wish.
+    assert may_start_on(("sim2", "sim1"), wish, {"sim1": NOW, "sim2": NOW + 7200}, NOW) == ("sim2", "sim1")
+    assert may_start_on(("sim2", "sim1"), wish, {"sim1": NOW}, NOW) == ("sim2", "sim1")
+    # No deadline, or soonest: never waits.
+    assert may_start_on(("sim2", "sim1"), Wish("cheapest"), {"sim2": NOW + 600}, NOW) == ("sim2", "sim1")
+    assert may_start_on(("sim2", "sim1"), Wish("soonest", start_by=NOW + 3600), {"sim2": NOW}, NOW) == ("sim2", "sim1")
+
+
+def test_the_forecast_estimates_each_backends_start():
+    # sim1's core is held until NOW + 600 (its time limit); sim2's until NOW + 60.
+    def side(name: str, end: float) -> Side:
+        running = [Running("r" + name, "a", 0, {"core": 1}, started_at=NOW - 10, expected_end=end)]
+        return Side(name, {"core": 1}, {}, running, [Waiting("j", "a", 0, {"core": 1}, queued_at=NOW, duration=60)])
+    starts = forecast_starts([side("sim1", NOW + 600), side("sim2", NOW + 60)], ["j"], NOW, Policy(pass_s=0.5))
+    assert NOW + 600 <= starts["j"]["sim1"] <= NOW + 610 and NOW + 60 <= starts["j"]["sim2"] <= NOW + 70, starts
+    assert order(("sim1", "sim2"), Wish("soonest"), starts["j"], NOW)[0] == ("sim2", "sim1")

@@ -58,6 +58,27 @@ def test_start_by_is_kept_with_the_listed_order(api):
     assert running["placement"].startswith(f"placed on sim1: start by {by}; sim1: admitted"), running
 
 
+def test_with_a_deadline_it_waits_for_the_cheaper_backend_that_frees_in_time(api):
+    """sim2 (cheap) is full until its job's time limit, well before the deadline; sim1 (dear) has
+    room. The job waits for sim2 rather than start on sim1 now; once sim2 frees it starts there."""
+    template(api, "blocker", LONG, scheduling={"timeout_seconds": 600})
+    template(api, "thrifty", LONG, backends=["sim1", "sim2"], placement={"prefer": "cheapest", "start_by": 3600})
+    blockers = [api.c.post("/v1/jobs", json={"template": "blocker", "backend": "sim2"}).json() for _ in range(2)]
+    for b in blockers:
+        assert api.wait_state(b["id"], "RUNNING")["backend"] == "sim2"
+    job = api.c.post("/v1/jobs", json={"template": "thrifty"})
+    assert job.status_code == 201, job.text
+    # A later job on sim1 starting shows the controller's passes have seen the first: it still waits.
+    later = api.c.post("/v1/jobs", json={"template": "blocker", "backend": "sim1"}).json()
+    api.wait_state(later["id"], "RUNNING")
+    waiting = api.job(job.json()["id"])
+    assert waiting["state"] == "QUEUED" and waiting["placement"] is None, waiting
+    assert api.c.post(f"/v1/jobs/{blockers[0]['id']}/cancel").status_code in (200, 202)
+    running = api.wait_state(job.json()["id"], "RUNNING")
+    assert running["backend"] == "sim2", running
+    assert running["placement"].startswith("placed on sim2: cheapest: sim2 0.10/h, sim1 1.00/h; start by "), running
+
+
 def test_a_bad_wish_is_a_422_naming_the_field(api):
     bad = api.c.post("/v1/templates", json={"name": "odd", "spec": {
         "container": {"image_uri": "trainer:1"}, "backends": ["sim1", "sim2"], "placement": {"prefer": "fastest"}}})
