@@ -92,9 +92,9 @@ class Planner:
                 held_teams: frozenset, snap: snapshots.Snapshot) -> dict:
         """Each wishing job's backends in its wish's order, and those it may start on this pass
         (scheduling/preference.py), set in `accepts`; returns why, in words, per job. Its estimated
-        start on a backend: now where what it asks is free there now, else the queue's forecast of
-        that backend (read again with the jobs' likely durations, only for a pass where a job wishes
-        `soonest` or a start_by)."""
+        start on a backend: the queue's forecast of that backend (read again with the jobs' likely
+        durations, only for a pass where a job wishes `soonest` or a start_by), else now where what
+        it asks is free there now."""
         t = now.timestamp()
         jobs = [j for j, w in wishes.items() if j in accepts]
         need = [j for j in jobs if wishes[j].prefer == "soonest" or wishes[j].start_by is not None]
@@ -106,7 +106,8 @@ class Planner:
         why = {}
         for job in jobs:
             now_or_never = preference.starts_now(sides, job, t)
-            starts = {**played.get(job, {}), **{n: v for n, v in now_or_never.items() if v is not None}}
+            # The forecast plays the scheduler (quotas, priorities): it wins where it placed the job.
+            starts = {**{n: v for n, v in now_or_never.items() if v is not None}, **played.get(job, {})}
             order, why[job] = preference.order(accepts[job], wishes[job], starts, t)
             accepts[job] = preference.may_start_on(order, wishes[job], starts, t)
         return why
