@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -26,6 +27,7 @@ from service.jobs.schemas import (
     JobPreview,
     JobRelaunch,
     JobSummary,
+    PlacementWishOut,
     TemplateRef,
 )
 from service.jobs.submitter import IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_PATTERN, Previewed
@@ -92,9 +94,17 @@ def job_out(job: Job | SimpleNamespace, backends: Mapping[str, Backend], compile
                   not_before=job.not_before, retried_by=retried_by, attempts=refs, preemptions=preempted,
                   waiting_reason=job.waiting_reason, state_observed_at=getattr(job, "state_observed_at", None),
                   accepts=[a["backend"] for a in getattr(job, "accepts", None) or ()],
-                  placement=getattr(job, "placement", None),
+                  placement=getattr(job, "placement", None), wish=_wish(getattr(job, "wish", None)),
                   custom_job=view.custom_job,
                   cluster=service.cluster_view(compiled, view), cost=cost, resources=_resources(job, view.resources, backends))
+
+
+def _wish(wish: dict | None) -> PlacementWishOut | None:
+    if not wish:
+        return None
+    start_by = wish.get("start_by")
+    return PlacementWishOut(prefer=wish.get("prefer") or "listed", prices=wish.get("prices") or {},
+                            start_by=datetime.fromtimestamp(start_by, UTC) if start_by is not None else None)
 
 
 def submit(state: Services, session: Session, actor: Actor, body: JobCreate, idempotency_key: str | None, verify_token: str = "",

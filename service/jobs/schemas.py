@@ -175,6 +175,15 @@ class JobSummary(BaseModel):
                                                            "reports any")
 
 
+class PlacementWishOut(BaseModel):
+    """A job's placement wish, resolved at submit."""
+
+    prefer: Literal["listed", "cheapest", "soonest"]
+    start_by: datetime | None = Field(None, description="It should start by then (null: no deadline)")
+    prices: dict[str, float | None] = Field(default_factory=dict, description="Its price per hour on each "
+                                            "backend (null: no price there)")
+
+
 class JobOut(JobSummary):
     parameters: dict[str, Any]
     overrides: Any
@@ -198,6 +207,9 @@ class JobOut(JobSummary):
         None, description="A job of several backends, once placed: where and why there, each backend's state at "
                           "that pass (\"placed on vertex: slurm: 0 of 64 vcpu free; vertex: admitted, 4 of 16 "
                           "gpu:NVIDIA_TESLA_A100 free\"); null before, and for a job of one backend")
+    wish: PlacementWishOut | None = Field(
+        None, description="A job of several backends: its placement wish as resolved at submit (docs/queue.md, "
+                          "\"Cheapest or soonest\"); null: the listed order, no deadline")
     waiting_reason: str | None = Field(
         None, description="Why a QUEUED job has not been launched yet, in its backend's words "
                           "(e.g. waiting for the Vertex AI create budget); null once launched")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from service.capacity.placement import Placed
+from service.cli.client.render import _wish_text
 from service.cost.estimate import Pricer
 from service.cost.prices import load as load_prices
 from service.jobs.placement_wish import resolve
@@ -44,6 +45,11 @@ def test_start_by_resolved_and_bounded():
     for late in ("2026-11-29T05:59:00Z", 86_401):
         wish, problems = resolve(_compiled({"start_by": late}), PLACED, BACKENDS, {}, PRICER, NOW, 86_400)
         assert wish is None and [p.field for p in problems] == ["placement.start_by"]
+
+
+def test_the_cli_shows_the_wish_in_a_line():
+    wish = {"prefer": "cheapest", "start_by": "2026-12-01T09:00:00Z", "prices": {"sim2": 0.1, "sim1": None}}
+    assert _wish_text(wish) == "cheapest, start by 2026-12-01T09:00:00Z; sim2 0.10/h, sim1 no price"
 
 
 def test_nothing_kept_for_the_listed_order_or_one_backend():

@@ -164,6 +164,8 @@ class Job(JobSummary):
     accepts: list[str] = Field(default_factory=list, description="The backends the job accepts, most preferred "
                                "first, when more than one")
     placement: str | None = Field(None, description="Where a job of several backends was placed, and why there")
+    wish: dict[str, Any] | None = Field(None, description="A job of several backends: its placement wish "
+                                        "(prefer, start_by, prices per hour), as resolved at submit")
     queue: QueuePlace | None = None
     state_observed_at: datetime | None = Field(None, description="When the backend last confirmed the state "
                                                "(Vertex jobs: state as of this instant)")

@@ -104,6 +104,19 @@ def _stamp(value) -> datetime | None:
         return None
 
 
+def _wish_text(wish) -> str:
+    """A job's placement wish in a line ("cheapest, start by 2026-12-01T09:00:00Z; sim2 0.10/h, sim1 1.00/h")."""
+    w = wish if isinstance(wish, dict) else wish.model_dump()
+    text = w.get("prefer") or "listed"
+    if w.get("start_by"):
+        start_by = w["start_by"]
+        text += f", start by {start_by.isoformat() if isinstance(start_by, datetime) else start_by}"
+    prices = w.get("prices") or {}
+    if prices:
+        text += "; " + ", ".join(f"{n} {'no price' if p is None else f'{p:.2f}/h'}" for n, p in prices.items())
+    return text
+
+
 def output_rows(job) -> list[tuple[str, str]]:
     """Where the job writes, as its backend tells its replicas (AIP_* of the chief's exact
     environment: the run folder for a local job, gs:// on Vertex): the model (the trainer's
@@ -142,6 +155,8 @@ def job_detail(job):
         rows.append(("backends", escape(", ".join(job.accepts) + " (most preferred first)")))
     if job.placement:
         rows.append(("placement", escape_lines(job.placement)))
+    if getattr(job, "wish", None):
+        rows.append(("wish", escape(_wish_text(job.wish))))
     if job.waiting_reason:
         rows.append(("waiting", escape_lines(job.waiting_reason)))
     if job.started_at:

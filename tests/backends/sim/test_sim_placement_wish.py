@@ -37,6 +37,7 @@ def test_a_cheapest_job_goes_to_the_cheaper_backend_though_listed_second(api):
     template(api, "listed", LONG, backends=["sim1", "sim2"])
     cheap = api.c.post("/v1/jobs", json={"template": "thrifty"})
     assert cheap.status_code == 201, cheap.text
+    assert cheap.json()["wish"] == {"prefer": "cheapest", "start_by": None, "prices": {"sim1": 1.0, "sim2": 0.1}}
     running = api.wait_state(cheap.json()["id"], "RUNNING")
     assert running["backend"] == "sim2", running
     assert running["placement"].startswith("placed on sim2: cheapest: sim2 0.10/h, sim1 1.00/h; "), running
@@ -46,6 +47,7 @@ def test_a_cheapest_job_goes_to_the_cheaper_backend_though_listed_second(api):
     plain = api.c.post("/v1/jobs", json={"template": "listed"}).json()
     running = api.wait_state(plain["id"], "RUNNING")
     assert running["backend"] == "sim1" and running["placement"].startswith("placed on sim1: sim1: admitted"), running
+    assert running["wish"] is None
 
 
 def test_start_by_is_kept_with_the_listed_order(api):
@@ -53,6 +55,7 @@ def test_start_by_is_kept_with_the_listed_order(api):
     by = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     job = api.c.post("/v1/jobs", json={"template": "soon", "overrides": {"placement": {"start_by": by}}})
     assert job.status_code == 201, job.text
+    assert job.json()["wish"]["prefer"] == "listed" and job.json()["wish"]["start_by"] in (by, by.replace("Z", "+00:00"))
     running = api.wait_state(job.json()["id"], "RUNNING")
     assert running["backend"] == "sim1", running    # both free now: both meet it, the listed order holds
     assert running["placement"].startswith(f"placed on sim1: start by {by}; sim1: admitted"), running
