@@ -7,8 +7,8 @@ Mapped here:
   slurmctld and two slurmd in a temp folder; needs root) and vertex (tests/fakes: the fake Vertex AI
   and Cloud Logging servers, run in this process; a thread here plays Vertex: a CustomJob it has
   not seen goes RUNNING, and SUCCEEDED once its job's seconds have passed);
-- capacities (TRAINJOBS_CAPACITY): local {"core": 6} (and TRAINJOBS_LOCAL_MAX_RUNNING_JOBS=6),
-  slurm {"vcpu": 6} (one CPU a task), vertex {"vcpu": 12} (a chief of the default machine,
+- capacities (TRAINJOBS_CAPACITY): local {"core": 4} (and TRAINJOBS_LOCAL_MAX_RUNNING_JOBS=4),
+  slurm {"vcpu": 4} (one CPU a task), vertex {"vcpu": 12} (a chief of the default machine,
   4 vCPUs: 3 at once); teams t1, t2, t3 with the same share on each (a third nominal, the rest
   borrowable: PUT /v1/teams/{t}/shares/{backend});
 - --jobs jobs (300) of a random team, each `python -c "time.sleep(s)"` of 3 to 10 s, accepting 2 or
@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -59,7 +60,7 @@ from bench.seed_tokens import tokens  # noqa: E402
 PG = "postgresql://postgres@127.0.0.1:5432"
 TEAMS = ["t1", "t2", "t3"]
 BACKENDS = ["local", "slurm", "vertex"]
-CAPACITY = {"local": {"core": 6}, "slurm": {"vcpu": 6}, "vertex": {"vcpu": 12}}
+CAPACITY = {"local": {"core": 4}, "slurm": {"vcpu": 4}, "vertex": {"vcpu": 12}}
 PRICES = {"local": {"core": 0.02}, "slurm": {"vcpu": 0.035}}   # per resource-hour; vertex: its list price
 ORDERS = [list(p) for n in (2, 3) for p in itertools.permutations(BACKENDS, n)]
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED", "PARTIALLY_SUCCEEDED")
@@ -118,9 +119,9 @@ class VertexPlayer(threading.Thread):
 def serve_env(url: str, cluster, fake, logs, work: Path) -> dict[str, str]:
     return {**os.environ, "TRAINJOBS_DATABASE_URL": url, "TRAINJOBS_BACKENDS": json.dumps(BACKENDS),
             "TRAINJOBS_DEFAULT_BACKEND": "local", "TRAINJOBS_CAPACITY": json.dumps(CAPACITY),
-            "TRAINJOBS_PLACEMENT_PRICES": json.dumps(PRICES), "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "6",
+            "TRAINJOBS_PLACEMENT_PRICES": json.dumps(PRICES), "TRAINJOBS_LOCAL_MAX_RUNNING_JOBS": "4",
             "TRAINJOBS_SEED_DEMO_TEMPLATE": "false", "TRAINJOBS_LOG_LEVEL": "WARNING",
-            "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.5",
+            "TRAINJOBS_RECONCILE_INTERVAL_SECONDS": "0.5", "TRAINJOBS_USAGE_RECOMPUTE_SECONDS": "1",
             "TRAINJOBS_SLURM_CONF": str(cluster.conf), "TRAINJOBS_SLURM_WORK_DIR": str(work / "slurm-runs"),
             "TRAINJOBS_SLURM_PYTHON": sys.executable, "TRAINJOBS_SLURM_JOB_USER": "nobody",
             "TRAINJOBS_SLURM_CPUS_PER_TASK": "1", "TRAINJOBS_SLURM_POLL_INTERVAL_SECONDS": "0.5",
@@ -233,7 +234,7 @@ def run_once(args, jobs: list[dict], bind_first: bool, label: str) -> dict:
                 while time.monotonic() < deadline and proc.poll() is None and _unfinished(dsn) > 0:
                     time.sleep(1)
                 left = _unfinished(dsn)
-                usage = ok(httpx.get(f"{base}/v1/usage", headers={"Authorization": f"Bearer {op}"}, timeout=30))
+                usage = settled_usage(base, op)
                 load_end = loadavg()
             finally:
                 proc.terminate()
@@ -246,7 +247,7 @@ def run_once(args, jobs: list[dict], bind_first: bool, label: str) -> dict:
     finally:
         cluster.stop()
         cluster.remove()
-    res = measure(dsn, sub["ids"], usage)
+    res = measure(dsn, usage)
     res.update(ids=sub["ids"], label=label, unfinished=left, submit_errors=len(sub["errors"]), load_end=load_end, log=str(log),
                vertex_double=sum(1 for n in player.per_job.values() if n > 1))
     if not args.keep_db:
@@ -254,19 +255,27 @@ def run_once(args, jobs: list[dict], bind_first: bool, label: str) -> dict:
     return res
 
 
-def measure(dsn: str, ids: dict[str, dict], usage: dict) -> dict:
+def measure(dsn: str, usage: dict) -> dict:
     with psycopg.connect(dsn) as c:
         rows = c.execute("SELECT coalesce(retry_of, id), id, retry_of IS NULL, state, backend, created_at, "
-                         "launch_attempted_at, started_at FROM jobs").fetchall()
+                         "launch_attempted_at, started_at, ended_at, error->>'cause' FROM jobs").fetchall()
     roots: dict[str, list] = {}
     for root, *rest in rows:
         roots.setdefault(str(root), []).append(rest)
-    waits, placed, states = [], {}, {}
+    waits, placed, states, causes = [], {}, {}, {}
     double = 0
     for root, atts in roots.items():
-        double += sum(1 for a in atts if a[5] is not None or a[6] is not None) > 1
+        # Started twice: two attempts that succeeded, two on different backends, or one launched
+        # before the one before it ended (a retry after a preemption is a new attempt, not this).
+        spans = sorted((a[5], a[7] or a[5]) for a in atts if a[5] is not None)
+        double += (sum(a[2] == "SUCCEEDED" for a in atts) > 1 or len({a[3] for a in atts if a[5]}) > 1
+                   or any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)))
         first = next(a for a in atts if a[1])
-        states[first[2]] = states.get(first[2], 0) + 1
+        last = max(atts, key=lambda a: a[4])
+        states[last[2]] = states.get(last[2], 0) + 1
+        for a in atts:
+            if a[2] != "SUCCEEDED":
+                causes[a[8] or a[2]] = causes.get(a[8] or a[2], 0) + 1
         admitted = first[5] or first[6]
         if admitted is not None:
             waits.append((admitted - first[4]).total_seconds())
@@ -275,7 +284,20 @@ def measure(dsn: str, ids: dict[str, dict], usage: dict) -> dict:
     x = [next((u["units"] for u in usage["teams"] if u["team"] == t), 0.0) / weights.get(t, 1.0) for t in TEAMS]
     jain = sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if any(x) else None
     return {"waits": sorted(waits), "placed": placed, "states": states, "double": double, "usage": x,
-            "jain": jain, "attempts": len(rows)}
+            "jain": jain, "attempts": len(rows), "not_succeeded": causes}
+
+
+def settled_usage(base: str, op: str) -> dict:
+    """GET /v1/usage once the ledger has been recomputed after the last job ended (every second here)."""
+    done = time.time() + 1
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {op}"}, timeout=30) as c:
+        for _ in range(60):
+            usage = ok(c.get("/v1/usage"))
+            at = usage.get("computed_at")
+            if at and datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() > done:
+                return usage
+            time.sleep(0.5)
+    raise SystemExit("bench: the usage ledger was not recomputed within 30 s of the last job's end")
 
 
 def _unfinished(dsn: str) -> int:
@@ -327,7 +349,7 @@ def main() -> None:
             continue
         print(f"[{r['label']}] wait p50 {pct(r['waits'], 0.5)} s, p90 {pct(r['waits'], 0.9)} s, max "
               f"{pct(r['waits'], 1.0)} s; states {r['states']}; attempts {r['attempts']}; double starts "
-              f"{r['double']} (+{r['vertex_double']} on the fake); usage {[round(u, 3) for u in r['usage']]} "
+              f"{r['double']} (+{r['vertex_double']} on the fake); not succeeded {r['not_succeeded']}; usage {[round(u, 3) for u in r['usage']]} "
               f"J {r['jain']}; unfinished {r['unfinished']}; load at the end {r['load_end']}; log {r['log']}")
     p50, p50b = pct(across["waits"], 0.5), pct(base["waits"], 0.5) if base else None
     out = {"jobs": len(jobs), "minutes": args.minutes, "seed": args.seed,
