@@ -27,7 +27,7 @@ job's price per hour on the backend it ran on times its seconds (TRAINJOBS_PLACE
 local and slurm; Vertex's list price of the job, service/cost) against every job on its first-listed
 backend. Goals (issue 52.6): p50 at most 0.6 of the baseline's, 0 double starts, J at least 0.95.
 
-Run: .venv/bin/python bench/placement.py [--jobs 300] [--minutes 4] [--seed 1] [--skip-baseline]
+Run: .venv/bin/python bench/placement.py [--jobs 300] [--minutes 4] [--seed 1] [--baseline first|each|none]
 The last line is one JSON object with the figures."""
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ def configure(base: str, op: str, admins: dict[str, str]) -> None:
                                                  "parameters": [{"name": "secs", "type": "string"}]}))
 
 
-async def submit_all(base: str, admins: dict[str, str], jobs: list[dict], bind_first: bool) -> dict:
+async def submit_all(base: str, admins: dict[str, str], jobs: list[dict], bind: str | None) -> dict:
+    """bind: None (each job accepts its list), "first" (each on its first), or one backend for all."""
     heads = {t: {"Authorization": f"Bearer {s}"} for t, s in admins.items()}
     ids: dict[str, dict] = {}
     errors: list[str] = []
@@ -157,8 +158,10 @@ async def submit_all(base: str, admins: dict[str, str], jobs: list[dict], bind_f
         if delay > 0:
             await asyncio.sleep(delay)
         body = {"template": order_name(job["order"]), "parameters": {"secs": str(job["secs"])}}
-        if bind_first:
-            body["backend"] = job["order"][0]
+        if bind is not None:
+            # Bound to one backend for all: a template that lists it (the job's own may not).
+            body = {"template": order_name(job["order"] if bind == "first" else next(o for o in ORDERS if o[0] == bind)),
+                    "parameters": body["parameters"], "backend": job["order"][0] if bind == "first" else bind}
         key = str(uuid.uuid4())
         for _ in range(20):
             try:
@@ -198,7 +201,7 @@ def price(backend: str, vertex_per_hour: float) -> float:
     return sum(PRICES[backend].values())   # one core / one vCPU a job
 
 
-def run_once(args, jobs: list[dict], bind_first: bool, label: str) -> dict:
+def run_once(args, jobs: list[dict], bind: str | None, label: str) -> dict:
     from tests.backends.slurm.cluster import SlurmCluster
     from tests.fakes.cloud_logging import FakeCloudLogging
     from tests.fakes.vertex_jobs import FakeJobService
@@ -227,7 +230,7 @@ def run_once(args, jobs: list[dict], bind_first: bool, label: str) -> dict:
                     raise SystemExit(f"bench: serve exited {proc.returncode}: {log.read_text()[-3000:]}")
                 configure(base, op, admins)
                 print(f"[{label}] {len(jobs)} jobs over {args.minutes} min; load average {loadavg()}", flush=True)
-                sub = asyncio.run(submit_all(base, admins, jobs, bind_first))
+                sub = asyncio.run(submit_all(base, admins, jobs, bind))
                 print(f"[{label}] submitted in {sub['submit_s']:.1f} s, errors {len(sub['errors'])} "
                       f"{sub['errors'][:2]}; load average {loadavg()}", flush=True)
                 deadline = time.monotonic() + args.timeout
@@ -330,7 +333,9 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=4.0, help="the 2-hour day compressed to this many minutes")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for the last jobs after the submits")
-    ap.add_argument("--skip-baseline", action="store_true", help="the placement run only (no p50_ratio)")
+    ap.add_argument("--baseline", choices=["first", "each", "none"], default="first",
+                    help="first: the same arrivals, each job bound to its first backend (one more run); each: all of "
+                         "them on one backend, a run per backend, the best p50 kept (three more runs); none")
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -338,13 +343,15 @@ def main() -> None:
     jobs = plan(args.jobs, args.minutes, args.seed)
     per_hour = vertex_price(ORDERS[0])
     print(f"load average {loadavg()}; vertex list price of a job {per_hour:.4f}/h; prices {PRICES}", flush=True)
-    across = run_once(args, jobs, False, "across")
-    base = run_once(args, jobs, True, "first") if not args.skip_baseline else None
+    across = run_once(args, jobs, None, "across")
+    binds = [] if args.baseline == "none" else ["first"] if args.baseline == "first" else BACKENDS
+    singles = [run_once(args, jobs, b, f"on-{b}") for b in binds]
+    base = min(singles, key=lambda r: pct(r["waits"], 0.5) or 0.0) if singles else None
     ids = {j: job for j, job in _ids(across).items()}
     c, c_first = cost(across, ids, per_hour)
     on = {b: sum(1 for v in across["placed"].values() if v == b) for b in BACKENDS}
     on_first = sum(1 for j, b in across["placed"].items() if j in ids and ids[j]["order"][0] == b)
-    for r in (across, base):
+    for r in (across, *singles):
         if r is None:
             continue
         print(f"[{r['label']}] wait p50 {pct(r['waits'], 0.5)} s, p90 {pct(r['waits'], 0.9)} s, max "
@@ -361,6 +368,8 @@ def main() -> None:
            "cost": c, "cost_all_first": c_first, "placed_on": on, "on_first_choice": on_first,
            "succeeded": across["states"].get("SUCCEEDED", 0), "unfinished": across["unfinished"],
            "submit_errors": across["submit_errors"],
+           "baseline": args.baseline, "baseline_run": base["label"] if base else None,
+           "baseline_p50_by_run": {r["label"]: pct(r["waits"], 0.5) for r in singles},
            "baseline_succeeded": base["states"].get("SUCCEEDED", 0) if base else None,
            "baseline_double_starts": base["double"] + base["vertex_double"] if base else None}
     print(json.dumps(out))
