@@ -13,6 +13,7 @@ launcher picks a free port per task rather than a fixed one.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -160,6 +161,24 @@ PartitionName=grace Nodes={",".join(self.nodes)} MaxTime=INFINITE State=UP Prior
                                         "sh", "-c", script])
         self._wait(self._nodes_idle, "every node to be idle")
         return self
+
+    @contextlib.contextmanager
+    def silent_controller(self):
+        """The path of a copy of the cluster's configuration whose controller takes every
+        connection and never answers (a slurmctld hung): a client's call waits until its own
+        timeout, whatever the host's load, and the real controller hears nothing of it."""
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(64)
+            port = listener.getsockname()[1]
+            conf = self.root / "etc" / f"slurm-silent-{port}.conf"
+            text = self.conf.read_text()
+            assert f"SlurmctldPort={self.port}\n" in text
+            conf.write_text(text.replace(f"SlurmctldPort={self.port}\n", f"SlurmctldPort={port}\n"))
+            try:
+                yield conf
+            finally:
+                conf.unlink(missing_ok=True)
 
     def stop_controller(self) -> None:
         """slurmctld stopped (its state saved), as for a restart or a failover: the nodes and

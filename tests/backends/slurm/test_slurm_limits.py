@@ -2,7 +2,6 @@
 cap on running jobs, the rendezvous timeout; and what a role asks Slurm for."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -33,16 +32,21 @@ def _handle(args, **extra):
 
 
 def test_a_slurm_call_over_its_timeout_is_transient(db_url, cluster, slurm_work_dir):
-    cfg = slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir, slurm_command_timeout_seconds=0.001))
-    # Too short for any call: the start-up check (one sinfo) refuses it, naming the setting...
-    with pytest.raises(SlurmConfigError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
-        SlurmBackend(cfg).start_client()
-    # ...and a cluster that slows down later makes each call over it a transient error.
-    backend = SlurmBackend(dataclasses.replace(cfg, command_timeout=30.0))
-    backend.start_client()
-    backend.cli = SlurmCli(cfg)
-    with pytest.raises(TransientBackendError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
-        backend.submit(_handle(["--lines", "1"]))
+    # A controller that takes each call and never answers: every call runs into the timeout (a
+    # timeout too short for any call was not enough: on a loaded host sinfo could end before
+    # subprocess.run began to count, and the check passed).
+    with cluster.silent_controller() as silent:
+        slow = slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir, slurm_conf=silent,
+                                              slurm_command_timeout_seconds=0.5))
+        # The start-up check (one sinfo) refuses it, naming the setting...
+        with pytest.raises(SlurmConfigError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
+            SlurmBackend(slow).start_client()
+        # ...and a cluster that stops answering later makes each call over it a transient error.
+        backend = SlurmBackend(slurm_config_of(slurm_settings(db_url, cluster, slurm_work_dir)))
+        backend.start_client()
+        backend.cli = SlurmCli(slow)
+        with pytest.raises(TransientBackendError, match="TRAINJOBS_SLURM_COMMAND_TIMEOUT_SECONDS"):
+            backend.submit(_handle(["--lines", "1"]))
     assert not cluster.jobs_active()
 
 
