@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, aliased
 from service.capacity.durations import expected_durations
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
+from service.lifecycle.quiet import accepted_here
 from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, JobBackend, JobEpoch, PriorityClass, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
@@ -151,7 +152,9 @@ def _windowed(session: Session, backend: str, now: datetime, per_team: int, held
     are not claimed by another yet (ix_job_backends_backend: nothing to read where none does),
     each team's oldest `per_team` of both together, oldest first."""
     rows = session.execute(_waiting(backend, now, per_team, held_teams, forecast)).all()
-    others = session.execute(_waiting(backend, now, per_team, held_teams, forecast, elsewhere=True)).all()
+    # The join only where some job accepts this backend among others (an index probe first).
+    others = session.execute(_waiting(backend, now, per_team, held_teams, forecast, elsewhere=True)).all() \
+        if session.execute(select(accepted_here(backend))).scalar() else []
     if not others:
         return list(rows)
     kept: dict = {}
