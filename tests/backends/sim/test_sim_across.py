@@ -12,8 +12,6 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from bench.sim_cohorts import register
-from service.backends import registry
 from service.lifecycle.engine import Deposed
 from service.persistence.models import Job, JobBackend
 from service.persistence.session import make_engine, make_session_factory
@@ -24,14 +22,6 @@ from tests.conftest import make_token
 from tests.waiting import wait_for
 
 LONG = {"sim-duration-seconds": "3600"}
-
-
-@pytest.fixture
-def cohorts():
-    names = register(2)
-    yield names
-    for name in names:
-        registry.unregister(name)
 
 
 @pytest.fixture

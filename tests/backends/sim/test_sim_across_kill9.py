@@ -21,8 +21,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from bench.sim_cohorts import register
-from service.backends import registry
 from service.persistence.models import Job
 from service.persistence.session import make_engine, make_session_factory
 from tests.backends.localkit import Api, ServiceProcess
@@ -34,14 +32,6 @@ from tests.waiting import wait_for
 
 LONG = {"sim-duration-seconds": "3600"}
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def cohorts():
-    names = register(2)
-    yield names
-    for name in names:
-        registry.unregister(name)
 
 
 def _first_service(db_url: str, step: str, log: Path) -> tuple[subprocess.Popen, str]:

@@ -3,21 +3,11 @@ bench/kueue_baseline.py), each a backend of its own with its own capacity, throu
 app and controller."""
 from __future__ import annotations
 
-import pytest
-
 from bench.sim_cohorts import register
 from service.backends import registry
 from tests.backends.localkit import Api
 from tests.backends.sim.simkit import run_of, settings, template
 from tests.waiting import wait_for
-
-
-@pytest.fixture
-def cohorts():
-    names = register(2)
-    yield names
-    for name in names:
-        registry.unregister(name)
 
 
 def test_each_name_is_a_backend_with_its_own_capacity(api_client, db_url, token, cohorts):

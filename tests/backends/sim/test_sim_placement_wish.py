@@ -7,21 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bench.sim_cohorts import register
-from service.backends import registry
 from tests.apikit import assert_problem
 from tests.backends.localkit import Api
 from tests.backends.sim.simkit import settings, template
 
 LONG = {"sim-duration-seconds": "3600"}
-
-
-@pytest.fixture
-def cohorts():
-    names = register(2)
-    yield names
-    for name in names:
-        registry.unregister(name)
 
 
 @pytest.fixture
