@@ -218,6 +218,18 @@ class PlacementWish(Strict):
         None, description="The job should start by then: an RFC 3339 time with its offset, or seconds from the "
                           "submit. A backend whose estimate misses it comes after those that meet it")
 
+    @field_validator("start_by", mode="before")
+    @classmethod
+    def _seconds_are_seconds(cls, value):
+        # A number is seconds from the submit: without this, one below 1 (or with a fraction) failed
+        # the int branch and pydantic read it as a Unix time instead (-5 became 1969, silently).
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value < 1 or value != int(value):
+                raise ValueError(f"{value} is not a whole number of seconds from the submit, 1 or more; "
+                                 "give seconds, or an RFC 3339 time with its offset")
+            return int(value)
+        return value
+
 
 class ModelUpload(Strict):
     """trainjobs, not the CustomJob: after the job SUCCEEDED, the vertex backend uploads the

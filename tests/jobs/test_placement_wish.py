@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import pytest
+from pydantic import ValidationError
+
 from service.capacity.placement import Placed
 from service.cli.client.render import _wish_text
 from service.cost.estimate import Pricer
@@ -55,3 +58,9 @@ def test_the_cli_shows_the_wish_in_a_line():
 def test_nothing_kept_for_the_listed_order_or_one_backend():
     assert resolve(_compiled({"prefer": "listed"}), PLACED, BACKENDS, {}, PRICER, NOW, 86_400) == (None, [])
     assert resolve(_compiled({"prefer": "cheapest"}), PLACED[:1], BACKENDS, {}, PRICER, NOW, 86_400) == (None, [])
+
+
+@pytest.mark.parametrize("seconds", [-5, 0, 0.5, 90.5])
+def test_seconds_below_one_or_in_fractions_are_refused_not_read_as_a_unix_time(seconds):
+    with pytest.raises(ValidationError, match="whole number of seconds from the submit"):
+        _compiled({"start_by": seconds})
