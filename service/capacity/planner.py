@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.capacity import snapshot as snapshots
 from service.capacity.settings import CapacitySettings
+from service.capacity.waiting_memo import WaitingMemo
 from service.lifecycle.admission import Plan, PreemptOrder
 from service.scheduling import preference
 from service.scheduling.across import Side, across
@@ -34,11 +35,12 @@ class Planner:
         self.slots: dict[str, int | None] = {}
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
-                 held_teams: frozenset = frozenset(), forecast: bool = False) -> snapshots.Snapshot:
+                 held_teams: frozenset = frozenset(), forecast: bool = False,
+                 memo: WaitingMemo | None = None) -> snapshots.Snapshot:
         return snapshots.load(session, backend, self.settings.defaults, max_waiting=self.settings.max_waiting,
                                max_preemptions_per_job=self.settings.max_preemptions_per_job,
                                grace_seconds=self.settings.grace_seconds, now=now, slots=slots,
-                               held_teams=held_teams, forecast=forecast)
+                               held_teams=held_teams, forecast=forecast, memo=memo)
 
     def decide(self, snap: snapshots.Snapshot, now: datetime, *, explain: bool = True) -> Decision:
         """explain: every waiting job's place in the predicted start order, why, its likely start
@@ -49,17 +51,23 @@ class Planner:
         return schedule(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
                         explain=False, served=snap.served, usage=snap.usage)
 
+    def new_memo(self) -> WaitingMemo:
+        return WaitingMemo()
+
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
-             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan:
+             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset(),
+             memo: object | None = None) -> Plan:
         """`slots`: the backend's launch slots (its max running jobs; None: no limit), which the
         scheduler arbitrates like cores. `room`: how many it has free now (None: not known). With
         none free and no capacity declared for the backend, nobody can be preempted (no quota
         governs a slot alone), so the plan is empty without reading a single waiting job: a
         backend at its limit with 10,000 queued read them all on every pass a submit woke
-        (bench/README.md). `held_teams`: teams the admission gate holds (their jobs are not read)."""
+        (bench/README.md). `held_teams`: teams the admission gate holds (their jobs are not read).
+        `memo`: the controller loop's waiting jobs kept from its last plan (waiting_memo.py)."""
         if room is not None and room <= 0 and not snapshots.capacity_of(session, backend, self.settings.defaults)[0]:
             return Plan()
-        snap = self.snapshot(session, backend, now, slots=slots, held_teams=held_teams)
+        snap = self.snapshot(session, backend, now, slots=slots, held_teams=held_teams,
+                             memo=memo if isinstance(memo, WaitingMemo) else None)
         if snap.accepts:
             return self._across(session, snap, now, held_teams)
         return to_plan(self.decide(snap, now, explain=explain))

@@ -20,6 +20,7 @@ from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from service.capacity.durations import expected_durations
+from service.capacity.waiting_memo import Kept, WaitingMemo
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.quiet import accepted_here
@@ -96,13 +97,15 @@ def _seconds(at: datetime | None) -> float:
 
 def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int]], *, max_waiting: int,
          max_preemptions_per_job: int, grace_seconds: float, now: datetime | None = None, slots: int | None = None,
-         held_teams: frozenset[uuid.UUID] = frozenset(), forecast: bool = False) -> Snapshot:
+         held_teams: frozenset[uuid.UUID] = frozenset(), forecast: bool = False,
+         memo: WaitingMemo | None = None) -> Snapshot:
     """`now`: the controller's clock (a retry's backoff ends by it); None: this process's.
     `slots`: the backend's launch slots (None: no limit). `held_teams`: teams whose own limits
     (budgets) hold their jobs: none of their waiting jobs is read, so they take no capacity in the
     plan and cost nothing until the limit frees (the controller asks the gate once per team).
     `forecast`: also how long each job will likely run (the queue's reads play the plan forward;
-    the controller's pass does not)."""
+    the controller's pass does not). `memo`: the controller loop's waiting jobs from its last
+    pass (waiting_memo.py): only the rows written since are read whole."""
     capacity, source = capacity_of(session, backend, defaults)
     shares = shares_of(session, backend)
     # Team names once (teams are few), not a subquery per job row: 10,000 waiting jobs are read
@@ -132,18 +135,43 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value,
             likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end),
             checkpoint_at=None if row.checkpoint is None else _seconds(row.checkpoint), min_runtime_s=row.min_runtime))
-    rows = _windowed(session, backend, now, max_waiting, held_teams, forecast)
-    waiting = [Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
+    def build(row) -> Waiting:
+        return Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
                        may_preempt=bool(row.may_preempt), nominated=row.nominated_at is not None,
                        duration=likely.get((row.team_id, row.template_name)) or _timeout_seconds(row.timeout)
                        if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
-               for row in rows]
-    accepts = {row.id: tuple(a["backend"] for a in row.accepts) for row in rows if row.accepts}
-    wishes = {row.id: Wish(row.wish.get("prefer") or "listed", row.wish.get("start_by"), row.wish.get("prices") or {})
-              for row in rows if row.accepts and row.wish}
+    kept = _kept(session, memo, backend, now, max_waiting, held_teams, (tuple(names.items()), tuple(capacity), slots is None),
+                 build) if memo is not None and not forecast else None
+    if kept is not None:
+        waiting = [k.waiting for k in kept]
+        accepts = {k.waiting.job_id: k.accepts for k in kept if k.accepts}
+        wish_of = {k.waiting.job_id: k.wish for k in kept if k.accepts and k.wish}
+    else:
+        rows = _windowed(session, backend, now, max_waiting, held_teams, forecast)
+        waiting = [build(row) for row in rows]
+        accepts = {row.id: tuple(a["backend"] for a in row.accepts) for row in rows if row.accepts}
+        wish_of = {row.id: row.wish for row in rows if row.accepts and row.wish}
+    wishes = {job_id: Wish(w.get("prefer") or "listed", w.get("start_by"), w.get("prices") or {})
+              for job_id, w in wish_of.items()}
     return Snapshot(backend, capacity, shares, running, waiting, source, slots,
                     served_of(session, backend, names), decayed_by_team(session, names, now), accepts, wishes)
+
+
+def _kept(session: Session, memo: WaitingMemo, backend: str, now: datetime, per_team: int,
+          held_teams: frozenset[uuid.UUID], context: tuple, build) -> list[Kept] | None:
+    """The waiting jobs through the loop's memo; None where some job accepts this backend among
+    others (the full read merges those in: not kept)."""
+    if session.execute(select(accepted_here(backend))).scalar():
+        memo.forget()
+        return None
+
+    def read_rows(ids: list | None) -> list:
+        return list(session.execute(_waiting(backend, now, per_team, held_teams, False, ids=ids)).all())
+
+    def list_ids() -> list:
+        return list(session.execute(_waiting(backend, now, per_team, held_teams, False, narrow=True)).all())
+    return memo.waiting(context, list_ids, read_rows, build)
 
 
 def _windowed(session: Session, backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID],
@@ -175,10 +203,12 @@ QUEUED_AT = case((Job.preemptions > 0, func.coalesce(
 
 
 def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID], forecast: bool,
-             elsewhere: bool = False):
+             elsewhere: bool = False, *, narrow: bool = False, ids: list | None = None):
     """Each team's oldest `per_team` waiting jobs, oldest first (with their template and time
     limit for a forecast). `elsewhere`: the jobs whose backend is still another's (their most
-    preferred) but that accept this one too, not yet claimed, with their demand here."""
+    preferred) but that accept this one too, not yet claimed, with their demand here. `narrow`:
+    only each one's id, `updated_at` and whether it is nominated (waiting_memo.py); `ids`: the rows
+    of these jobs alone (still waiting), each with every column the full read has."""
     where = [Job.backend == backend, UNLAUNCHED, due(now)]
     demand = Job.demand
     if elsewhere:
@@ -189,11 +219,16 @@ def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[u
         where.append(Job.team_id.not_in(held_teams))
     extra = (Job.template_name, _TIMEOUT.label("timeout")) if forecast else (
         literal(None).label("template_name"), literal(None).label("timeout"))
-    ranked = (select(Job.id, Job.team_id, Job.priority, demand.label("demand"), QUEUED_AT.label("queued_at"),
-                     Job.may_preempt, Job.nominated_at, Job.accepts, Job.wish, *extra,
-                     func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id)).label("rank"))
-              .where(*where).subquery())
-    return select(ranked).where(ranked.c.rank <= per_team).order_by(ranked.c.queued_at, ranked.c.id)
+    columns = (Job.id, Job.updated_at, Job.nominated_at.is_not(None).label("nominated")) if narrow else (
+        Job.id, Job.team_id, Job.priority, demand.label("demand"), QUEUED_AT.label("queued_at"), Job.may_preempt,
+        Job.nominated_at, Job.accepts, Job.wish, Job.updated_at, *extra)
+    if ids is not None:
+        return select(*columns).where(*where, Job.id.in_(ids))
+    at = (QUEUED_AT.label("queued_at"),) if narrow else ()    # the order's key
+    ranked = (select(*columns, *at, func.row_number().over(partition_by=Job.team_id, order_by=(QUEUED_AT, Job.id))
+                     .label("rank")).where(*where).subquery())
+    return (select(*[ranked.c[c.name] for c in columns]).where(ranked.c.rank <= per_team)
+            .order_by(ranked.c.queued_at, ranked.c.id))
 
 
 def served_of(session: Session, backend: str, names: Mapping[uuid.UUID, str]) -> dict[str, float]:

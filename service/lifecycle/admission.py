@@ -126,7 +126,12 @@ class CapacityPlanner(Protocol):
     `waiting` notes are left out (the controller acts on admit and preempt only); `room`: the
     backend's free launch slots, which may spare the planner its read; `slots`: its launch slots in
     all (max_running), arbitrated like any resource; `held_teams`: the ids of teams whose own limits
-    (the AdmissionGate) hold their jobs: the plan leaves their waiting jobs out."""
+    (the AdmissionGate) hold their jobs: the plan leaves their waiting jobs out; `memo`: what one
+    controller loop keeps between its plans (new_memo(); one per loop and term, used by its thread
+    alone), so that a plan reads only what changed since the last."""
 
     def plan(self, session: Session, backend: str, now: datetime, *, explain: bool = True,
-             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset()) -> Plan: ...
+             room: int | None = None, slots: int | None = None, held_teams: frozenset = frozenset(),
+             memo: object | None = None) -> Plan: ...
+
+    def new_memo(self) -> object | None: ...

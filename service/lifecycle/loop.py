@@ -90,6 +90,9 @@ class BackendLoop(LoopThread):
         # read, an UPDATE and a commit each, every pass: 0.33 s -> 6.2 s).
         self._held: dict = {}
         self._quiet = quiet.Quiet(replan_seconds)
+        # The planner's memory of this loop's waiting jobs between plans (this term only: a new
+        # controller starts with a full read). A planner without one (a test's stand-in) keeps none.
+        self._memo = getattr(planner, "new_memo", lambda: None)()
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -322,7 +325,7 @@ class BackendLoop(LoopThread):
         if check is not None and self._held:
             self._recheck_held(session, check)
         plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free,
-                                 slots=caps.max_running, held_teams=frozenset(self._held))
+                                 slots=caps.max_running, held_teams=frozenset(self._held), memo=self._memo)
         stats.planned = True
         # Trusted for replan_seconds from the plan's end: a plan as long as the period (10,000
         # waiting beside 8 readers on two loaded cores) made every pass plan again.
