@@ -45,6 +45,7 @@ from service.jobs.epochs_router import router as epochs_router
 from service.jobs.router import router as jobs_router
 from service.jobs.settings import JobSettings
 from service.jobs.submitter import JobSubmitter
+from service.lifecycle.continuation import OutputPlace
 from service.lifecycle.controller import Controller
 from service.lifecycle.engine import Engine
 from service.lifecycle.leader import leadership_for
@@ -204,6 +205,9 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     import_workers = ImportWorkers(settings)
     stack.callback(import_workers.close)
     built = _start_backends(stack, settings, backends)
+    # Where each keeps job outputs: a preempted job goes on where its checkpoints are (lifecycle/continuation.py).
+    parts.lifecycle.output_places = {name: OutputPlace(b.capabilities.output_root, b.capabilities.shared_output)
+                                     for name, b in built.items()}
     # Every submit (API, UI, sweeps, relaunch) goes through it; it wakes the controller (lifecycle.wake).
     waker = Waker()
     capacity = slices.capacity_settings(settings)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import uuid
 from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -75,3 +76,37 @@ def own_folder(path: Path, owner: tuple[int, int] | None, mode: int = 0o700) -> 
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+# -- the operator's shared output folder (TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR, TRAINJOBS_SLURM_SHARED_OUTPUT_DIR) --
+# Backends that declare the same folder keep every job's output there, <root>/<first attempt's id>, so a
+# preempted job's next attempt may go on on either (lifecycle/continuation.py). The root is the service's,
+# 0711: a replica passes through to its own job's folder and cannot list, create or rename anything there.
+# A job's folder is 0700 and given, at each attempt's launch, to that attempt's user (a local job's own uid,
+# a Slurm job's user), by descriptor as above; the local backend takes it back when its attempt ends.
+
+
+def shared_job_folder(root: Path, first_attempt: object) -> Path:
+    """A job's output folder in the shared root: named by its first attempt's id, which must be a
+    UUID (nothing a template or a member writes becomes a path here: '../x' is refused)."""
+    return root / str(uuid.UUID(str(first_attempt)))
+
+
+def prepare_shared_root(root: Path) -> None:
+    """The shared root made if missing, the service's, 0711 (see above)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        os.fchown(fd, os.geteuid(), os.getegid())
+        os.fchmod(fd, 0o711)
+    finally:
+        os.close(fd)
+
+
+def hand_over(top: Path, owner: tuple[int, int] | None) -> None:
+    """A job's folder in the shared root (made if missing), 0700, with all it holds given to `owner`
+    (None: the service's own user keeps it). Unlike a Slurm retry's own_tree, its parent (the
+    shared root) is left alone."""
+    own_folder(top, None)
+    if owner is not None:
+        chown_tree(top, owner[0], gid=owner[1])

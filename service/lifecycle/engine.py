@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from service.core.clock import utcnow
 from service.core.errors import Conflict, NotFound
-from service.lifecycle import preempted, retries, sanitize
+from service.lifecycle import continuation, preempted, retries, sanitize
 from service.lifecycle.admission import PreemptOrder
 from service.lifecycle.protocol import Observation
 from service.lifecycle.states import TERMINAL, JobState, can_transition
@@ -147,6 +147,9 @@ class Engine:
         self.error_max_bytes = error_max_bytes
         self.retry_limits = retry_limits
         self.listeners: list[Listener] = []
+        # Each backend's place for job outputs (its capabilities, set where the backends are built):
+        # where a preempted job's next attempt may go on (lifecycle/continuation.py).
+        self.output_places: dict[str, continuation.OutputPlace] = {}
 
     def listen(self, listener: Listener) -> None:
         self.listeners.append(listener)
@@ -191,7 +194,7 @@ class Engine:
         # A failure and its retry (the next attempt's row) are one transaction: both or neither.
         # A preemption is not the job's failure: its new attempt is made whatever the policy says.
         if preempted:
-            plan = retries.plan_preemption(session, job_id, at)
+            plan = retries.plan_preemption(session, job_id, at, self.output_places)
         else:
             plan = retries.plan(session, job_id, S(src) if src else None, at, self.retry_limits) \
                 if dst == S.FAILED else retries.Plan()
@@ -357,7 +360,7 @@ class Engine:
                                  or_(Job.launch_attempted_at.is_(None), Job.backend == backend))
         if fence is not None:
             stmt = stmt.where(exists().where(ControllerLease.name == LEASE, ControllerLease.epoch == fence))
-        text = sanitize.clean_text(f"placed on {backend}: {why}", 500)
+        text = sanitize.clean_text(f"{self._placed_words(session, job_id, backend)}{why}", 500)
         values = {"launch_attempted_at": now, "backend": backend, "demand": demand, "placement": text,
                   "updated_at": now}
         if rows_changed(session.execute(stmt.values(**values))) != 1:
@@ -366,6 +369,14 @@ class Engine:
             return False
         session.execute(insert(JobEvent), [self._event_row(job_id, S.QUEUED.value, S.QUEUED, text, "controller", now)])
         return True
+
+    def _placed_words(self, session: Session, job_id: uuid.UUID, backend: str) -> str:
+        """"placed on B: ", or for a preempted job's next attempt on a backend of a shared output folder
+        (the only attempts after the first that accept several backends) where it goes on from."""
+        shared = (self.output_places.get(backend) or continuation.OutputPlace()).shared
+        if shared is not None and session.scalar(select(Job.retry_of).where(Job.id == job_id)) is not None:
+            return f"continues on {backend}: its checkpoints are in {shared}; "
+        return f"placed on {backend}: "
 
     def note_waiting(self, session: Session, job_id: uuid.UUID, reason: str, *, fence: int | None) -> None:
         """Why a QUEUED job still waits, in its backend's words (no state change, no event).

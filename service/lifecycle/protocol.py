@@ -209,6 +209,12 @@ class Capabilities:
     # It implements SharesCapacity.preempt (a graceful stop: SIGTERM, a grace, SIGKILL; or its own
     # cancel). Declared, not probed: without it the controller preempts through cancel().
     preempts: bool = False
+    # Where it keeps a job's output, so its checkpoints, in words ("gs://bucket/out", a folder); None: unsaid.
+    output_root: str | None = None
+    # The folder the operator declared shared with other backends (TRAINJOBS_<BACKEND>_SHARED_OUTPUT_DIR), where it
+    # keeps every job's output: a preempted job's next attempt may go on on any backend it accepts that declares
+    # the same folder (lifecycle/continuation.py); None: none, its next attempt stays on this backend.
+    shared_output: str | None = None
 
 
 # --- the roles a backend plays -------------------------------------------------------------------

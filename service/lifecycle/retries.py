@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from service.core.errors import Problem
 from service.jobspec.reserved import JOB_ID_LABEL
+from service.lifecycle import continuation
 from service.lifecycle.states import JobState
 from service.persistence import jobrows
 from service.persistence.models import Job, JobCost
@@ -167,21 +168,29 @@ def plan(session: Session, job_id: uuid.UUID, from_state: JobState | None, at: d
                              f"backoff {duration(wait)}, not before {not_before.isoformat(timespec='seconds')}")
 
 
-def plan_preemption(session: Session, job_id: uuid.UUID, at: datetime) -> Plan:
+def plan_preemption(session: Session, job_id: uuid.UUID, at: datetime,
+                    places: Mapping[str, continuation.OutputPlace] | None = None) -> Plan:
     """The new attempt of a job that was preempted (moving to FAILED with cause "preemption"):
     made whatever its retry policy says, at once (no backoff), with `preemptions` + 1 carried. It
     does not count against the policy's max_attempts; TRAINJOBS_MAX_PREEMPTIONS_PER_JOB bounds it
-    instead (a job preempted that often is no longer preemptible, service/capacity/snapshot.py)."""
-    row = session.execute(select(*_COPIED, Job.error, Job.attempt, Job.retry_of)
+    instead (a job preempted that often is no longer preemptible, service/capacity/snapshot.py).
+    A job that accepted several backends may go on on those that reach its checkpoints (`places`:
+    each backend's, lifecycle/continuation.py); else it stays on its backend, and says why."""
+    row = session.execute(select(*_COPIED, Job.error, Job.attempt, Job.retry_of, Job.accepts, Job.wish)
                           .where(Job.id == job_id)).one_or_none()
     if row is None or not isinstance(row.compiled, dict):
         return Plan()
     new = _next_attempt(row, job_id, at, not_before=None, waiting=None)
     new["preemptions"] = (row.preemptions or 0) + 1
+    goes_on = continuation.plan(row.backend, row.demand, row.accepts, row.wish, places or {})
+    where = f"; {goes_on.words}" if goes_on.words else ""
+    if goes_on.words:
+        new.update(backend=goes_on.backend, demand=goes_on.demand, accepts=goes_on.accepts, wish=goes_on.wish,
+                   placement=goes_on.words[:500])
     return Plan(note=f"; requeued as job {new['id']} (preemption {new['preemptions']}; it resumes from its "
-                     "checkpoints)", row=new, labels=dict(row.labels or {}),
+                     f"checkpoints{where})", row=new, labels=dict(row.labels or {}),
                 first_reason=f"attempt {new['attempt']}, requeued after job {job_id} was preempted "
-                             f"(preemption {new['preemptions']}); it resumes from its checkpoints")
+                             f"(preemption {new['preemptions']}); it resumes from its checkpoints{where}")
 
 
 def _next_attempt(row, job_id: uuid.UUID, at: datetime, *, not_before: datetime | None,

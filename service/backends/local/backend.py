@@ -68,7 +68,10 @@ class LocalBackend(Backend):
         self.work_dir = settings.work_dir
         # 0 holds every local job in QUEUED (maintenance, or a service that only stores jobs).
         self.capabilities = Capabilities(host_bound=True, max_running=max(0, settings.max_running_jobs),
-                                         runs_on="this machine", preempts=True)
+                                         runs_on="this machine", preempts=True,
+                                         output_root=str(settings.shared_output_dir or settings.work_dir),
+                                         shared_output=str(settings.shared_output_dir) if settings.shared_output_dir
+                                         else None)
         self.launcher = Launcher(settings)
         self.supervisor = Supervisor(settings, isolate=self.launcher.isolate, uids=self.launcher.uids)
 
@@ -228,7 +231,7 @@ class LocalBackend(Backend):
         """A run of this host still stopping that writes where `job` would: it launches after."""
         if not job.compiled.output_of:
             return None
-        mine = str(self.launcher.output_dir(RunDir.of(self.work_dir, job.id), job.compiled))
+        mine = str(self.launcher.output_dir(RunDir.of(self.work_dir, job.id), job.compiled, job.id))
         return next((r for r in self.supervisor.runs.values() if not r.gone and r.state.output_dir == mine), None)
 
     # -- what the lifecycle is told ------------------------------------------------------

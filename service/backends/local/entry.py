@@ -21,7 +21,8 @@ def local_settings_of(s: Any) -> LocalSettings:
         cancel_grace_seconds=s.local_cancel_grace_seconds, isolate_replicas=s.local_isolate_replicas,
         sandbox=s.local_sandbox, sandbox_shared_dirs=tuple(Path(p) for p in s.local_sandbox_shared_dirs),
         replica_uid_base=s.local_replica_uid_base, replica_uid_count=s.local_replica_uid_count,
-        max_processes_per_job=s.local_max_processes_per_job, sandbox_idle_seconds=s.local_sandbox_idle_seconds)
+        max_processes_per_job=s.local_max_processes_per_job, sandbox_idle_seconds=s.local_sandbox_idle_seconds,
+        shared_output_dir=Path(s.local_shared_output_dir).expanduser().resolve() if s.local_shared_output_dir else None)
 
 
 def _build(settings: LocalSettings) -> Backend:

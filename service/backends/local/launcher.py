@@ -19,6 +19,7 @@ from collections.abc import Collection, MutableMapping
 from contextlib import ExitStack
 from pathlib import Path
 
+from service.backends import owned_tree
 from service.backends.local import cgroup, isolation, processes, sandbox
 from service.backends.local import resources as local_resources
 from service.backends.local.rundir import RunDir, replica_status
@@ -87,8 +88,11 @@ class Launcher:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         # Replicas may pass through (to their own folder) but not list other jobs.
         os.chmod(self.work_dir, 0o711)
+        for root in self._shared_root():
+            owned_tree.prepare_shared_root(root)
         if self.isolate:
-            blocked = isolation.unreachable_ancestor(self.work_dir)
+            blocked = next(filter(None, map(isolation.unreachable_ancestor, [self.work_dir, *self._shared_root()])),
+                           None)
             if blocked is not None:
                 raise ValueError(
                     f"local replicas run as unprivileged uids and cannot reach the run folder "
@@ -140,8 +144,12 @@ class Launcher:
         shared = [p.resolve() for p in self.settings.sandbox_shared_dirs if p.is_dir()]
         writable = [rd.path] + ([] if output.is_relative_to(rd.path) else [output]) + shared
         return sandbox.HolderPlan(writable=writable, visible=self._sandbox_readable(),
-                                  hidden=[self.work_dir.resolve()], uid=uid, run=rd.path,
+                                  hidden=[self.work_dir.resolve(), *self._shared_root()], uid=uid, run=rd.path,
                                   idle_seconds=self.settings.sandbox_idle_seconds, cgroup=cg, give_back=shared)
+
+    def _shared_root(self) -> list[Path]:
+        """The shared output folder, covered like the run folders: a job sees its own folder there alone."""
+        return [self.settings.shared_output_dir] if self.settings.shared_output_dir is not None else []
 
     # -- what a job would get ------------------------------------------------------------------
 
@@ -161,9 +169,14 @@ class Launcher:
                 "use fewer workers, or raise TRAINJOBS_LOCAL_MAX_REPLICAS_PER_JOB"))
         return problems
 
-    def output_dir(self, rd: RunDir, compiled: CompiledJob) -> Path:
+    def output_dir(self, rd: RunDir, compiled: CompiledJob, job_id: uuid.UUID) -> Path:
         """The run's own output folder; for a retry attempt, its first attempt's, so the
-        trainer finds the checkpoints there and resumes (Vertex: the same base output directory)."""
+        trainer finds the checkpoints there and resumes (Vertex: the same base output directory).
+        With a shared output folder (TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR), the job's folder there,
+        named by its first attempt: an attempt on another backend that shares it goes on from it."""
+        shared = self.settings.shared_output_dir
+        if shared is not None:
+            return owned_tree.shared_job_folder(shared, compiled.output_of or job_id)
         return RunDir.of(self.work_dir, uuid.UUID(compiled.output_of)).output if compiled.output_of else rd.output
 
     def command_of(self, replica: Replica) -> list[str]:
@@ -204,7 +217,7 @@ class Launcher:
             output_dir = state.get("output_dir")
         else:
             addresses = {r.task_name: UNASSIGNED_ADDRESS for r in compiled.replicas}
-            output_dir = str(self.output_dir(rd, compiled))
+            output_dir = str(self.output_dir(rd, compiled, job_id))
         return LaunchView(compiled.custom_job_dict,
                           {r.task_name: self.env_of(job_id, compiled, r, addresses, output_dir, rd)
                            for r in compiled.replicas},
@@ -266,8 +279,10 @@ class Launcher:
         """The run folder, the output folder, the replicas' addresses and the job's cgroup."""
         compiled = job.compiled
         rd.create(uid)
-        output = self.output_dir(rd, compiled)
-        if output != rd.output:
+        output = self.output_dir(rd, compiled, job.id)
+        if self.settings.shared_output_dir is not None:
+            owned_tree.hand_over(output, (uid, uid) if uid is not None else None)   # this attempt's uid alone
+        elif output != rd.output:
             # The first attempt's files were given back to the service when it ended: this
             # attempt's uid (another one, maybe) must read its checkpoints and write new ones.
             isolation.own_tree(output, uid)

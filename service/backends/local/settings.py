@@ -29,6 +29,7 @@ class LocalSettings:
     replica_uid_count: int                    # TRAINJOBS_LOCAL_REPLICA_UID_COUNT
     max_processes_per_job: int                # TRAINJOBS_LOCAL_MAX_PROCESSES_PER_JOB (the job's cgroup)
     sandbox_idle_seconds: float               # TRAINJOBS_LOCAL_SANDBOX_IDLE_SECONDS: an orphaned init ends
+    shared_output_dir: Path | None = None     # TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR (resolved): job outputs there
 
 
 class LocalEnv(Section):
@@ -61,6 +62,12 @@ class LocalEnv(Section):
                     "itself once no process of the job has run in it for this long, or once its run folder is "
                     "gone (checked every second), so a job whose service never comes back does not hold them "
                     "forever")
+    local_shared_output_dir: Path | None = Field(
+        None, description="A folder this host shares with other backends (the same value as "
+                          "TRAINJOBS_SLURM_SHARED_OUTPUT_DIR: a filesystem the Slurm nodes see at the same path): "
+                          "every local job's output goes to <folder>/<first attempt's id>, so a preempted job "
+                          "that accepts both may go on on either (docs/queue.md, \"Where a preempted job goes "
+                          "on\"). Default: none, outputs stay in the run folders and such a job stays local")
     local_max_running_jobs: int = Field(2, ge=0, description="Local jobs running at once; the rest wait in "
                                         "QUEUED. 0 holds every local job in QUEUED.")
     local_cancel_grace_seconds: float = Field(10.0, description="A cancelled local job's replicas get SIGTERM, "

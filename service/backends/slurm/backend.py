@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import stat
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from service.backends.owned_tree import hand_over, shared_job_folder
 from service.backends.slurm import endings, log_reader, placement, poller, preflight, replicas, running, script
 from service.backends.slurm.cli import SlurmCli
 from service.backends.slurm.config import SlurmConfig, SlurmConfigError
@@ -64,7 +64,9 @@ class SlurmBackend(Backend):
         # deposed controller's call still in flight.
         self.capabilities = Capabilities(bulk_poll=True, max_running=cfg.max_running,
                                          resubmit_after_seconds=2 * cfg.command_timeout, log_poll_seconds=0.2,
-                                         runs_on="the team's own Slurm cluster", preempts=True)
+                                         runs_on="the team's own Slurm cluster", preempts=True,
+                                         output_root=str(cfg.shared_output_dir or cfg.work_dir),
+                                         shared_output=str(cfg.shared_output_dir) if cfg.shared_output_dir else None)
         self.identity: tuple[int, int] | None = None
         self.job_uids: frozenset[int] | None = None
         self.progress = log_reader.ProgressFollower()
@@ -89,15 +91,9 @@ class SlurmBackend(Backend):
         self.job_uids = self.cfg.job_uids()
         work_dir = self.cfg.work_dir
         assert work_dir is not None, "check_config refuses a missing TRAINJOBS_SLURM_WORK_DIR"
-        work_dir.mkdir(parents=True, exist_ok=True)
-        work_dir.chmod(0o711)   # tasks pass through to their own run folder; nobody lists them
-        if self.identity is not None:
-            closed = next((p for p in work_dir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
-            if closed is not None:
-                raise SlurmConfigError([(
-                    f"jobs run as {self.cfg.job_user} and cannot reach TRAINJOBS_SLURM_WORK_DIR="
-                    f"{self.cfg.work_dir}: {closed} is not searchable by others (chmod o+x {closed}, or "
-                    "choose another folder)")])
+        problems = preflight.folder_problems(self.cfg, work_dir, self.identity is not None)
+        if problems:
+            raise SlurmConfigError(problems)
 
     def stop_controller(self) -> None:
         self.progress.clear()
@@ -119,7 +115,10 @@ class SlurmBackend(Backend):
         return SlurmRun.of(self.cfg.work_dir, job_id)
 
     def output_dir(self, job_id: uuid.UUID | str, compiled: CompiledJob) -> Path:
-        """A retry attempt writes where its first attempt did (its checkpoints), as on Vertex."""
+        """A retry attempt writes where its first attempt did (its checkpoints), as on Vertex: in its
+        run folder, or in the operator's shared output folder (another backend's attempt may have)."""
+        if self.cfg.shared_output_dir is not None:
+            return shared_job_folder(self.cfg.shared_output_dir, compiled.output_of or job_id)
         return self.run_of(compiled.output_of or job_id).output
 
     def launch_view(self, job_id: uuid.UUID, compiled: CompiledJob, backend_ref: str | None) -> LaunchView:
@@ -240,7 +239,9 @@ class SlurmBackend(Backend):
         identity = self._identity(job)
         run.create(tasks, identity)
         output = self.output_dir(job.id, compiled)
-        if output != run.output:
+        if self.cfg.shared_output_dir is not None:
+            hand_over(output, identity)   # this attempt's user alone, whichever backend wrote it before
+        elif output != run.output:
             own_tree(output, identity)   # a retry reads its first attempt's checkpoints
         content = script.job_file(job.id, compiled, self.cfg, str(run.path), str(output))
         run.write_private(run.job_file, script.dumps(content), 0o640)

@@ -51,6 +51,7 @@ class SlurmConfig:
     team_accounts: dict[str, str] = field(default_factory=dict)
     priority_qos: dict[str, str] = field(default_factory=dict)
     requeue: bool = False
+    shared_output_dir: Path | None = None   # TRAINJOBS_SLURM_SHARED_OUTPUT_DIR: job outputs there
 
     def allowed(self, key: str) -> tuple[str, ...]:
         """The names a job's labels may give `key` (partition, account, qos); empty: any."""

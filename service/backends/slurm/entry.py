@@ -27,7 +27,8 @@ def slurm_config_of(s: Any) -> SlurmConfig:
         team_accounts=dict(s.slurm_team_accounts), priority_qos=dict(s.slurm_priority_qos), requeue=s.slurm_requeue,
         cpus_per_task=s.slurm_cpus_per_task, mem_per_cpu_mb=s.slurm_mem_per_cpu_mb,
         max_running=s.slurm_max_running_jobs, command_timeout=s.slurm_command_timeout_seconds,
-        poll_interval=s.slurm_poll_interval_seconds, rendezvous_timeout=s.slurm_rendezvous_timeout_seconds)
+        poll_interval=s.slurm_poll_interval_seconds, rendezvous_timeout=s.slurm_rendezvous_timeout_seconds,
+        shared_output_dir=Path(s.slurm_shared_output_dir).resolve() if s.slurm_shared_output_dir else None)
 
 
 def _build(cfg: SlurmConfig) -> Backend:

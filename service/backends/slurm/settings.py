@@ -21,6 +21,12 @@ class SlurmEnv(Section):
     slurm_work_dir: Path | None = Field(None, description="Run folders of Slurm jobs (logs, outputs): a folder the "
                                         "service host and every node see at the same path (NFS, Lustre...). "
                                         "Required when the slurm backend is enabled")
+    slurm_shared_output_dir: Path | None = Field(
+        None, description="A folder the service host and every node see at the same path, shared with other "
+                          "backends (the same value as TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR): every Slurm job's output "
+                          "goes to <folder>/<first attempt's id>, so a preempted job that accepts both may go on on "
+                          "either (docs/queue.md, \"Where a preempted job goes on\"). Default: none, outputs stay in "
+                          "the run folders and such a job stays on Slurm")
     slurm_python: str = Field("python3", min_length=1, max_length=1024,
                               description="Python on the nodes that runs the launcher and `python ...` commands")
     slurm_job_user: str | None = Field(None, max_length=64, description="The user (name or uid) jobs run as when "

@@ -69,7 +69,9 @@ class VertexBackend(Backend):
                                          max_submits_per_pass=MAX_SUBMITS_PER_POLL,
                                          resubmit_after_seconds=settings.vertex_submit_grace_seconds,
                                          # Cloud Logging's read quota is 60 a minute per project.
-                                         log_poll_seconds=5.0, preempts=True)
+                                         log_poll_seconds=5.0, preempts=True,
+                                         # A job's output is on Cloud Storage, which no other backend here reads.
+                                         output_root=settings.vertex_base_output_directory or "gs://")
         self.budget = budget or GoogleBudget.from_settings(settings)
         self.clock = Clock()
         self._clients: Clients | None = None
