@@ -98,7 +98,7 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                                             else None),
                 latest_version=_latest_version(session, user, job.template_name),
                 replicas=views.replicas(job, compiled), logdir=views.tensorboard_dir(view),
-                output_dir=view.host_output_dir,
+                output_dir=view.host_output_dir, wish=views.wish(job.wish),
                 progress=views.progress_summary(job.progress), epochs=rows, charts=charts.build(rows),
                 events=jobs.list_events(session, user.actor.team_id, job.id),
                 preemptions=preemptions_of(session, user.actor.team_id, attempts),

@@ -6,6 +6,7 @@ only what it reads of them (JobFacts, VersionFacts), not how they are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from service.jobspec import CompiledJob
@@ -142,3 +143,27 @@ def attempt_chain(job: Any, attempts: list) -> AttemptChain:
 
 def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+PREFER_WORDS = {"listed": "the listed order", "cheapest": "cheapest: the lowest price per hour",
+                "soonest": "soonest: the earliest estimated start"}
+
+
+@dataclass(frozen=True)
+class Wish:
+    """A job's placement wish as resolved at submit (jobs.wish, docs/queue.md "Cheapest or soonest")."""
+    prefer: str                       # in words (PREFER_WORDS)
+    start_by: datetime | None
+    prices: list[tuple[str, str]]     # (backend, "0.40/h" or "no price"), in the job's order
+
+
+def wish(raw: Any) -> Wish | None:
+    """The job's wish for its page; None: a job of one backend, or of the listed order with no deadline."""
+    if not isinstance(raw, dict):
+        return None
+    at = raw.get("start_by")
+    prices = raw.get("prices")
+    prices = prices if isinstance(prices, dict) else {}
+    return Wish(PREFER_WORDS.get(str(raw.get("prefer")), PREFER_WORDS["listed"]),
+                datetime.fromtimestamp(at, UTC) if isinstance(at, int | float) else None,
+                [(str(b), f"{p:.2f}/h" if isinstance(p, int | float) else "no price") for b, p in prices.items()])
