@@ -23,7 +23,7 @@ from service.capacity.durations import expected_durations
 from service.capacity.waiting_memo import Kept, WaitingMemo
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
-from service.lifecycle.quiet import accepted_here
+from service.lifecycle.quiet import accepted_here, epoch_sum
 from service.lifecycle.states import JobState
 from service.persistence.models import BackendCapacity, Job, JobBackend, JobEpoch, PriorityClass, Team, TeamShare
 from service.scheduling.model import SLOT, Resources, Running, Share, Waiting
@@ -166,12 +166,21 @@ def _kept(session: Session, memo: WaitingMemo, backend: str, now: datetime, per_
         memo.forget()
         return None
 
+    # Core statements on the session's connection: the ORM's row loading cost as much as the
+    # database's answer for 10,000 narrow rows.
+    connection = session.connection()
+
+    def mark() -> tuple:
+        return tuple(connection.execute(select(
+            func.count(), epoch_sum(session, Job.updated_at), func.max(Job.updated_at), func.count(Job.nominated_at),
+            epoch_sum(session, Job.created_at)).where(*_where(backend, now, held_teams))).one())
+
     def read_rows(ids: list | None) -> list:
-        return list(session.execute(_waiting(backend, now, per_team, held_teams, False, ids=ids)).all())
+        return list(connection.execute(_waiting(backend, now, per_team, held_teams, False, ids=ids)).all())
 
     def list_ids() -> list:
-        return list(session.execute(_waiting(backend, now, per_team, held_teams, False, narrow=True)).all())
-    return memo.waiting(context, list_ids, read_rows, build)
+        return list(connection.execute(_waiting(backend, now, per_team, held_teams, False, narrow=True)).all())
+    return memo.waiting((context, held_teams, per_team, backend), mark, list_ids, read_rows, build)
 
 
 def _windowed(session: Session, backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID],
@@ -202,6 +211,11 @@ QUEUED_AT = case((Job.preemptions > 0, func.coalesce(
     else_=Job.created_at)
 
 
+def _where(backend: str, now: datetime, held_teams: frozenset[uuid.UUID]) -> list:
+    """The jobs waiting for this backend, due, of teams not held (the first three always these)."""
+    return [Job.backend == backend, UNLAUNCHED, due(now), *([Job.team_id.not_in(held_teams)] if held_teams else [])]
+
+
 def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[uuid.UUID], forecast: bool,
              elsewhere: bool = False, *, narrow: bool = False, ids: list | None = None):
     """Each team's oldest `per_team` waiting jobs, oldest first (with their template and time
@@ -209,14 +223,12 @@ def _waiting(backend: str, now: datetime, per_team: int, held_teams: frozenset[u
     preferred) but that accept this one too, not yet claimed, with their demand here. `narrow`:
     only each one's id, `updated_at` and whether it is nominated (waiting_memo.py); `ids`: the rows
     of these jobs alone (still waiting), each with every column the full read has."""
-    where = [Job.backend == backend, UNLAUNCHED, due(now)]
+    where = _where(backend, now, held_teams)
     demand = Job.demand
     if elsewhere:
         where = [JobBackend.backend == backend, Job.id == JobBackend.job_id, Job.backend != backend, UNLAUNCHED,
-                 Job.launch_attempted_at.is_(None), due(now)]
+                 Job.launch_attempted_at.is_(None), due(now), *where[3:]]
         demand = JobBackend.demand
-    if held_teams:
-        where.append(Job.team_id.not_in(held_teams))
     extra = (Job.template_name, _TIMEOUT.label("timeout")) if forecast else (
         literal(None).label("template_name"), literal(None).label("timeout"))
     columns = (Job.id, Job.updated_at, Job.nominated_at.is_not(None).label("nominated")) if narrow else (

@@ -29,7 +29,7 @@ _ACTIVE = sorted(s.value for s in ACTIVE)
 REPLAN_SECONDS = 10.0
 
 
-def _epoch_sum(session: Session, column):
+def epoch_sum(session: Session, column):
     """The sum of a time column in seconds: any one row's change changes it, whichever clock
     wrote it (a max alone misses a write stamped by a host whose clock is behind)."""
     if session.get_bind().dialect.name == "postgresql":
@@ -39,7 +39,7 @@ def _epoch_sum(session: Session, column):
 
 def _rows(session: Session, model, *where) -> tuple:
     """(count, latest updated_at, sum of updated_at) of a small table's rows, as scalar subqueries."""
-    agg = select(func.count(), func.max(model.updated_at), _epoch_sum(session, model.updated_at)).where(*where)
+    agg = select(func.count(), func.max(model.updated_at), epoch_sum(session, model.updated_at)).where(*where)
     return tuple(select(c).select_from(model).where(*where).scalar_subquery() for c in agg.selected_columns)
 
 
@@ -48,7 +48,7 @@ def signature(session: Session, backend: str, now: datetime) -> tuple:
     docstring): its unfinished jobs (how many, how many wait and are due, their writes' times),
     and the shares, capacity and team limits."""
     jobs = select(func.count(), func.sum(case((and_(UNLAUNCHED, due(now)), 1), else_=0)), func.max(Job.updated_at),
-                  _epoch_sum(session, Job.updated_at)).where(Job.backend == backend, Job.state.in_(_ACTIVE))
+                  epoch_sum(session, Job.updated_at)).where(Job.backend == backend, Job.state.in_(_ACTIVE))
     first = tuple(session.execute(jobs).one())
     others = session.execute(select(*_rows(session, TeamShare, TeamShare.backend == backend),
                                     *_rows(session, BackendCapacity, BackendCapacity.backend == backend),
@@ -59,7 +59,7 @@ def signature(session: Session, backend: str, now: datetime) -> tuple:
     # busy jobs table (post_vs_floor lost ~4% to it and the snapshot's own read, bench/README.md).
     elsewhere: tuple = (0, None)
     if others[-1]:
-        elsewhere = tuple(session.execute(select(func.count(), _epoch_sum(session, Job.updated_at)).where(
+        elsewhere = tuple(session.execute(select(func.count(), epoch_sum(session, Job.updated_at)).where(
             JobBackend.backend == backend, Job.id == JobBackend.job_id, Job.backend != backend, UNLAUNCHED,
             Job.launch_attempted_at.is_(None))).one())
     return first + elsewhere + tuple(others)

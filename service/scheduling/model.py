@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Generic, TypeVar
 
 Resources = Mapping[str, int]
@@ -94,6 +95,19 @@ class Waiting(Generic[Id]):
     duration: float | None = None         # how long it will likely run (the forecast's; None: unknown)
     limit: float | None = None            # its time limit in seconds (the forecast's "at the latest")
 
+    # Computed once per value (not fields: equality and replace() ignore them). The controller's
+    # memo keeps a waiting job's value between passes (capacity/waiting_memo.py), so a pass over
+    # 10,000 waiting jobs no longer builds a tuple and a string for each of them.
+    @cached_property
+    def kind(self) -> tuple:
+        """(team, demand): jobs of one kind fare alike while the pass's ledger stands still."""
+        return self.team, tuple(self.demand.items())
+
+    @cached_property
+    def order_id(self) -> str:
+        """The id as the order's last tie-break compares it."""
+        return str(self.job_id)
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -108,6 +122,12 @@ class Policy:
     estimate_limit: int = 100
     grace_s: float = 30.0
     pass_s: float = 0.0                   # the controller's pass interval: an end is seen at the next pass
+    # What the controller measured of its own passes (capacity/passes.py), for the forecast: its
+    # recent full passes' own lengths, low and high (a pass starts pass_s after the last one
+    # ended), and when its next pass starts (epoch seconds). None: not known here (the play draws
+    # passes 1 to 2 intervals apart, the first at once).
+    pass_took: tuple[float, float] | None = None
+    next_pass_at: float | None = None
     forecast_passes: int = 200
     forecast_jobs: int = 2000
     forecast_seconds: float = 0.3

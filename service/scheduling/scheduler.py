@@ -75,8 +75,6 @@ class _Pass(Generic[Id]):
         self.hopeless: dict[tuple, int] = {}
         self.starved: dict[tuple, int] = {}      # (team, demand) -> version at which such an urgent job kept nothing
         self.keys: dict[tuple, tuple] = {}
-        # (team, demand): jobs of one kind fare alike while nothing changes (see _consider)
-        self.kinds = {job.job_id: (job.team, tuple(job.demand.items())) for job in waiting}
         self.left: list[tuple[Waiting[Id], str]] = []       # still waiting, with what the pass did for it
         self.reservations = policy.reservations              # left to give this pass (see _consider)
 
@@ -84,7 +82,7 @@ class _Pass(Generic[Id]):
         """The tiers in order (scheduling/tiers.py): a job is taken in the first tier that holds it,
         asked when the pass reaches that tier and again just before the job is looked at (a start
         in the tier may have moved it out: its team is at its nominal quota now)."""
-        scene = Scene(self.ledger, self.stopping_for, self.now, self.policy, self.kinds)
+        scene = Scene(self.ledger, self.stopping_for, self.now, self.policy)
         tiers = tiers_of(self.policy)
         left = list(self.waiting)
         for tier in tiers:
@@ -115,7 +113,7 @@ class _Pass(Generic[Id]):
                                  self.now, self.policy.estimate_limit)
         said: dict[tuple, str] = {}                        # why in words, as things stand after the pass
         for i, (job, note) in enumerate(self.left):
-            key = self.kinds[job.job_id]
+            key = job.kind
             why = said.get(key)
             if why is None:
                 why = said[key] = waiting_why(self.ledger, job)
@@ -143,7 +141,7 @@ class _Pass(Generic[Id]):
             queues.setdefault(job.team, []).append(job)
         heap = []
         for team, q in queues.items():
-            q.sort(key=lambda j: (-j.priority, j.queued_at, str(j.job_id)), reverse=True)
+            q.sort(key=lambda j: (-j.priority, j.queued_at, j.order_id), reverse=True)
             heap.append((self._team_key(team, q[-1]), team))
         # The key ends in the head job's age and id, which no two teams share: the team's name
         # never decides (it used to: at default settings teams were served in name order).
@@ -156,12 +154,12 @@ class _Pass(Generic[Id]):
                 heapq.heappush(heap, (self._team_key(team, q[-1]), team))
 
     def _team_key(self, team: str, head: Waiting[Id]) -> tuple:
-        key = self.kinds[head.job_id]
+        key = head.kind
         known = self.keys.get(key)
         if known is None or known[0] != self.ledger.version:
             value = (not self.ledger.within_nominal(team, head.demand), *self.ledger.fair_key(team))
             known = self.keys[key] = (self.ledger.version, value)
-        return (*known[1], self.served.get(team, -math.inf), head.queued_at, str(head.job_id))
+        return (*known[1], self.served.get(team, -math.inf), head.queued_at, head.order_id)
 
     def _consider(self, job: Waiting[Id], *, urgent: bool) -> None:
         """Starts the job, preempts for it, keeps capacity for it, or lets it wait. Nothing that
@@ -169,7 +167,7 @@ class _Pass(Generic[Id]):
         to wait (same team, same demand, no preempting class) waits too, without a second look:
         that keeps a pass over 10,000 waiting jobs cheap. (What else decides, the preemption
         budget and the jobs taken, changes only with a preemption, which changes the ledger.)"""
-        kind = self.kinds[job.job_id]
+        kind = job.kind       # (team, demand): jobs of one kind fare alike while nothing changes
         if not urgent and not job.may_preempt and self.hopeless.get(kind) == self.ledger.version:
             return self._wait(job)
         if urgent and not job.may_preempt and self.starved.get(kind) == self.ledger.version \
@@ -236,7 +234,7 @@ STARVING = "waited longer than the starvation limit: capacity is kept for it as 
 
 
 def _by_age(job: Waiting) -> tuple:
-    return job.queued_at, str(job.job_id)
+    return job.queued_at, job.order_id
 
 
 def with_place(why: str, ahead: int) -> str:

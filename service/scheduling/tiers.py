@@ -27,13 +27,12 @@ class Scene:
     stopping_for: Mapping[Any, int]
     now: float
     policy: Policy
-    kinds: Mapping[Any, tuple] = field(default_factory=dict)   # job id -> (team, demand), where known
     _inside: dict = field(default_factory=dict)     # (team, demand) -> (ledger version, inside)
 
     def inside_nominal(self, job: Waiting) -> bool:
         """Would the job keep its team inside a nominal quota it has (memo per kind of job and
         ledger version: a pass over 10,000 waiting jobs asks it for each)."""
-        kind = self.kinds.get(job.job_id) or (job.team, tuple(job.demand.items()))
+        kind = job.kind
         known = self._inside.get(kind)
         if known is None or known[0] != self.ledger.version:
             inside = bool(self.ledger.share(job.team).nominal) and self.ledger.within_nominal(job.team, job.demand)
@@ -54,7 +53,8 @@ class Tier:
 
 TIERS: tuple[Tier, ...] = (
     # The jobs running jobs were preempted for: each preemption ends in the start it was made for.
-    Tier("nominated", lambda j, s: j.nominated or j.job_id in s.stopping_for, lambda j, s: True, by_age=True),
+    Tier("nominated", lambda j, s: j.nominated or bool(s.stopping_for) and j.job_id in s.stopping_for,
+         lambda j, s: True, by_age=True),
     # The guarantee: a job that keeps its team inside its nominal quota, wherever it stands in its team.
     Tier("nominal", lambda j, s: s.inside_nominal(j), lambda j, s: s.starving(j)),
     # Nobody starves: past Policy.starve_after_s a job keeps the capacity that frees, oldest first.

@@ -86,7 +86,6 @@ def test_the_memo_reads_what_a_full_read_reads(client, demo, session_factory):
 
         # A queue first, so that most passes read a few rows whole, not all (the memo's own path).
         steps = [[("submit", team, priority, cores, False, 0) for team, priority, cores in seed], *steps]
-        partial = 0
         for step in steps:
             with session_factory() as s:
                 ids = list(s.execute(select(Job.id).where(Job.backend == backend, Job.state == "QUEUED",
@@ -99,10 +98,12 @@ def test_the_memo_reads_what_a_full_read_reads(client, demo, session_factory):
             with session_factory() as s:
                 full = _load(s, backend, None, held, window, {"core": capacity})
             _same(kept, full)
-            partial += not memo.last_full
-        assert partial or len(steps) < 3
+            seen["partial" if memo.last_listed and not memo.last_full else
+                 "full" if memo.last_full else "unmoved"] += 1
 
+    seen = {"partial": 0, "full": 0, "unmoved": 0}
     check()
+    assert min(seen.values()) > 0, seen      # each of the memo's three paths was compared
 
 
 def _apply(s, o, ids, template, teams, backend, tick, held):
@@ -147,8 +148,16 @@ def test_a_pass_after_one_change_reads_one_row_whole(client, demo, session_facto
     assert (memo.last_read, memo.last_full) == (40, True)
     with session_factory() as s:
         again = _load(s, backend, memo, frozenset(), 100, {"core": 4})
-    assert (memo.last_read, memo.last_full) == (0, False)
+    assert (memo.last_read, memo.last_full, memo.last_listed) == (0, False, False)   # nothing moved: not even listed
     assert again.waiting == first.waiting
+    nominated = first.waiting[3].job_id
+    with session_factory() as s:     # as the preempter writes it: updated_at untouched
+        s.execute(update(Job).where(Job.id == nominated).values(nominated_at=utcnow()))
+        s.commit()
+    with session_factory() as s:
+        after = _load(s, backend, memo, frozenset(), 100, {"core": 4})
+    assert (memo.last_read, memo.last_listed) == (1, True)
+    assert next(w for w in after.waiting if w.job_id == nominated).nominated
     changed = first.waiting[7].job_id
     with session_factory() as s:
         s.execute(update(Job).where(Job.id == changed).values(priority=3, updated_at=utcnow()))
