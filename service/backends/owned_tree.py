@@ -93,11 +93,14 @@ def shared_job_folder(root: Path, first_attempt: object) -> Path:
 
 
 def prepare_shared_root(root: Path) -> None:
-    """The shared root made if missing, the service's, 0711 (see above)."""
+    """The shared root made if missing (the service's), 0711 (see above); one made by the operator
+    beforehand must be the service's, or the start stops here, saying so."""
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root, _DIR_FLAGS)
     try:
-        os.fchown(fd, os.geteuid(), os.getegid())
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise ValueError(f"the shared output folder {root} is not this service's user's (uid {os.geteuid()}): "
+                             "replicas could change what it holds; give it to the service's user, or choose another")
         os.fchmod(fd, 0o711)
     finally:
         os.close(fd)

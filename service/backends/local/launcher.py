@@ -91,14 +91,16 @@ class Launcher:
         for root in self._shared_root():
             owned_tree.prepare_shared_root(root)
         if self.isolate:
-            blocked = next(filter(None, map(isolation.unreachable_ancestor, [self.work_dir, *self._shared_root()])),
-                           None)
-            if blocked is not None:
-                raise ValueError(
-                    f"local replicas run as unprivileged uids and cannot reach the run folder "
-                    f"{self.work_dir}: {blocked} is not searchable by others. Use a run folder others "
-                    f"may pass through (chmod o+x {blocked}, or set TRAINJOBS_LOCAL_WORK_DIR), or turn "
-                    "isolation off with TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false (replicas then run as root)")
+            folders = [("TRAINJOBS_LOCAL_WORK_DIR", self.work_dir),
+                       *(("TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR", root) for root in self._shared_root())]
+            for variable, folder in folders:
+                blocked = isolation.unreachable_ancestor(folder)
+                if blocked is not None:
+                    raise ValueError(
+                        f"local replicas run as unprivileged uids and cannot reach {variable}={folder}: "
+                        f"{blocked} is not searchable by others. Use a folder others may pass through "
+                        f"(chmod o+x {blocked}, or set {variable}), or turn isolation off with "
+                        "TRAINJOBS_LOCAL_ISOLATE_REPLICAS=false (replicas then run as root)")
             closed = isolation.closed_to_others(self.python)
             if closed is not None:
                 raise ValueError(

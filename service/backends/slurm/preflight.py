@@ -40,10 +40,13 @@ def folder_problems(cfg: SlurmConfig, work_dir: Path, as_job_user: bool) -> list
     work_dir.mkdir(parents=True, exist_ok=True)
     work_dir.chmod(0o711)
     folders = {"TRAINJOBS_SLURM_WORK_DIR": work_dir}
-    if cfg.shared_output_dir is not None:
-        prepare_shared_root(cfg.shared_output_dir)
-        folders["TRAINJOBS_SLURM_SHARED_OUTPUT_DIR"] = cfg.shared_output_dir
     problems = []
+    if cfg.shared_output_dir is not None:
+        try:
+            prepare_shared_root(cfg.shared_output_dir)
+        except (ValueError, OSError) as e:
+            problems.append(f"TRAINJOBS_SLURM_SHARED_OUTPUT_DIR={cfg.shared_output_dir}: {e}")
+        folders["TRAINJOBS_SLURM_SHARED_OUTPUT_DIR"] = cfg.shared_output_dir
     for variable, folder in folders.items() if as_job_user else ():
         closed = next((p for p in folder.parents if not p.stat().st_mode & stat.S_IXOTH), None)
         if closed is not None:

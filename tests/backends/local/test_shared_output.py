@@ -78,14 +78,41 @@ def test_the_shared_output_folder_is_named_by_a_uuid_only(tmp_path):
 
 def test_a_retry_of_a_hostile_first_attempt_id_is_refused(tmp_path):
     """output_of is written by the service (lifecycle/retries.py); a row altered to a path is refused."""
-    from service.backends.local.entry import local_settings_of
-    from tests.backends.localkit import settings_for
-
-    settings = settings_for(f"sqlite:///{tmp_path}/unused.db", tmp_path / "runs", local_shared_output_dir=str(tmp_path / "s"))
-    launcher = Launcher(local_settings_of(settings))
+    launcher = _launcher(tmp_path, tmp_path / "s")
     _, compiled = jobspec.build(spec(["--lines", "1"]), [], {}, None, display_name="t", labels={})
     job = uuid.uuid4()
     assert launcher.output_dir(RunDir.of(tmp_path / "runs", job), compiled, job) == (tmp_path / "s" / str(job)).resolve()
     hostile = dataclasses.replace(compiled, output_of="../../etc")
     with pytest.raises(ValueError):
         launcher.output_dir(RunDir.of(tmp_path / "runs", job), hostile, job)
+
+
+def _launcher(tmp_path, shared: Path):
+    from service.backends.local.entry import local_settings_of
+    from tests.backends.localkit import settings_for
+
+    settings = settings_for(f"sqlite:///{tmp_path}/unused.db", tmp_path / "runs", local_shared_output_dir=str(shared),
+                            local_sandbox="none")
+    return Launcher(local_settings_of(settings))
+
+
+def test_a_shared_folder_that_is_not_the_services_stops_the_start(tmp_path):
+    """Made beforehand by someone else (a replica's uid, say), its owner could change what it holds."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    with pytest.raises(ValueError, match="is not this service's user's"):
+        _launcher(tmp_path, shared).prepare()
+    os.chown(shared, 0, 0)
+    os.chmod(shared, 0o777)
+    _launcher(tmp_path, shared).prepare()
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o711          # closed to listing and writing
+
+
+def test_a_shared_folder_replicas_cannot_reach_stops_the_start_naming_it(tmp_path):
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    os.chmod(closed, 0o700)
+    with pytest.raises(ValueError, match=r"cannot reach TRAINJOBS_LOCAL_SHARED_OUTPUT_DIR=.*closed/shared: .*closed "
+                                         r"is not searchable"):
+        _launcher(tmp_path, closed / "shared").prepare()
