@@ -89,3 +89,33 @@ def _uid(user: str) -> int:
 
     return pwd.getpwnam(user).pw_uid
 
+
+
+def test_a_slurm_task_of_another_team_cannot_reach_a_jobs_shared_folder(make_slurm_client, cluster, db_url, tmp_path):
+    """Attack: with a Slurm user per team (TRAINJOBS_SLURM_TEAM_USERS), a task of team alpha tries to
+    list, read and write team beta's running job's folder in the shared output folder, and to list
+    the shared folder: each is refused (the job's folder 0700 and beta's user's, the shared one 0711)."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root service runs jobs as other users")
+    from tests.backends.slurm.conftest import SlurmApi
+    from tests.backends.slurm.test_slurm_security import TEAM_USERS, _As
+
+    shared = tmp_path / "shared"
+    alpha = make_slurm_client(slurm_team_users=TEAM_USERS, slurm_shared_output_dir=shared)
+    beta = SlurmApi(_As(alpha.c, make_token(db_url, "beta", "admin")))
+    beta.template("victim", _template(["slurm"]))
+    victim = beta.submit("victim")["id"]
+    saved = shared / victim / "checkpoints" / "checkpoint.json"
+    wait_for(saved.exists, "beta's checkpoint in the shared folder", TIMEOUT)
+    assert os.stat(shared / victim).st_uid == _uid(TEAM_USERS["beta"])
+    alpha.template("peeks", {**_template(["slurm"]), "chief": {"container": {"args": ["--peek", str(shared / victim)]}}})
+    peeker = alpha.submit("peeks")["id"]
+    done = alpha.wait_state(peeker, "SUCCEEDED", "FAILED", timeout=TIMEOUT)
+    assert done["state"] == "SUCCEEDED", done["error"]
+    said = [line["message"] for line in alpha.all_logs(peeker)]
+    tries = [m for m in said if m.startswith("peek ")]
+    assert len(tries) == 4 and all("refused" in m for m in tries), tries
+    assert not (shared / victim / "FORGED").exists()
+    assert json.loads(saved.read_text())["uid"] == _uid(TEAM_USERS["beta"])
+    assert beta.c.post(f"/v1/jobs/{victim}/cancel").status_code in (200, 202)
+    beta.wait_state(victim, "CANCELLED", timeout=TIMEOUT)
