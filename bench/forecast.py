@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.5, help="TRAINJOBS_RECONCILE_INTERVAL_SECONDS")
     ap.add_argument("--long-cores", type=int, default=2, help="cores the `long` template holds (1: every job 1)")
     ap.add_argument("--timeout", type=float, default=600, help="give up after this many seconds")
+    ap.add_argument("--dump", type=Path, help="write each waiting job's row (predicted and real) here, as JSON")
     args = ap.parse_args()
     TEMPLATES["long"] = (TEMPLATES["long"][0], args.long_cores)
     tmp = Path(tempfile.mkdtemp(prefix="forecast-bench-"))
@@ -188,7 +189,9 @@ def main() -> None:
         jobs = asyncio.run(submit(base, admins, plan))
         owner = {j: t for t, j in jobs}
         snap = wait(lambda: snapshot(base, admins, owner), "a consistent queue snapshot", 60, 0.05)
+        before = passes(base)
         wait(lambda: all_final(base, admins, jobs), "every job's end", args.timeout, 0.5)
+        after = passes(base)
         views = {j: job_view(base, admins[t], j) for t, j in jobs}
     finally:
         proc.terminate()
@@ -196,10 +199,24 @@ def main() -> None:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    report(snap, views, owner, {j: n for (_, j), (_, n) in zip(jobs, plan, strict=True)}, log)
+    took = (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else None
+    report(snap, views, owner, {j: n for (_, j), (_, n) in zip(jobs, plan, strict=True)}, log, took, args.dump)
 
 
-def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: dict[str, str], log: Path) -> None:
+def passes(base: str) -> tuple[float, int]:
+    """The controller's passes so far: (seconds in them, how many), from /metrics (the
+    trainjobs_reconcile_duration_seconds histogram): what the play's pass lengths stand for."""
+    total = count = 0.0
+    for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
+        if line.startswith("trainjobs_reconcile_duration_seconds_sum"):
+            total = float(line.split()[-1])
+        elif line.startswith("trainjobs_reconcile_duration_seconds_count"):
+            count = float(line.split()[-1])
+    return total, int(count)
+
+
+def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: dict[str, str], log: Path,
+           took: float | None = None, dump: Path | None = None) -> None:
     read_at = ts(snap["computed_at"])
     rows = []
     for j, w in snap["waiting"].items():
@@ -244,7 +261,14 @@ def report(snap: dict, views: dict[str, dict], owner: dict[str, str], plan_of: d
            "late_max_s": round(max(late), 2) if late else None,
            "preempted": preempted, "gap_mean_s": round(sum(gaps) / len(gaps), 2) if gaps else None,
            "wait_mean_s": round(sum(waits) / len(waits), 2) if waits else None,
-           "makespan_s": round(makespan, 2) if makespan is not None else None}
+           "makespan_s": round(makespan, 2) if makespan is not None else None,
+           "pass_took_s": round(took, 3) if took is not None else None}
+    if dump is not None:
+        dump.write_text(json.dumps({"computed_at": snap["computed_at"], "figures": out, "jobs": [
+            {"id": j, "position": w["position"], "team": owner[j], "template": plan_of[j], "likely": w.get("likely_start"),
+             "latest": w.get("estimated_start"), "started": views[j].get("started_at"), "ended": views[j].get("ended_at"),
+             "why": w.get("why")} for j, w in snap["waiting"].items()],
+            "ends": sorted(v["ended_at"] for v in views.values() if v.get("ended_at"))}, indent=1))
     print(json.dumps(out))
 
 

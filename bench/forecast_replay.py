@@ -12,6 +12,7 @@ tau, the share within likely + 20% of the wait, the share by the latest, the mea
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import sys
@@ -34,7 +35,7 @@ def tau_b(x: list[float], y: list[float]) -> float:
 
 
 def one(seed: int, long_cores: int, m, jobs_n: int = 40, interval: float = 0.5,
-        took_s: tuple[float, float] = (0.04, 0.3)) -> tuple:
+        took_s: tuple[float, float] = (0.04, 0.3), told: str = "both") -> tuple:
     rng = random.Random(seed)
     kinds = {"short": (2, 1), "mid": (4, 1), "long": (6, long_cores)}
     cap = {"core": 4, m.SLOT: 4}
@@ -64,7 +65,14 @@ def one(seed: int, long_cores: int, m, jobs_n: int = 40, interval: float = 0.5,
         running = {j: (s, job) for j, (s, job) in running.items() if s + job["d"] > t + 0.01}
         if k == 1:                                     # the queue as read between the first two passes
             now = t - 0.2
-            snap = (now, {q.job_id: q for q in m.explained(cap, shares, *first, now, policy, served=first_served).queue})
+            # What the controller tells the forecast (lifecycle/loop.py, capacity/passes.py): its
+            # passes' own lengths (here the range they are drawn from) and when its next one starts.
+            told_policy = policy
+            if told in ("both", "took"):
+                told_policy = m.replace(told_policy, pass_took=took_s)
+            if told in ("both", "next"):
+                told_policy = m.replace(told_policy, next_pass_at=t)
+            snap = (now, {q.job_id: q for q in m.explained(cap, shares, *first, now, told_policy, served=first_served).queue})
         at = t + took * 0.6                            # the plan is made after the polls
         d = m.schedule(cap, shares, running_now(running), waiting_now(waiting), at, policy, explain=False, served=served)
         for i, a in enumerate(d.admit):
@@ -92,6 +100,9 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--long-cores", type=int, default=2)
+    ap.add_argument("--told", default="both", choices=("both", "took", "next", "none"),
+                    help="what the controller tells the forecast: its passes' lengths (took), when its next pass "
+                    "starts (next), both, or nothing (none: the play draws passes 1-2 intervals apart; older code)")
     ap.add_argument("--pass-took", default="0.04:0.3", help="each controller pass's own length, LOW:HIGH seconds "
                     "(drawn per pass; the next starts the interval after it): 0:0.05 a quiet host, 0.3:1.0 a loaded one")
     args = ap.parse_args()
@@ -100,10 +111,11 @@ def main() -> None:
 
     class M:
         SLOT, Share, Policy, Running, Waiting = model.SLOT, model.Share, model.Policy, model.Running, model.Waiting
+        replace = staticmethod(dataclasses.replace)
         schedule, explained = staticmethod(scheduler.schedule), staticmethod(forecast.explained)
 
     took = tuple(float(x) for x in args.pass_took.split(":"))
-    rows = [one(s, args.long_cores, M, took_s=(took[0], took[1])) for s in range(args.seeds)]
+    rows = [one(s, args.long_cores, M, took_s=(took[0], took[1]), told=args.told) for s in range(args.seeds)]
     mean = [sum(r[i] for r in rows) / len(rows) for i in range(5)]
     low = [min(r[i] for r in rows) for i in range(3)]
     print(f"{args.root}: tau mean {mean[0]:.3f} (min {low[0]:.3f}, >= 0.9 in {sum(r[0] >= 0.9 for r in rows)} of "

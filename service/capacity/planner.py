@@ -11,6 +11,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from service.capacity import snapshot as snapshots
+from service.capacity.passes import PassClock
 from service.capacity.settings import CapacitySettings
 from service.capacity.waiting_memo import WaitingMemo
 from service.lifecycle.admission import Plan, PreemptOrder
@@ -33,6 +34,9 @@ class Planner:
         # Each enabled backend's launch slots (its max running jobs; None: no limit), which the
         # composition root sets: a plan across backends reads the others' too.
         self.slots: dict[str, int | None] = {}
+        # What each backend's controller loop says of its passes (their lengths, the last's end),
+        # which the forecast plays (capacity/passes.py); empty in a process whose controller does not pass.
+        self.passes = PassClock()
 
     def snapshot(self, session: Session, backend: str, now: datetime | None = None, *, slots: int | None = None,
                  held_teams: frozenset = frozenset(), forecast: bool = False,
@@ -46,10 +50,15 @@ class Planner:
         """explain: every waiting job's place in the predicted start order, why, its likely start
         and its start at the latest (service/scheduling/forecast.py); else the decision alone."""
         if explain:
-            return explained(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
-                             served=snap.served, usage=snap.usage)
+            return explained(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(),
+                             self.passes.told(self.policy, snap.backend), served=snap.served, usage=snap.usage)
         return schedule(snap.arbitrated, snap.shares, snap.running, snap.waiting, now.timestamp(), self.policy,
                         explain=False, served=snap.served, usage=snap.usage)
+
+    def heard_pass(self, backend: str, took: float, ended_at: float, launched: bool = False) -> None:
+        """A full controller pass on `backend` took `took` seconds and ended at `ended_at` (epoch);
+        `launched`: it launched jobs."""
+        self.passes.heard(backend, took, ended_at, launched)
 
     def new_memo(self) -> WaitingMemo:
         return WaitingMemo()

@@ -416,9 +416,10 @@ class BackendLoop(LoopThread):
         started = time.monotonic()
         self._full = self._full_asked or started - self._full_ended >= self.interval
         self._full_asked = False
+        full = None
         try:
             if self._full:
-                self.run_once()
+                full = self.run_once()
             elif not self._no_room:
                 self.run_admission()
             # Else skipped: at the backend's limit, a submit under load woke ~20 passes a second
@@ -426,6 +427,8 @@ class BackendLoop(LoopThread):
             # A freed slot is seen, and a job that preempts is planned, by the next full pass.
         finally:
             self._pass_seconds = time.monotonic() - started
+            if self._full and (heard := getattr(self.planner, "heard_pass", None)):   # for the forecast (capacity/passes.py)
+                heard(self.name, self._pass_seconds, time.time(), bool(getattr(full, "submitted", 0)))
         return self._next_wait()
 
     def _failed(self) -> float:

@@ -56,12 +56,7 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
     if deadline is None:
         deadline = time.thread_time() + policy.forecast_seconds
     out = Forecast()
-    # A launch comes during a pass, after its tick: a job started at t ends just after t + its run
-    # time, and the controller sees that end at the next pass. Without it, a job whose run is a
-    # whole number of passes was seen ended on the very tick it ended, a pass early, so the play's
-    # chains of such jobs ran ahead of the jobs running now (bench/forecast.py measures 0.3-0.4 s
-    # from the end that made room to the start).
-    launch = _AFTER_TICK if policy.pass_s > 0 else 0.0
+    launch, told = _launch(policy, cadence)
     played = [replace(r, expected_end=_played_end(r, now + launch, latest)) for r in running]
     queue: list[Waiting] = list(waiting)
     seen = {w.job_id for w in waiting}
@@ -70,8 +65,11 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
     # A preempted job's next attempt keeps its first attempt's age (capacity/snapshot.py QUEUED_AT):
     # it came back as the youngest of its team and was played last, the controller starts it next.
     age = {w.job_id: w.queued_at for w in waiting}
-    t = now
-    ticks = _Passes(now, policy.pass_s, cadence)
+    ticks = _Passes(now, policy, cadence, latest)
+    t = ticks.at
+    if t > now:                                  # the controller's next pass sees what ended by then
+        played, back = _ended_by(t, played)
+        queue += [_again(r, age, left) for r in back]
     for _ in range(policy.forecast_passes):
         if not queue or len(out.order) >= policy.forecast_jobs or time.thread_time() > deadline:
             break
@@ -81,12 +79,14 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
             w = by_id[a.job_id]
             if w.job_id in seen and w.job_id not in out.likely:
                 out.order.append(w.job_id)
-                out.likely[w.job_id] = t
+                out.likely[w.job_id] = t + launch if told else t
             runs = w.limit if latest else w.duration
             played.append(Running(w.job_id, w.team, w.priority, w.demand, t,
                                   expected_end=None if runs is None else t + launch + runs))
             served[w.team] = t
         started = {a.job_id for a in d.admit}
+        if told and started:
+            ticks.busy(t + launch)
         nominated = {p.for_job for p in d.preempt}
         queue = [replace(w, nominated=True) if w.job_id in nominated else w for w in queue if w.job_id not in started]
         played = _stopping(played, d.preempt, t, t + (policy.grace_s if latest else launch), left)
@@ -94,10 +94,28 @@ def play_forward(capacity: Resources, shares: Mapping[str, Share], running: Sequ
         if nxt is None:
             break                                # nothing known ends: the rest wait for ever here
         t = nxt
-        for r in back:                           # a preempted job waits again, with its first age
-            queue.append(Waiting(r.job_id, r.team, r.priority, r.demand, age.get(r.job_id, r.started_at),
-                                 duration=left.get(r.job_id), limit=left.get(r.job_id)))
+        queue += [_again(r, age, left) for r in back]
     return out
+
+
+def _launch(policy: Policy, cadence: int | None) -> tuple[float, bool]:
+    """How long after its pass's tick a launch comes in the play, and whether the controller said.
+    A launch comes during a pass, after its tick: a job started at t ends just after t + its run
+    time, and the controller sees that end at the next pass. Without it, a job whose run is a
+    whole number of passes was seen ended on the very tick it ended, a pass early, so the play's
+    chains of such jobs ran ahead of the jobs running now (bench/forecast.py measures 0.3-0.4 s
+    from the end that made room to the start). Where the controller said how long a pass that
+    launches takes (Policy.launch_took), its launches come at its end (a job's start is then), and
+    the next pass the interval after (_Passes.busy)."""
+    if cadence is not None and policy.pass_s > 0 and policy.launch_took is not None:
+        return max(_AFTER_TICK, policy.launch_took), True
+    return (_AFTER_TICK if policy.pass_s > 0 else 0.0), False
+
+
+def _again(r: Running, age: Mapping[JobId, float], left: Mapping[JobId, float | None]) -> Waiting:
+    """A preempted job waits again, with its first attempt's age and what it still had to run."""
+    return Waiting(r.job_id, r.team, r.priority, r.demand, age.get(r.job_id, r.started_at),
+                   duration=left.get(r.job_id), limit=left.get(r.job_id))
 
 
 def _stopping(played: list[Running], preempt: Sequence, t: float, soon: float,
@@ -126,24 +144,61 @@ def _played_end(r: Running, stopped: float, latest: bool) -> float | None:
 
 
 class _Passes:
-    """The controller's passes from `now` on: every pass_s, or (seeded) each pass 1 to
-    _PASS_LONGEST pass_s after the one before. Asked for later and later times only."""
+    """The controller's passes from `now` on: every pass_s from now (no seed), or (seeded) each pass
+    its own length after the one before: pass_s plus a pass's own length as the controller measured
+    its recent passes (policy.pass_took), else 1 to _PASS_LONGEST pass_s. The first pass: when the
+    controller said its next one starts (policy.next_pass_at), else `now`. Asked for later and later
+    times only. `latest`: passes at least as long as the unmeasured ones (the start at the latest).
+    A pass that launched (busy) is followed by the next one the interval after it ended."""
 
-    def __init__(self, now: float, pass_s: float, seed: int | None) -> None:
-        self.now, self.pass_s, self.at = now, pass_s, now
-        self.rng = random.Random(seed) if seed is not None and pass_s > 0 else None
+    def __init__(self, now: float, policy: Policy, seed: int | None, latest: bool = False) -> None:
+        self.now, self.pass_s, self.at = now, policy.pass_s, now
+        self.ended: float | None = None      # when the pass at self.at ended, if it launched
+        self.rng = random.Random(seed) if seed is not None and policy.pass_s > 0 else None
+        took = policy.pass_took if self.rng is not None else None
+        if took is None:
+            self.low, self.high = policy.pass_s, policy.pass_s * _PASS_LONGEST
+        else:
+            lo, hi = max(0.0, took[0]), max(took[0], took[1], 0.0)
+            self.low, self.high = policy.pass_s + lo, policy.pass_s + (max(hi, policy.pass_s) if latest else hi)
+        nxt = policy.next_pass_at
+        if self.rng is not None and nxt is not None and nxt >= now - self.high:
+            # Known, and not a stale word (a controller that stopped passing says nothing): the pass
+            # under way (now, then), or the next one, sees what ended by then.
+            self.at = min(max(now, nxt), now + self.high)
+        self.now = self.at
 
     def first_from(self, x: float) -> float:
         """The first pass at or after x."""
         if self.rng is None:
             return self.now + math.ceil((x - self.now) / self.pass_s) * self.pass_s
-        mean = self.pass_s * (1 + _PASS_LONGEST) / 2
+        if self.ended is not None and self.at < x:
+            self.at, self.ended = self.ended + self.pass_s, None
+        mean = (self.low + self.high) / 2
         far = int((x - self.at) / mean) - 8      # a job hours ahead: no draw per pass (the phase is lost by then)
         if far > 0:
             self.at += far * mean
         while self.at < x:
-            self.at += self.pass_s * self.rng.uniform(1.0, _PASS_LONGEST)
+            self.at += self.rng.uniform(self.low, self.high)
         return self.at
+
+
+    def busy(self, ended: float) -> None:
+        """The pass at self.at launched jobs and ended then: the next starts the interval after."""
+        self.ended = max(self.at, ended)
+
+
+def _ended_by(t: float, played: list[Running]) -> tuple[list[Running], list[Running]]:
+    """The running jobs still running at a pass at t, and the preempted ones that have stopped by
+    then (they wait again); the others that ended by then are gone."""
+    keep, back = [], []
+    for r in played:
+        if r.expected_end is not None and r.expected_end <= t:
+            if r.stopping and r.stopping_for is not None:
+                back.append(r)
+        else:
+            keep.append(r)
+    return keep, back
 
 
 def _next_end(t: float, played: list[Running], ticks: _Passes) -> tuple[float | None, list[Running], list[Running]]:
@@ -156,13 +211,7 @@ def _next_end(t: float, played: list[Running], ticks: _Passes) -> tuple[float | 
     nxt = min(ends)
     if ticks.pass_s > 0 and nxt > t:
         nxt = ticks.first_from(nxt)
-    keep, back = [], []
-    for r in played:
-        if r.expected_end is not None and r.expected_end <= nxt:
-            if r.stopping and r.stopping_for is not None:
-                back.append(r)
-        else:
-            keep.append(r)
+    keep, back = _ended_by(nxt, played)
     return max(t, nxt) if nxt != -math.inf else t, keep, back
 
 

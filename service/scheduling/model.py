@@ -122,11 +122,13 @@ class Policy:
     estimate_limit: int = 100
     grace_s: float = 30.0
     pass_s: float = 0.0                   # the controller's pass interval: an end is seen at the next pass
-    # What the controller measured of its own passes (capacity/passes.py), for the forecast: its
-    # recent full passes' own lengths, low and high (a pass starts pass_s after the last one
-    # ended), and when its next pass starts (epoch seconds). None: not known here (the play draws
-    # passes 1 to 2 intervals apart, the first at once).
+    # What the controller measured of its own passes (capacity/passes.py), for the forecast: the
+    # recent full passes' own lengths, low and high, of those that launched nothing (a pass starts
+    # pass_s after the last one ended); how long one that launches takes (its launches come at its
+    # end); when its next pass starts (epoch seconds). None: not known here (the play draws passes
+    # 1 to 2 intervals apart, the first at once, and a launch at its pass's start).
     pass_took: tuple[float, float] | None = None
+    launch_took: float | None = None
     next_pass_at: float | None = None
     forecast_passes: int = 200
     forecast_jobs: int = 2000
