@@ -15,13 +15,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import tuple_
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.clock import utcnow
-from service.lifecycle import admission, applying, bulk, observed, quiet, stalls
+from service.lifecycle import admission, applying, aside, bulk, held, observed, quiet, stalls
 from service.lifecycle.engine import Engine
 from service.lifecycle.handles import compiled_of, handle_of_row, read_handles
 from service.lifecycle.preempter import Preempter
@@ -84,15 +85,12 @@ class BackendLoop(LoopThread):
         # The last pass found no launch slot free and ordered no preemption: until a full pass
         # (a slot frees, or a new job preempts), a submit's admission pass could launch nothing.
         self._no_room = False
-        # Teams the admission gate holds (their own limits: budgets), with why: the plan leaves
-        # their waiting jobs out, so they take no capacity from other teams and cost nothing a
-        # pass but one check of the team's oldest waiting job (2,000 held jobs used to cost a
-        # read, an UPDATE and a commit each, every pass: 0.33 s -> 6.2 s).
-        self._held: dict = {}
+        self._held: dict = {}    # teams the admission gate holds, with why (held.py)
         self._quiet = quiet.Quiet(replan_seconds)
         # The planner's memory of this loop's waiting jobs between plans (this term only: a new
         # controller starts with a full read). A planner without one (a test's stand-in) keeps none.
         self._memo = getattr(planner, "new_memo", lambda: None)()
+        self._asked = aside.Asked()   # a cancel asked while a plan is under way (aside.py)
 
     # -- one pass --------------------------------------------------------------------------
     def run_once(self) -> TickStats:
@@ -100,6 +98,7 @@ class BackendLoop(LoopThread):
         t0 = time.perf_counter()
         self.backend.begin_pass()
         try:
+            self._asked.take()      # this pass settles what was asked so far
             self._settle_cancels(stats)
             self._poll(stats)
             self._admit(stats, full=True)
@@ -215,7 +214,7 @@ class BackendLoop(LoopThread):
     def _admit(self, stats: TickStats, full: bool = False) -> None:
         with self.session_factory() as session:
             check = self.gate.start_pass() if self.gate is not None else None
-            made = self._plan(session, check, stats)
+            made = self._plan(session, check, stats, full)
             session.rollback()
             if made is None:
                 # Nothing changed since a plan that decided nothing: it would decide nothing
@@ -312,7 +311,7 @@ class BackendLoop(LoopThread):
             return []
         return [entry for entry in order if entry[0].id not in refused]   # refused: cancelled since it was read
 
-    def _plan(self, session: Session, check, stats: TickStats) -> tuple[admission.Plan, int] | None:
+    def _plan(self, session: Session, check, stats: TickStats, full: bool) -> tuple[admission.Plan, int] | None:
         """This pass's plan and free launch slots (read only: what it decides is written by the
         caller, fenced, through the engine); None: nothing the plan reads has changed since the
         last one, which decided nothing (quiet.py), so neither the planner's read of every waiting
@@ -323,25 +322,18 @@ class BackendLoop(LoopThread):
         caps = self.backend.capabilities
         free = admission.room(session, self.name, caps, self.batch_size)
         if check is not None and self._held:
-            self._recheck_held(session, check)
-        plan = self.planner.plan(session, self.name, utcnow(), explain=False, room=free,
-                                 slots=caps.max_running, held_teams=frozenset(self._held), memo=self._memo)
+            held.recheck(session, self.name, self._held, check)
+        # Planned on a thread of its own: a cancel asked meanwhile is served now, not after the plan
+        # (aside.py): sent, and on a full pass (the backend's pass is open) polled until it ends.
+        plan = aside.beside(lambda: self.planner.plan(session, self.name, utcnow(), explain=False, room=free,
+                                                      slots=caps.max_running, held_teams=frozenset(self._held),
+                                                      memo=self._memo), self._asked, f"plan-{self.name}",
+                            partial(self._settle_cancels, stats), *([partial(self._poll, stats)] if full else []))
         stats.planned = True
         # Trusted for replan_seconds from the plan's end: a plan as long as the period (10,000
         # waiting beside 8 readers on two loaded cores) made every pass plan again.
         self._quiet.planned((*sig, frozenset(self._held)), time.monotonic(), idle=not plan.admit and not plan.preempt)
         return plan, free
-
-    def _recheck_held(self, session: Session, check) -> None:
-        """Asks the gate again about each held team's oldest waiting job: a team whose limit has
-        freed is planned again on this very pass."""
-        for team_id in list(self._held):
-            oldest = session.execute(select(Job.id).where(Job.team_id == team_id, Job.backend == self.name,
-                                                          admission.UNLAUNCHED, admission.due(utcnow()))
-                                     .order_by(Job.created_at, Job.id).limit(1)).scalar()
-            if oldest is None or check(session, oldest) is None:
-                del self._held[team_id]
-        session.rollback()      # the gate's check may lock its team's limits: none is kept
 
     def _launch(self, session: Session, row, prev, settling: bool, stats: TickStats,
                 compiled: dict) -> tuple[bool | None, Observation | None]:
@@ -409,6 +401,7 @@ class BackendLoop(LoopThread):
         """admit_only: a job was submitted; the next pass need only admit (run_admission)."""
         if not admit_only:
             self._full_asked = True
+            self._asked.ask()
         self._wake.set()
 
     def _pass(self) -> float:
