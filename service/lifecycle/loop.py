@@ -85,7 +85,7 @@ class BackendLoop(LoopThread):
         # The last pass found no launch slot free and ordered no preemption: until a full pass
         # (a slot frees, or a new job preempts), a submit's admission pass could launch nothing.
         self._no_room = False
-        self._held: dict = {}    # teams the admission gate holds, with why (held.py)
+        self._held = held.Held(replan_seconds)    # teams the admission gate holds, with why
         self._quiet = quiet.Quiet(replan_seconds)
         # The planner's memory of this loop's waiting jobs between plans (this term only: a new
         # controller starts with a full read). A planner without one (a test's stand-in) keeps none.
@@ -322,7 +322,7 @@ class BackendLoop(LoopThread):
         caps = self.backend.capabilities
         free = admission.room(session, self.name, caps, self.batch_size)
         if check is not None and self._held:
-            held.recheck(session, self.name, self._held, check)
+            self._held.recheck(session, self.name, check, time.monotonic())
         # Planned on a thread of its own: a cancel asked meanwhile is served now, not after the plan
         # (aside.py): sent, and on a full pass (the backend's pass is open) polled until it ends.
         plan = aside.beside(lambda: self.planner.plan(session, self.name, utcnow(), explain=False, room=free,

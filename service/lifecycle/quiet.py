@@ -22,7 +22,7 @@ from service.lifecycle.admission import UNLAUNCHED, due
 from service.lifecycle.states import ACTIVE
 from service.persistence.models import BackendCapacity, Job, JobBackend, TeamLimits, TeamShare
 
-_ACTIVE = sorted(s.value for s in ACTIVE)
+ACTIVE_STATES = sorted(s.value for s in ACTIVE)
 # The longest a pass goes on trusting a plan that decided nothing: what changes with the clock
 # alone (a starvation limit of minutes, a spending window) is seen this much later at most. The
 # service's is TRAINJOBS_RECONCILE_REPLAN_SECONDS (lifecycle/settings.py); this is its default.
@@ -48,7 +48,7 @@ def signature(session: Session, backend: str, now: datetime) -> tuple:
     docstring): its unfinished jobs (how many, how many wait and are due, their writes' times),
     and the shares, capacity and team limits."""
     jobs = select(func.count(), func.sum(case((and_(UNLAUNCHED, due(now)), 1), else_=0)), func.max(Job.updated_at),
-                  epoch_sum(session, Job.updated_at)).where(Job.backend == backend, Job.state.in_(_ACTIVE))
+                  epoch_sum(session, Job.updated_at)).where(Job.backend == backend, Job.state.in_(ACTIVE_STATES))
     first = tuple(session.execute(jobs).one())
     others = session.execute(select(*_rows(session, TeamShare, TeamShare.backend == backend),
                                     *_rows(session, BackendCapacity, BackendCapacity.backend == backend),
