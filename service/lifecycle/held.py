@@ -6,9 +6,10 @@ every pass: 0.33 s -> 6.2 s).
 And that check only when the team's verdict may have changed (issue 51.3: 20 held teams' checks,
 about five reads each, were a third of a planning pass): its unfinished jobs on any backend
 (how many, the sum of their `updated_at`: a job that ends, starts or is cancelled, a new one)
-or its limits row moved since its last check; and every team at least every `every` seconds
-(the loop's replan period: what changes with the clock alone, a spending window or the cost of
-its running jobs, is seen this much later at most, as quiet.py's plans are)."""
+or its limits row moved since its last check. Those decide a limit on jobs or accelerators; a
+spending limit also moves with the clock (a month ends, its running jobs cost more), so a team
+with one is asked at least every `every` seconds too (the loop's replan period: seen this much
+later at most, as quiet.py's plans see what changes with the clock alone)."""
 from __future__ import annotations
 
 import math
@@ -34,13 +35,14 @@ class Held(dict):
         self.checked = 0                            # gate checks made by the last recheck (tests)
 
     def recheck(self, session: Session, backend: str, check, clock: float) -> None:
-        """Asks the gate again about each held team whose mark moved (or every team, once the
-        period is out): a team whose limit has freed leaves, and is planned again on this pass."""
+        """Asks the gate again about each held team whose mark moved (or that has a spending limit,
+        once the period is out): a team whose limit has freed leaves, and is planned again on this pass."""
         marks = _marks(session, list(self))
-        everyone = clock - self._all_at >= self.every
+        timely = clock - self._all_at >= self.every
         self.checked = 0
         for team_id in list(self):
-            if not everyone and marks.get(team_id) == self._marks.get(team_id):
+            mark = marks.get(team_id, ())
+            if not (timely and mark and mark[-1]) and mark == self._marks.get(team_id):
                 continue
             self.checked += 1
             oldest = session.execute(select(Job.id).where(Job.team_id == team_id, Job.backend == backend,
@@ -49,15 +51,18 @@ class Held(dict):
             if oldest is None or check(session, oldest) is None:
                 del self[team_id]
         self._marks = {team_id: marks.get(team_id, ()) for team_id in self}
-        if everyone:
+        if timely:
             self._all_at = clock
         session.rollback()      # the gate's check may lock its team's limits: none is kept
 
 
 def _marks(session: Session, teams: list) -> dict[uuid.UUID, tuple]:
-    """Each team's unfinished jobs (count, sum of updated_at) and limits' updated_at, two reads for all."""
+    """Each team's unfinished jobs (count, sum of updated_at), its limits' updated_at and whether
+    they limit its spending (last): two reads for all."""
     jobs = {team_id: (n, at) for team_id, n, at in session.execute(
         select(Job.team_id, func.count(), epoch_sum(session, Job.updated_at))
         .where(Job.team_id.in_(teams), Job.state.in_(ACTIVE_STATES)).group_by(Job.team_id))}
-    limits = dict(session.execute(select(TeamLimits.team_id, TeamLimits.updated_at).where(TeamLimits.team_id.in_(teams))).all())
-    return {team_id: (jobs.get(team_id), limits.get(team_id)) for team_id in teams}
+    limits = {team_id: (at, spend is not None) for team_id, at, spend in session.execute(
+        select(TeamLimits.team_id, TeamLimits.updated_at, TeamLimits.max_monthly_spend_micros)
+        .where(TeamLimits.team_id.in_(teams)))}
+    return {team_id: (jobs.get(team_id), *limits.get(team_id, (None, False))) for team_id in teams}

@@ -1,6 +1,7 @@
 """Issue 51.3: a held team costs nothing until its limit may have freed (service/lifecycle/held.py).
 The gate is asked again about a held team only when its unfinished jobs or its limits moved since
-its last check, or once the replan period is out; a team whose limit frees leaves at once."""
+its last check, or, for a team with a spending limit (the clock moves it), once the replan period
+is out; a team whose limit frees leaves at once."""
 from __future__ import annotations
 
 import uuid
@@ -46,8 +47,13 @@ def test_a_held_team_is_checked_again_only_when_its_jobs_or_limits_moved_or_the_
     r = client.put("/v1/teams/alpha/limits", json={"max_concurrent_jobs": 9, "on_exceed": "queue"})
     assert r.status_code in (200, 201), r.text
     assert recheck(4.0) == 1                          # its limits changed
-    assert recheck(9.9) == 0
-    assert recheck(10.0) == 1                         # the period: a spending window may have rolled over
+    assert recheck(30.0) == 0                         # a limit on jobs alone: only its jobs and limits move it
+    r = client.put("/v1/teams/alpha/limits", json={"max_concurrent_jobs": 9, "max_monthly_spend": 100.0,
+                                                   "on_exceed": "queue"})
+    assert r.status_code in (200, 201), r.text
+    assert recheck(31.0) == 1
+    assert recheck(35.0) == 0
+    assert recheck(41.0) == 1                         # the period: a spending window may have rolled over
     verdict[0] = None                                 # the limit freed
-    assert recheck(10.5) == 0 and team in held        # ...but nothing moved: seen by the period's end
-    assert recheck(20.0) == 1 and team not in held
+    assert recheck(41.5) == 0 and team in held        # ...but nothing moved: seen by the period's end
+    assert recheck(51.0) == 1 and team not in held
