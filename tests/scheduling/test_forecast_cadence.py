@@ -127,3 +127,13 @@ def test_the_latest_plays_passes_at_least_as_long_as_untold():
     untold = {q.job_id: q for q in explained({"core": 2}, {}, QUIET_RUNNING, QUIET_WAITING, 0.0, POLICY, served={}).queue}
     assert all(q.estimated_start >= untold[q.job_id].estimated_start - 2 * POLICY.pass_s for q in shown)   # the phase
     assert all(real[q.job_id] <= q.estimated_start for real in map(_quiet_controller, range(5)) for q in shown)
+
+
+def test_the_latest_does_not_lean_on_a_launching_pass_median_length():
+    """Half the launching passes take longer than their median: the start at the latest plays
+    them as untold (a launch at its pass, the next pass up to two intervals on)."""
+    told = replace(POLICY, pass_took=(0.0, 0.02), next_pass_at=0.2)
+    plain = explained({"core": 2}, {}, QUIET_RUNNING, QUIET_WAITING, 0.0, told, served={}).queue
+    median = explained({"core": 2}, {}, QUIET_RUNNING, QUIET_WAITING, 0.0, replace(told, launch_took=0.15), served={}).queue
+    assert [q.estimated_start for q in median] == [q.estimated_start for q in plain]
+    assert [q.likely_start for q in median] != [q.likely_start for q in plain]
