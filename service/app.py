@@ -33,6 +33,7 @@ from service.capacity.cache import TtlCache
 from service.capacity.placement import Placement
 from service.capacity.planner import Planner
 from service.capacity.queue_cache import QueueCache, launch_slots
+from service.capacity.queue_process import QueueProcess
 from service.capacity.queue_router import router as queue_router
 from service.capacity.router import router as capacity_router
 from service.cost import prices
@@ -224,9 +225,12 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     parts.metrics.jobs_by_state_source = lambda: _jobs_by_state(session_factory)
     parts.team_limits.source = lambda: limits_by_team(session_factory, parts.pricer.table.currency)
     log_cfg, ui_cfg = slices.log_settings(settings), parts.ui
-    # Each backend's queue, computed on a thread of its own, started by the first read (capacity/queue_cache.py).
+    # Each backend's queue, asked by a thread of its own and computed in a worker process (no GIL of
+    # this process held), both started by the first read (capacity/queue_cache.py, queue_process.py).
     queue = QueueCache(planner, session_factory, capacity_cache, wait_seconds=capacity.queue_wait_seconds,
-                       busy_share=capacity.queue_busy_share, slots=partial(launch_slots, built))
+                       busy_share=capacity.queue_busy_share, slots=partial(launch_slots, built),
+                       worker=QueueProcess(settings.database_url, capacity,
+                                           timeout_seconds=capacity.queue_compute_timeout_seconds))
     stack.callback(queue.close)
     return Services(
         lifecycle=parts.lifecycle, pricer=parts.pricer, template_cache=parts.template_cache,

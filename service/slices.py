@@ -111,6 +111,7 @@ def capacity_settings(s: Settings) -> CapacitySettings:
         grace_seconds=s.preemption_grace_seconds, max_preemptions_per_job=s.max_preemptions_per_job,
         min_runtime_seconds=s.scheduler_min_runtime_seconds,
         queue_cache_seconds=s.queue_cache_seconds, queue_wait_seconds=s.queue_wait_seconds, queue_busy_share=s.queue_busy_share,
+        queue_compute_timeout_seconds=s.queue_compute_timeout_seconds, queue_worker_nice=s.queue_worker_nice,
         forecast_seconds=s.queue_forecast_seconds,
         forecast_passes=s.queue_forecast_passes, pass_seconds=s.reconcile_interval_seconds,
         max_priority_classes=s.max_priority_classes, max_resources=s.capacity_max_resources)

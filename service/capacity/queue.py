@@ -148,7 +148,7 @@ def place(computed: Computed, job_id: uuid.UUID, priority_class: str | None) -> 
     note = computed.notes.get(job_id)
     if note is None:
         return None
-    return QueuePlace(position=note.position, **_place(computed, job_id, note, priority_class))
+    return QueuePlace(position=note.position, computed_at=computed.at, **_place(computed, job_id, note, priority_class))
 
 
 def entry(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], own: tuple[str, str | None] | None) -> QueueEntry:
@@ -162,6 +162,11 @@ def entry(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], own: t
     name, priority_class = own
     return entry.model_copy(update={"id": job_id, "display_name": name,
                                     **_place(computed, job_id, note, priority_class)})
+
+
+def own_place(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID]) -> dict:
+    """_place with no priority class (the reader's read fills it in: capacity/queue_pages.py)."""
+    return _place(computed, job_id, note, None)
 
 
 def _place(computed: Computed, job_id: uuid.UUID, note: Queued[uuid.UUID], priority_class: str | None) -> dict:

@@ -1,27 +1,30 @@
-"""The queue's computations, one per backend, made on one thread of their own: many readers of
+"""The queue's computations, one per backend, asked by one thread of their own: many readers of
 GET /v1/queue, of waiting jobs' views and of /ui/queue cost one planner pass per backend per
 TRAINJOBS_QUEUE_CACHE_SECONDS at most, never on a reader's request. Read-only: the planner's
-snapshot and decision, never a write (the controller alone acts).
+snapshot and decision, never a write (the controller alone acts). In the app each computation
+runs in the queue's worker process (capacity/queue_process.py: this thread only waits on its
+pipe, so the computation holds none of this process's GIL); without one (tests), on this thread.
 
 A reader never computes. It takes the latest finished computation (its `computed_at` says how
 old); one older than TRAINJOBS_QUEUE_CACHE_SECONDS asks the thread for another and is still
 served. The thread computes one backend at a time, and, while readers are being served, no
 sooner than its last computation's own length after it ended (the controller's rule,
-lifecycle/loop.py `_settle`): computing takes at most about half of the process, so the reads,
-and every other request, keep the rest (TRAINJOBS_QUEUE_BUSY_SHARE, 0.5, sets that share). Only
-a reader with nothing to be shown waits (the first after start, the first after an operator's
-change, or every read with the TTL 0), for a computation begun after it arrived, at most
-TRAINJOBS_QUEUE_WAIT_SECONDS (then 503).
+lifecycle/loop.py `_settle`; TRAINJOBS_QUEUE_BUSY_SHARE, 0.5, sets that share). Only a reader
+with nothing to be shown waits (the first after start, the first after an operator's change, or
+every read with the TTL 0), for a computation begun after it arrived, at most
+TRAINJOBS_QUEUE_WAIT_SECONDS (then 503). A failed computation (a dead or hung worker included)
+answers its waiting readers 503; the others keep the last one.
 
 An operator's change clears the domain's cache (capacity/cache.py, after its commit): a
 computation that began before the clear may have read the old rows, so it is shown only to the
 readers that arrived before the clear; a later reader waits for one begun after it. Each
-computation is also made ready for its pages (capacity/queue_pages.py), on the same thread."""
+computation comes made ready for its pages (capacity/queue_pages.py)."""
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,8 +33,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.capacity.cache import TtlCache
 from service.capacity.planner import Planner
-from service.capacity.queue import Computed
 from service.capacity.queue_pages import Prepared
+from service.capacity.queue_process import QueueProcess
+from service.capacity.queue_schemas import QueuePlace
+from service.capacity.queue_worker import compute
 from service.core.clock import utcnow
 from service.core.errors import Unavailable
 from service.lifecycle.protocol import Backend
@@ -52,10 +57,10 @@ class QueueCache:
     def __init__(self, planner: Planner, session_factory: sessionmaker[Session], cache: TtlCache, *,
                  wait_seconds: float = 30.0, busy_share: float = 0.5, now: Callable[[], datetime] = utcnow,
                  clock: Callable[[], float] = time.monotonic,
-                 slots: Callable[[str], int | None] = lambda backend: None) -> None:
+                 slots: Callable[[str], int | None] = lambda backend: None, worker: QueueProcess | None = None) -> None:
         """`cache`: the domain's (its TTL, and its clears); `slots`: a backend's launch slots
-        (None: it runs any number of jobs at once)."""
-        self.planner, self.session_factory, self.cache = planner, session_factory, cache
+        (None: it runs any number of jobs at once); `worker`: where the computations run (None: here)."""
+        self.planner, self.session_factory, self.cache, self.worker = planner, session_factory, cache, worker
         self.wait_seconds, self.now, self.clock, self.slots = wait_seconds, now, clock, slots
         # A refresh waits this many times the last computation's length after it ended: computing
         # then takes at most `busy_share` of the time (0.5: its own length, the controller's rule).
@@ -75,9 +80,21 @@ class QueueCache:
         """How long a computation is served before another is asked (the UI refreshes at this pace)."""
         return self.cache.seconds
 
-    def get(self, backend: str) -> Computed:
-        """The backend's latest computed queue (see the module's doc)."""
-        return self.prepared(backend).computed
+    def place(self, backend: str, job_id: uuid.UUID, priority_class: str | None) -> QueuePlace:
+        """A waiting job's place, for its view (the caller checked the reader may see the job). A job
+        the served computation does not hold (submitted or requeued after it began) is said to be
+        waiting for the next one, with the served one's time, and asks for it."""
+        prepared = self.prepared(backend)
+        found = prepared.place(job_id, priority_class)
+        if found is not None:
+            return found
+        with self._cond:
+            if not self._closed and backend not in self._asked and (self._under_way or ("",))[0] != backend:
+                self._ask(backend, waiting=False)
+        return QueuePlace(position=None, ahead=None, computed_at=prepared.computed_at, why=(
+            f"waiting; not yet in the queue computed at {prepared.computed_at:%Y-%m-%d %H:%M:%S} UTC (submitted or "
+            "requeued since, or past the waiting jobs a pass reads per team): its place comes with a later "
+            "computation of the queue"))
 
     def prepared(self, backend: str) -> Prepared:
         with self._cond:
@@ -142,6 +159,8 @@ class QueueCache:
             self._closed = True
             self._cond.notify_all()
             thread = self._thread
+        if self.worker is not None:
+            self.worker.close()     # a computation under way ends now (its readers get 503)
         if thread is not None:
             thread.join(self.wait_seconds if timeout is None else timeout)
 
@@ -193,10 +212,9 @@ class QueueCache:
         return None
 
     def _compute(self, backend: str) -> Prepared:
-        with self.session_factory() as session:
-            snap = self.planner.snapshot(session, backend, slots=self.slots(backend), forecast=True)
-        computed = Computed.of(snap, self.planner.decide(snap, self.now()), self.now(), self.planner.policy)
-        return Prepared.of(computed, max_waiting=self.planner.settings.max_waiting)
+        if self.worker is not None:
+            return self.worker.compute(backend, self.slots(backend), self.planner.passes.told(self.planner.policy, backend))
+        return compute(self.planner, self.session_factory, backend, self.slots(backend), self.now())
 
 
 def launch_slots(backends: Mapping[str, Backend], backend: str) -> int | None:

@@ -90,9 +90,13 @@ class QueueEntry(BaseModel):
 class QueuePlace(BaseModel):
     """Where a waiting job stands in its backend's queue (a job's view, GET /v1/jobs/{id}; docs/queue.md)."""
 
-    position: int = Field(description="0: the planner starts it on its next pass; 1: next in line; ...")
+    position: int | None = Field(description="0: the planner starts it on its next pass; 1: next in line; ...; "
+                                             "null: not in the queue computed at `computed_at` (submitted or "
+                                             "requeued after it): `why` says so, and the next computation places it")
     why: str = Field(description="What it waits for, in words")
-    ahead: int = Field(description="Waiting jobs ahead of it (all teams)")
+    ahead: int | None = Field(description="Waiting jobs ahead of it (all teams); null with `position` null")
+    computed_at: datetime | None = Field(None, description="When the queue this place is read from was computed: "
+                                                           "what it says is that old")
     likely_start: datetime | None = Field(
         None, description="When it will likely start: the queue played forward with each job's expected run time "
                           "(its template's recent runs, else its time limit), nothing new arriving; null where "

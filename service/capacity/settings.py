@@ -23,6 +23,8 @@ class CapacitySettings:
     queue_cache_seconds: float = 2.0                                    # TRAINJOBS_QUEUE_CACHE_SECONDS
     queue_wait_seconds: float = 30.0                                    # TRAINJOBS_QUEUE_WAIT_SECONDS
     queue_busy_share: float = 0.5                                       # TRAINJOBS_QUEUE_BUSY_SHARE
+    queue_compute_timeout_seconds: float = 120.0                        # TRAINJOBS_QUEUE_COMPUTE_TIMEOUT_SECONDS
+    queue_worker_nice: int = 10                                         # TRAINJOBS_QUEUE_WORKER_NICE
     forecast_seconds: float = 0.3                                       # TRAINJOBS_QUEUE_FORECAST_SECONDS
     forecast_passes: int = 200                                          # TRAINJOBS_QUEUE_FORECAST_PASSES
     pass_seconds: float = 0.5                                           # TRAINJOBS_RECONCILE_INTERVAL_SECONDS
@@ -84,6 +86,15 @@ class CapacityEnv(Section):
         "read: a computation starts no sooner than (1 / this - 1) times the last one's length after it ended (0.5: "
         "its own length; 1: at once). Lower leaves more of the process to the reads and other requests, and what "
         "the reads show is older (docs/queue.md, \"Reading the queue\")")
+    queue_compute_timeout_seconds: float = Field(
+        120.0, gt=0, le=3600, description="Wall time one queue computation may take in the API process's queue "
+        "worker (a process of its own, started by the first read of the queue; its start included); past it the "
+        "worker is killed, the readers waiting for that computation get 503 with Retry-After, the others keep the "
+        "last one, and the next computation starts a new worker (docs/queue.md, \"Reading the queue\")")
+    queue_worker_nice: int = Field(
+        10, ge=0, le=19, description="How much the queue worker yields the CPU to the API process that started it "
+        "(its nice increment): on a busy host the requests come first, the queue's computations take the CPU left "
+        "(0: as much as the API process)")
     max_priority_classes: int = Field(100, ge=1, le=10_000, description="Priority classes the service may have")
     capacity_max_resources: int = Field(
         64, ge=1, le=10_000, description="Resources one backend's capacity (or one team's share) may name")

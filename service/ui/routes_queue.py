@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from service.capacity import queue
 from service.core.errors import NotFound
 from service.ui import priority, usage_chart
 from service.ui.deps import User
@@ -33,12 +32,11 @@ def queue_page(request: Request, session: SessionDep, user: User,
     cache = svc.queue
     limit = svc.ui_settings.page_size
     shown = [backend] if backend is not None else enabled
-    queues = [queue.view(session, cache.get(name), user.actor.team, user.actor.team_id, limit=limit,
-                         offset=offset if backend is not None else 0, max_waiting=cache.planner.settings.max_waiting)
-              for name in shown]
+    queues = [cache.prepared(name).view(session, user.actor.team, user.actor.team_id, limit=limit,
+                                        offset=offset if backend is not None else 0) for name in shown]
     # Page 1: the caller's team's waiting jobs wherever they stand, with a jump to each.
-    mine = {name: queue.own_places(session, cache.get(name), user.actor.team, user.actor.team_id,
-                                   limit=max(limit, MINE_AT_LEAST)) for name in shown} if offset == 0 else {}
+    mine = {name: cache.prepared(name).own_places(session, user.actor.team, user.actor.team_id,
+                                                  limit=max(limit, MINE_AT_LEAST)) for name in shown} if offset == 0 else {}
     # A backend with no capacity set is held only by its running-jobs limit (max_running): say which.
     limits = {name: svc.backends[name].capabilities.max_running for name in enabled}
     class_names = priority.names_by_value(priority.classes(session, user.actor.team))

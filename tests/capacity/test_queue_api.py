@@ -263,6 +263,16 @@ def _team_id(session_factory, name: str):
         return session.execute(select(Team.id).where(Team.name == name)).scalar_one()
 
 
+def _computed_like(cache, session_factory, backend: str):
+    """The served computation's queue as queue.py's models build it: the same rows read again here,
+    decided at the served one's instant (the worker sends ready bytes, not its Computed)."""
+    from service.capacity.queue import Computed
+    at = cache.prepared(backend).computed_at
+    with session_factory() as session:
+        snap = cache.planner.snapshot(session, backend, slots=cache.slots(backend), forecast=True)
+    return Computed.of(snap, cache.planner.decide(snap, at), at, cache.planner.policy)
+
+
 def test_the_ready_pages_say_what_the_models_say(api_client, settings, tokens, scene, beta, db_url, session_factory):
     """GET /v1/queue answers from JSON made once per computation (capacity/queue_pages.py): for
     each caller and page it is what queue.view's models give, own jobs whole, others' redacted."""
@@ -276,7 +286,7 @@ def test_the_ready_pages_say_what_the_models_say(api_client, settings, tokens, s
             for limit, offset in ((1000, 0), (1, 0), (1, 1), (2, 1), (1, 2), (5, 3), (1, 99)):
                 r = c.get("/v1/queue", params={"limit": limit, "offset": offset}, headers=headers)
                 assert r.status_code == 200 and r.headers["content-type"] == "application/json", r.text
-                computed = svc.queue.get("local")
+                computed = _computed_like(svc.queue, session_factory, "local")
                 with session_factory() as session:
                     want = QueueList(items=[queue.view(session, computed, team, _team_id(session_factory, team),
                                                        limit=limit, offset=offset, max_waiting=20_000)])

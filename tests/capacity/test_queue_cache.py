@@ -66,7 +66,7 @@ def _readers(cache: QueueCache, n: int):
     def read():
         started.append(1)
         try:
-            results.append(cache.get("local"))
+            results.append(cache.prepared("local"))
         except BaseException as e:  # pragma: no cover - shown by the assertions
             errors.append(e)
     threads = [threading.Thread(target=read) for _ in range(n)]
@@ -100,7 +100,7 @@ def test_readers_never_compute_and_are_served_the_last_result_meanwhile(make, db
     while the thread computes (held here): the readers neither compute nor wait."""
     clock, planner = Clock(), GatedPlanner()
     cache = make(planner, 2.0, clock=clock)
-    first = cache.get("local")
+    first = cache.prepared("local")
     assert cache.computations == 1
     set_capacity(db_url, "local", {"core": 3})
     clock.t += 3.0                                     # stale now
@@ -109,11 +109,11 @@ def test_readers_never_compute_and_are_served_the_last_result_meanwhile(make, db
     _join(threads)                                     # returned while the computation is held
     assert not errors and len(results) == 8 and all(r is first for r in results)
     wait_for(planner.entered.is_set, "the thread to begin the next computation")
-    assert cache.get("local") is first                 # still served while it computes
+    assert cache.prepared("local") is first                 # still served while it computes
     planner.release.set()
     wait_for(lambda: cache.computations == 2, "the next computation")
-    fresh = cache.get("local")
-    assert fresh is not first and fresh.snapshot.capacity == {"core": 3}
+    fresh = cache.prepared("local")
+    assert fresh is not first and fresh.capacity == {"core": 3}
     assert cache.computations == 2                     # 10 reads of a stale result: one computation
     assert set(planner.threads) == {"trainjobs-queue"}
 
@@ -128,25 +128,25 @@ def test_a_refresh_waits_its_own_length_after_the_last_one(make):
             clock.t += 5.0
             return super().snapshot(session, backend, *args, **kw)
     cache = make(Slow(), 2.0, clock=clock)
-    cache.get("local")
+    cache.prepared("local")
     assert cache.next_start == pytest.approx(1010.0)    # began at 1000, ended at 1005: not before 1010
     third = make(Slow(), 2.0, clock=clock, busy_share=0.25)
-    third.get("local")
+    third.prepared("local")
     assert third.next_start == pytest.approx(1025.0)    # 1005 to 1010, then three times as long: busy a quarter
 
 
 def test_zero_seconds_shows_each_reader_a_computation_begun_after_it_arrived(make, db_url):
     cache = make(GatedPlanner(), 0.0)
-    assert cache.get("local").snapshot.capacity == {}
+    assert cache.prepared("local").capacity == {}
     set_capacity(db_url, "local", {"core": 3})
-    assert cache.get("local").snapshot.capacity == {"core": 3}
+    assert cache.prepared("local").capacity == {"core": 3}
     assert cache.computations == 2
 
 
 def test_each_backend_its_own(make):
     cache = make(GatedPlanner(), 60.0)
-    assert cache.get("local").backend == "local" and cache.get("vertex").backend == "vertex"
-    assert cache.get("local") is cache.get("local") and cache.computations == 2
+    assert cache.prepared("local").backend == "local" and cache.prepared("vertex").backend == "vertex"
+    assert cache.prepared("local") is cache.prepared("local") and cache.computations == 2
 
 
 def test_a_change_is_never_hidden_by_a_computation_across_it(make, db_url):
@@ -154,10 +154,10 @@ def test_a_change_is_never_hidden_by_a_computation_across_it(make, db_url):
     waits for a computation begun after it, even one under way when it landed."""
     planner = GatedPlanner()
     cache = make(planner, 60.0)
-    first = cache.get("local")
+    first = cache.prepared("local")
     set_capacity(db_url, "local", {"core": 3})
     cache.cache.clear()
-    assert cache.get("local").snapshot.capacity == {"core": 3} and cache.computations == 2
+    assert cache.prepared("local").capacity == {"core": 3} and cache.computations == 2
     set_capacity(db_url, "vertex", {"core": 5})
     cache.cache.clear()
     planner.hold()
@@ -169,7 +169,7 @@ def test_a_change_is_never_hidden_by_a_computation_across_it(make, db_url):
     _join(threads)
     assert not errors and results[0] is not first      # the reader from before the change takes it
     wait_for(lambda: cache.computations == 3, "the computation across the change")
-    later = cache.get("local")                         # not that one: begun before the change
+    later = cache.prepared("local")                         # not that one: begun before the change
     assert cache.computations == 4 and later is not results[0]
 
 
@@ -177,11 +177,11 @@ def test_a_cold_read_waits_a_bounded_time(make):
     planner = GatedPlanner(held=True)
     cache = make(planner, 60.0, wait_seconds=0.2)
     with pytest.raises(Unavailable) as e:
-        cache.get("local")
+        cache.prepared("local")
     assert e.value.status == 503 and e.value.headers == {"Retry-After": "1"}
     planner.release.set()
     wait_for(lambda: cache.computations == 1, "the computation to end")
-    assert cache.get("local").backend == "local"
+    assert cache.prepared("local").backend == "local"
 
 
 def test_a_failed_computation_reaches_its_waiting_reader_and_the_next_read_retries(make):
@@ -195,16 +195,16 @@ def test_a_failed_computation_reaches_its_waiting_reader_and_the_next_read_retri
             return super().snapshot(session, backend, *args, **kw)
     cache = make(Failing(), 60.0)
     with pytest.raises(RuntimeError, match="went away"):
-        cache.get("local")
-    assert cache.get("local").backend == "local" and cache.computations == 1
+        cache.prepared("local")
+    assert cache.prepared("local").backend == "local" and cache.computations == 1
 
 
 def test_close_stops_the_thread_and_readers_get_a_503(make):
     cache = make(GatedPlanner(), 60.0)
     assert not cache.running                           # nobody read: no thread
-    cache.get("local")
+    cache.prepared("local")
     assert cache.running
     cache.close(10)
     assert not cache.running
     with pytest.raises(Unavailable):
-        cache.get("local")
+        cache.prepared("local")

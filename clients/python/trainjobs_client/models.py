@@ -144,9 +144,10 @@ class QueueFactors(Model):
 class QueuePlace(Model):
     """Where a waiting job stands in its backend's queue (Job.queue)."""
 
-    position: int          # 0: starts on the planner's next pass; 1: next in line
+    position: int | None   # 0: starts on the planner's next pass; 1: next in line; None: not yet placed (see why)
     why: str
-    ahead: int
+    ahead: int | None
+    computed_at: datetime | None = None        # when the queue this place is read from was computed
     likely_start: datetime | None = None       # the queue played forward with expected run times
     estimated_start: datetime | None = None    # at the latest: every running job to its time limit
     factors: QueueFactors | None = None        # its priority in parts and what decided its place
