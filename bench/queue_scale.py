@@ -140,11 +140,26 @@ def computations(log: Path, since: float, until: float) -> list[tuple[float, flo
     return [(float(p[0]) - float(p[2]), float(p[0])) for p in rows if since <= float(p[0]) <= until]
 
 
-def slow_beside(timeline: list, start: float, spans: list[tuple[float, float]], over: float = 0.2) -> dict:
-    """Of the reads slower than `over`, how many overlapped a queue computation."""
+def planned_spans(log: Path, since: float, until: float) -> list[tuple[float, float]]:
+    """The controller's passes that planned (asked the planner) and ended in the window: (began, ended)."""
+    rows = [p for p in (line.split() for line in log.read_text().splitlines()) if p[1] != "queue" and p[5] == "1"]
+    return [(float(p[0]) - float(p[2]), float(p[0])) for p in rows if since <= float(p[0]) <= until]
+
+
+def slow_beside(timeline: list, start: float, spans: list[tuple[float, float]], over: float = 0.2,
+                planned: list[tuple[float, float]] | None = None) -> dict:
+    """Of the reads slower than `over`, how many overlapped a queue computation, a controller's
+    pass that planned, and neither."""
     slow = [(start + t, start + t + d) for t, _, d in timeline if d > over]
-    beside = sum(1 for a, b in slow if any(a < e and s < b for s, e in spans))
-    return {"slow_reads": len(slow), "beside_a_computation": beside}
+
+    def hits(a: float, b: float, within: list[tuple[float, float]]) -> bool:
+        return any(a < e and s < b for s, e in within)
+    beside = sum(1 for a, b in slow if hits(a, b, spans))
+    out = {"slow_reads": len(slow), "beside_a_computation": beside}
+    if planned is not None:
+        out |= {"beside_a_planned_pass": sum(1 for a, b in slow if hits(a, b, planned)),
+                "beside_neither": sum(1 for a, b in slow if not hits(a, b, spans) and not hits(a, b, planned))}
+    return out
 
 
 def cancel_latencies(c: httpx.Client, job_ids: list[str], headers: dict) -> list[float]:
@@ -275,6 +290,7 @@ def main() -> None:
         lat: dict[str, list[float]] = {"queue": [], "job": [], "other": []}
         timeline: list[tuple[float, str, float]] = []   # (started, s after the readers began; kind; seconds)
         lock = threading.Lock()
+        unplaced: list[float] = []
 
         def reader(i: int) -> None:
             team = waiting[i]
@@ -290,9 +306,12 @@ def main() -> None:
                     d = time.perf_counter() - t
                     if r.status_code != 200:
                         raise SystemExit(f"bench: GET {path}: {r.status_code} {r.text[:300]}")
-                    if kind == "job" and r.json().get("queue") is None:
+                    place = r.json().get("queue") if kind == "job" else {}
+                    if place is None:
                         raise SystemExit(f"bench: {path} shows no place in the queue: {r.text[:300]}")
                     with lock:
+                        if place.get("position", 0) is None:   # newer than the queue shown: placed by a later one
+                            unplaced.append(d)
                         lat[kind].append(d)
                         timeline.append((round(t - w0, 2), kind, round(d, 3)))
 
@@ -317,7 +336,8 @@ def main() -> None:
         out["queue_computations"] = {"n": len(spans), "s_median": round(statistics.median([e - s for s, e in spans]), 3)
                                      if spans else None, "s_max": round(max((e - s for s, e in spans), default=0), 3),
                                      "busy_share": round(sum(e - s for s, e in spans) / (time.time() - t0), 3),
-                                     **slow_beside(timeline, t0, spans)}
+                                     **slow_beside(timeline, t0, spans,
+                                                   planned=planned_spans(passlog, t0, time.time()))}
         out["load_end"] = loadavg()
     finally:
         proc.terminate()
@@ -331,7 +351,7 @@ def main() -> None:
             "get_queue_1000_p50_ms": pct(lat["queue"], 0.5), "get_queue_1000_p99_ms": pct(lat["queue"], 0.99),
             "get_queue_reads": len(lat["queue"]),
             "get_waiting_job_p50_ms": pct(lat["job"], 0.5), "get_waiting_job_p99_ms": pct(lat["job"], 0.99),
-            "get_waiting_job_reads": len(lat["job"]),
+            "get_waiting_job_reads": len(lat["job"]), "get_waiting_job_unplaced": len(unplaced),
             "other_list_p99_ms_readers": pct(lat["other"], 0.99), "other_list_p50_ms_readers": pct(lat["other"], 0.5),
             "other_list_p99_ms_quiet": pct(quiet, 0.99), "other_list_p50_ms_quiet": pct(quiet, 0.5),
             "other_list_p99_ms_empty": pct(empty, 0.99), "other_list_p50_ms_empty": pct(empty, 0.5),
