@@ -180,3 +180,14 @@ def test_the_worker_plays_the_policy_the_api_process_sends(api_client, settings,
         worker.close()
     assert plain is not None and starving is not None and worker.started == 1
     assert plain.factors.tier != "starving" and starving.factors.tier == "starving"
+
+
+def test_the_worker_imports_no_web_app_and_no_tensorflow():
+    """What `python -m service.capacity.queue_worker` loads: the capacity domain, the scheduler
+    and SQLAlchemy; not the web framework, not TensorFlow (the API process's rule)."""
+    import subprocess
+    import sys
+    code = ("import sys, service.capacity.queue_worker; "
+            "print(sorted(m for m in ('tensorflow', 'fastapi', 'starlette', 'service.app') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
