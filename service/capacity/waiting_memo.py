@@ -87,11 +87,14 @@ class WaitingMemo:
             return self._read_all(read_rows, build)
         kept = self._kept
         self.last_read, self.last_full = 0, False
+        read = set()
         for i in range(0, len(stale), IN_CHUNK):
             for row in read_rows(stale[i:i + IN_CHUNK]):
                 kept[row.id] = self._keep(row, build)
-                self.last_read += 1
-        # A job listed, then gone before its row was read, waits no more: left out.
+                read.add(row.id)
+        self.last_read = len(read)
+        for job_id in set(stale) - read:      # listed, then gone before its row was read: waits no more
+            kept.pop(job_id, None)
         self._out = [k for job_id, _, _ in listed if (k := kept.get(job_id)) is not None]
         self._kept = {k.waiting.job_id: k for k in self._out}
         return self._out

@@ -169,3 +169,31 @@ def test_a_pass_after_one_change_reads_one_row_whole(client, demo, session_facto
     with session_factory() as s:     # the capacity's resources are part of each value: read again
         _load(s, backend, memo, frozenset(), 100, {"core": 4, "gpu": 1})
     assert memo.last_full
+
+
+def test_a_job_listed_then_gone_before_its_row_is_read_is_left_out():
+    """Between the listing and the read of a changed job's row, the job stopped waiting (launched,
+    cancelled): the plan leaves it out, rather than keep its value from before."""
+    from types import SimpleNamespace
+
+    from service.scheduling.model import Waiting
+
+    def row(job_id, at):
+        return SimpleNamespace(id=job_id, updated_at=at, nominated_at=None, accepts=None, wish=None)
+
+    rows = {"a": row("a", 1), "b": row("b", 1)}
+    memo = WaitingMemo()
+
+    def build(r):
+        return Waiting(r.id, "t", 0, {"core": 1}, 0.0)
+
+    def read_rows(ids):
+        return [rows[i] for i in (ids if ids is not None else sorted(rows)) if i in rows]
+
+    def waiting(listed, mark):
+        return [k.waiting.job_id for k in memo.waiting("ctx", lambda: mark, lambda: listed, read_rows, build)]
+
+    assert waiting([("a", 1, False), ("b", 1, False)], (2, 1)) == ["a", "b"]
+    del rows["b"]                 # b was written (stamp 2), then left the queue before its row was read
+    assert waiting([("a", 1, False), ("b", 2, False)], (2, 2)) == ["a"]
+    assert memo.last_read == 0 and not memo.last_full
