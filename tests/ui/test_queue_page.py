@@ -87,6 +87,20 @@ def test_a_waiting_jobs_page_says_its_place(app, scene, tokens):
     assert "In the queue" not in _text(new_client(app, tokens["other"]).get(f"/ui/jobs/{scene['b1']}").text)
 
 
+def test_a_job_newer_than_the_queue_shown_says_it_is_not_yet_placed(app, scene, tokens, api):
+    """Submitted after the computation shown (kept here: a TTL of a minute, no refresh meanwhile):
+    its page says it is not placed yet and why, not a blank or "position None"."""
+    cache = app.state.services.queue
+    c = new_client(app, tokens["viewer"])
+    assert "In the queue position 1" in _text(c.get(f"/ui/jobs/{scene['a1']}").text)
+    cache.cache.seconds = 60.0
+    cache.next_start = cache.clock() + 3600
+    newer = api.submit("tiny", display_name="newer")["id"]
+    text = _text(c.get(f"/ui/jobs/{newer}").text)
+    assert "In the queue not yet placed" in text and "not yet in the queue computed at" in text
+    assert "position None" not in text
+
+
 def test_a_preempted_jobs_page_lists_its_preemption_and_another_page_none(app, scene, tokens, db_url):
     """Issue 38, point 5, on the UI: when, for which job, why, the step it kept."""
     def preempted(session):
