@@ -7,7 +7,8 @@ decides the start order (scheduling/forecast.py). Without it the forecast drew p
 intervals apart from the read on, a launch at its pass's start: on a quiet host (passes of
 0.01-0.2 s) a start was shown up to a pass off, and which ends one pass saw with it
 (bench/forecast.py, bench/README.md). Kept in the process whose controller passes; a process
-without one (another API worker, the queue's worker process) forecasts without it."""
+without one (another API worker) forecasts without it; the queue's worker process is sent the
+told policy with each computation it is asked (capacity/queue_process.py)."""
 from __future__ import annotations
 
 import statistics
