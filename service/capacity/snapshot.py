@@ -20,7 +20,7 @@ from sqlalchemy import case, func, literal, select
 from sqlalchemy.orm import Session, aliased
 
 from service.capacity.durations import expected_durations
-from service.capacity.waiting_memo import Kept, WaitingMemo
+from service.capacity.waiting_memo import Kept, WaitingMemo, kept_of
 from service.core.clock import utcnow
 from service.lifecycle.admission import UNLAUNCHED, due, launched_active
 from service.lifecycle.quiet import accepted_here, epoch_sum
@@ -135,6 +135,7 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
             preemptible=(row.preemptions or 0) < max_preemptions_per_job and row.state != JobState.CANCELLING.value,
             likely_end=_likely_end(likely.get((row.team_id, row.template_name)), started, end),
             checkpoint_at=None if row.checkpoint is None else _seconds(row.checkpoint), min_runtime_s=row.min_runtime))
+
     def build(row) -> Waiting:
         return Waiting(job_id=row.id, team=names.get(row.team_id, "?"), priority=row.priority or 0,
                        demand={**arbitrated(row.demand, capacity), **slot}, queued_at=_seconds(row.queued_at),
@@ -143,18 +144,12 @@ def load(session: Session, backend: str, defaults: Mapping[str, Mapping[str, int
                        if forecast else None, limit=_timeout_seconds(row.timeout) if forecast else None)
     kept = _kept(session, memo, backend, now, max_waiting, held_teams, (tuple(names.items()), tuple(capacity), slots is None),
                  build) if memo is not None and not forecast else None
-    if kept is not None:
-        waiting = [k.waiting for k in kept]
-        accepts = {k.waiting.job_id: k.accepts for k in kept if k.accepts}
-        wish_of = {k.waiting.job_id: k.wish for k in kept if k.accepts and k.wish}
-    else:
-        rows = _windowed(session, backend, now, max_waiting, held_teams, forecast)
-        waiting = [build(row) for row in rows]
-        accepts = {row.id: tuple(a["backend"] for a in row.accepts) for row in rows if row.accepts}
-        wish_of = {row.id: row.wish for row in rows if row.accepts and row.wish}
-    wishes = {job_id: Wish(w.get("prefer") or "listed", w.get("start_by"), w.get("prices") or {})
-              for job_id, w in wish_of.items()}
-    return Snapshot(backend, capacity, shares, running, waiting, source, slots,
+    if kept is None:
+        kept = [kept_of(row, build) for row in _windowed(session, backend, now, max_waiting, held_teams, forecast)]
+    accepts = {k.waiting.job_id: k.accepts for k in kept if k.accepts}
+    wishes = {k.waiting.job_id: Wish(k.wish.get("prefer") or "listed", k.wish.get("start_by"), k.wish.get("prices") or {})
+              for k in kept if k.accepts and k.wish}
+    return Snapshot(backend, capacity, shares, running, [k.waiting for k in kept], source, slots,
                     served_of(session, backend, names), decayed_by_team(session, names, now), accepts, wishes)
 
 
