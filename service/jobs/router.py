@@ -17,7 +17,7 @@ from service.core.pagination import decode_time_cursor, storable_time
 from service.cost.estimate import Pricer, accrued
 from service.jobs import queries, service, submit_input
 from service.jobs.preemption_history import preemptions_of
-from service.jobs.queue_place import queue_place
+from service.jobs.queue_place import queue_place, queue_places
 from service.jobs.schemas import (
     AttemptRef,
     JobCreate,
@@ -170,6 +170,7 @@ def view(state: Services, session: Session, actor: Actor, job_id: uuid.UUID) -> 
     job, attempts = service.job_and_attempts(session, actor.team_id, job_id)
     out = job_out(job, state.backends, pricer=state.pricer, attempts=attempts)
     out.queue = queue_place(state.queue, state.backends, job)
+    out.queues = queue_places(state.queue, state.backends, job)
     return _json(out)
 
 

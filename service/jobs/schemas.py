@@ -229,6 +229,11 @@ class JobOut(JobSummary):
         None, description="A QUEUED job not yet launched: its place in its backend's queue, why it waits and when "
                           "it may start (computed as the controller plans, cached for TRAINJOBS_QUEUE_CACHE_SECONDS); "
                           "null otherwise")
+    queues: dict[str, QueuePlace] = Field(
+        default_factory=dict, description="A QUEUED job of several backends (`accepts`): its place in the queue of "
+                                          "each backend it accepts and this service runs, most preferred first; it "
+                                          "starts on the first that admits it (`queue` is the most preferred one's). "
+                                          "Empty for a job of one backend and once launched")
     resources: dict[str, Any] = Field(
         default_factory=dict, description="What else the job names (persistent_resource, tensorboard, experiment, "
                                           "experiment_run, model_upload), each with a console link or, on a backend "

@@ -13,7 +13,7 @@ from service.jobs import epochs as epoch_history
 from service.jobs import queries
 from service.jobs import service as jobs
 from service.jobs.preemption_history import preemptions_of
-from service.jobs.queue_place import queue_place
+from service.jobs.queue_place import queue_place, queue_places
 from service.jobspec import CompiledJob
 from service.lifecycle.handles import handle_of_job
 from service.lifecycle.states import TERMINAL, JobState
@@ -104,6 +104,7 @@ def job_context(request: Request, session: SessionDep, user: UiUser, job_id: uui
                 preemptions=preemptions_of(session, user.actor.team_id, attempts),
                 live=change_of(queries.change_of_job(job)),
                 queue_place=queue_place(services(request).queue, services(request).backends, job),
+                queue_places=queue_places(services(request).queue, services(request).backends, job),
                 refresh_ms=refresh_ms(services(request).queue.seconds))
 
 

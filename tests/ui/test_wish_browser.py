@@ -3,6 +3,7 @@ start_by (in the browser's time zone) and its price per hour on each backend it 
 headless Chromium against the real service and controller, the sim under two names."""
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -46,3 +47,26 @@ def test_the_job_page_shows_the_wish_and_the_prices(make_browser, live_api, toke
     d.get(d.base_url + f"/ui/jobs/{plain['id']}")
     wait(d, lambda drv: drv.find_element(By.ID, "job-backend"), "the plain job's page")
     assert not d.find_elements(By.ID, "job-wish")
+
+
+def test_the_job_page_shows_its_place_in_each_queue(make_browser, live_api, tokens):
+    """A job of several backends waits in each one's queue: its page says where it stands in each."""
+    _template(live_api, "plain", backends=["sim1", "sim2"])
+    for name in ("sim1", "sim1", "sim2", "sim2"):   # every core of both taken
+        blocker = live_api.c.post("/v1/jobs", json={"template": "plain", "backend": name}).json()
+        live_api.wait_state(blocker["id"], "RUNNING")
+    job = live_api.c.post("/v1/jobs", json={"template": "plain"}).json()
+    d = make_browser()
+    sign_in(d, tokens["viewer"])
+
+    loaded = [0.0]
+
+    def both_placed(drv):
+        if time.monotonic() - loaded[0] > 0.5:   # the page anew twice a second: the queue is computed apart
+            drv.get(drv.base_url + f"/ui/jobs/{job['id']}")
+            loaded[0] = time.monotonic()
+        lines = {e.get_attribute("data-backend"): e.text for e in drv.find_elements(By.CSS_SELECTOR, "#queue-places .queue-on")}
+        return lines if len(lines) == 2 and all("position 1" in t for t in lines.values()) else None
+    lines = wait(d, both_placed, "the job's place in both queues")
+    assert list(lines) == ["sim1", "sim2"], lines
+    assert lines["sim2"].startswith("sim2: position 1, likely start"), lines

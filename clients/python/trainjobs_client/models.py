@@ -168,6 +168,8 @@ class Job(JobSummary):
     wish: dict[str, Any] | None = Field(None, description="A job of several backends: its placement wish "
                                         "(prefer, start_by, prices per hour), as resolved at submit")
     queue: QueuePlace | None = None
+    queues: dict[str, QueuePlace] = Field(default_factory=dict, description="A waiting job of several backends: "
+                                          "its place in each accepted backend's queue, most preferred first")
     state_observed_at: datetime | None = Field(None, description="When the backend last confirmed the state "
                                                "(Vertex jobs: state as of this instant)")
     not_before: datetime | None = None

@@ -133,6 +133,16 @@ def output_rows(job) -> list[tuple[str, str]]:
     return rows
 
 
+def _place_text(place) -> str:
+    """A waiting job's place in one queue: where, its likely start and at the latest, and why."""
+    where = ("not yet placed" if place.position is None else
+             "starts on the next pass" if place.position == 0 else f"position {place.position}")
+    for label, at in (("likely start", place.likely_start), ("at the latest", place.estimated_start)):
+        if at is not None:
+            where += f", {label} {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return escape(where) + f" [dim]({escape_lines(place.why)})[/]"
+
+
 def job_detail(job):
     from rich.console import Group
     from rich.table import Table
@@ -159,6 +169,10 @@ def job_detail(job):
         rows.append(("wish", escape(_wish_text(job.wish))))
     if job.waiting_reason:
         rows.append(("waiting", escape_lines(job.waiting_reason)))
+    # Its place in each queue it waits in (a job of several backends waits in each).
+    places = dict(job.queues) if getattr(job, "queues", None) else ({job.backend: job.queue} if job.queue else {})
+    for name, place in places.items():
+        rows.append((f"queue ({name})" if len(places) > 1 else "queue", _place_text(place)))
     if job.started_at:
         rows.append(("started", f"{job.started_at:%Y-%m-%d %H:%M:%S}"))
     if job.ended_at:

@@ -75,6 +75,11 @@ def test_a_job_is_in_each_backends_queue_until_placed(api, db_url):
     def queues() -> dict:
         return {q["backend"]: q["waiting_jobs"] for q in api.c.get("/v1/queue").json()["items"]}
     wait_for(lambda: queues() == {"sim1": 1, "sim2": 1}, "the job counted in both queues")
+    # Its view gives its place in each queue, most preferred first; `queue` is sim1's.
+    wait_for(lambda: all(p["position"] == 1 for p in api.job(waiting["id"])["queues"].values()), "placed in both")
+    view = api.job(waiting["id"])
+    assert list(view["queues"]) == ["sim1", "sim2"], view["queues"]
+    assert view["queue"]["position"] == view["queues"]["sim1"]["position"] == 1, view
     engine = make_engine(db_url)
     try:
         with make_session_factory(engine)() as s:
@@ -84,7 +89,8 @@ def test_a_job_is_in_each_backends_queue_until_placed(api, db_url):
     finally:
         engine.dispose()
     assert api.c.post(f"/v1/jobs/{blockers[0]['id']}/cancel").status_code in (200, 202)
-    assert api.wait_state(waiting["id"], "RUNNING")["backend"] == "sim1"
+    running = api.wait_state(waiting["id"], "RUNNING")
+    assert running["backend"] == "sim1" and running["queues"] == {} and running["queue"] is None, running
     wait_for(lambda: queues() == {"sim1": 0, "sim2": 0}, "out of both queues once placed")
 
 

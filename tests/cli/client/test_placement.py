@@ -42,6 +42,10 @@ def test_jobs_get_says_the_backends_and_the_placement(cli, server, token, db_url
         job = http.post("/v1/jobs", json={"template": "either"}).json()
     waiting = cli("jobs", "get", job["id"]).stdout
     assert "sim1, sim2 (most preferred first)" in waiting and "placement" not in waiting
+    # Its place in each queue it waits in, most preferred first (no controller: each would start it next).
+    queues = [line.split(None, 2) for line in waiting.splitlines() if line.startswith("queue (")]
+    assert [q[:2] for q in queues] == [["queue", "(sim1)"], ["queue", "(sim2)"]], waiting
+    assert all(q[2].startswith("starts on the next pass") for q in queues), waiting
     engine = make_engine(db_url)
     try:
         with make_session_factory(engine)() as s:
