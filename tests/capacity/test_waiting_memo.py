@@ -197,3 +197,28 @@ def test_a_job_listed_then_gone_before_its_row_is_read_is_left_out():
     del rows["b"]                 # b was written (stamp 2), then left the queue before its row was read
     assert waiting([("a", 1, False), ("b", 2, False)], (2, 2)) == ["a"]
     assert memo.last_read == 0 and not memo.last_full
+
+
+def test_an_unmoved_mark_is_trusted_for_relist_seconds_only(monkeypatch):
+    """The mark is sums (two changes may cancel out): past RELIST_SECONDS the jobs are listed again."""
+    from types import SimpleNamespace
+
+    from service.capacity import waiting_memo
+    from service.scheduling.model import Waiting
+
+    clock = [100.0]
+    monkeypatch.setattr(waiting_memo.time, "monotonic", lambda: clock[0])
+    listings: list = []
+    rows = [SimpleNamespace(id="a", updated_at=1, nominated_at=None, accepts=None, wish=None)]
+    memo = WaitingMemo(relist_seconds=60.0)
+
+    def read():
+        return memo.waiting("ctx", lambda: (1, 1), lambda: listings.append(1) or [("a", 1, False)],
+                            lambda ids: rows, lambda r: Waiting(r.id, "t", 0, {"core": 1}, 0.0))
+    read()                                    # the first read: everything
+    clock[0] = 159.0
+    read()
+    assert (memo.last_listed, listings) == (False, [])
+    clock[0] = 160.0
+    read()
+    assert (memo.last_listed, listings) == (True, [1])
