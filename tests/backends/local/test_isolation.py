@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import uuid
 
 import pytest
 
@@ -95,10 +96,12 @@ def test_a_replica_cannot_forge_its_exit_record(make_client, work_dir):
 @ROOT_ONLY
 def test_the_sandbox_hides_other_processes_and_the_host_tmp(make_client, work_dir):
     api = make_client()  # the default as root: namespaces
+    # A name of this run alone: a fixed one (/tmp/mine) failed when something else on the host had made it.
+    mine = f"/tmp/trainjobs-sandbox-tmp-{uuid.uuid4().hex}"
     code = ("import os\n"
             "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
             "print('PIDS', len(pids), os.path.exists('/proc/%d' % int(os.environ['SERVICE_PID'])))\n"
-            "open('/tmp/mine', 'w').write('x')\n"
+            f"open({mine!r}, 'w').write('x')\n"
             "for path in ('/usr/trainjobs-sandbox-probe', '/var/lib/trainjobs-sandbox-probe'):\n"
             "    try:\n"
             "        open(path, 'w')\n"
@@ -113,7 +116,7 @@ def test_the_sandbox_hides_other_processes_and_the_host_tmp(make_client, work_di
     [line] = [m for m in lines if m.startswith("PIDS")]
     _, count, sees_service = line.split()
     assert int(count) <= 3 and sees_service == "False"  # its own PID namespace: itself (and its init)
-    assert not os.path.exists("/tmp/mine")               # its own /tmp
+    assert not os.path.exists(mine)                      # its own /tmp
     assert "HOSTWRITE OSError 30" in lines               # EROFS: what is bound of the host is read-only
     assert "HOSTWRITE FileNotFoundError 2" in lines      # and the rest is not there (issue 33)
 
