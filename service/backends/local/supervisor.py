@@ -40,6 +40,20 @@ def _marker(run: Run, rep: ReplicaProc) -> str:
     return processes.marker_value(run.job_id, rep.task)
 
 
+def _log_lost(run: Run, rep: ReplicaProc, status: int | None) -> None:
+    """For the operator: a wrapper that ended without its exit record was killed (a negative status)
+    or failed itself (its own log, the service's file, says why: a traceback). Not in the job's
+    error, which its team reads: the wrapper's log names the service's own paths."""
+    try:
+        with open(run.dir.wrapper_log(rep.task), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 2048))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        tail = "(no wrapper log)"
+    log.warning("local run %s: replica %s's wrapper (pid %s) ended with status %s and no exit record; "
+                "its log ends: %s", run.ref, rep.task, rep.pid, status, tail.strip() or "(empty)")
+
+
 class Supervisor:
     def __init__(self, settings: LocalSettings, *, isolate: bool, uids: sandbox.UidPool):
         self.work_dir = settings.work_dir
@@ -137,6 +151,7 @@ class Supervisor:
             if info is None:  # the wrapper itself was killed: the command's status is unknown
                 info = {"lost": True, "exit_code": None, "ended_at": _iso(_now()),
                         "wrapper_status": rep.popen.returncode if rep.popen else None}
+                _log_lost(run, rep, info["wrapper_status"])
             rep.exit = info
             rep.started = run.dir.started_file(rep.task).exists()
 
