@@ -30,9 +30,9 @@ from pathlib import Path
 
 import service
 from service.capacity.queue_pages import Prepared, loads
-from service.capacity.queue_worker import HEADER, READY
 from service.capacity.settings import CapacitySettings
 from service.core.errors import Unavailable
+from service.core.frames import HEADER, READY
 from service.scheduling.model import Policy
 
 log = logging.getLogger("trainjobs.capacity.queue")

@@ -19,10 +19,8 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import struct
 import sys
 from datetime import datetime
-from typing import BinaryIO
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -31,9 +29,8 @@ from service.capacity.queue import Computed
 from service.capacity.queue_pages import Prepared
 from service.capacity.settings import CapacitySettings
 from service.core.clock import utcnow
+from service.core.frames import READY, read_frame, write_frame
 
-HEADER = struct.Struct(">I")
-READY = b"ready"
 log = logging.getLogger("trainjobs.capacity.queue_worker")
 
 
@@ -45,20 +42,6 @@ def compute(planner: Planner, session_factory: sessionmaker[Session], backend: s
     at = now or utcnow()
     computed = Computed.of(snap, planner.decide(snap, at), at, planner.policy)
     return Prepared.of(computed, max_waiting=planner.settings.max_waiting)
-
-
-def read_frame(stream: BinaryIO) -> bytes | None:
-    head = stream.read(HEADER.size)
-    if len(head) < HEADER.size:
-        return None
-    (size,) = HEADER.unpack(head)
-    body = stream.read(size)
-    return body if len(body) == size else None
-
-
-def write_frame(stream: BinaryIO, body: bytes) -> None:
-    stream.write(HEADER.pack(len(body)) + body)
-    stream.flush()
 
 
 def _answer(planner: Planner, session_factory: sessionmaker[Session], request: bytes) -> bytes:

@@ -35,7 +35,7 @@ from typing import Any
 
 import service
 from service.core.errors import Invalid, Problem, Unavailable
-from service.interop.parse_worker import HEADER, READY
+from service.core.frames import HEADER, READY
 from service.interop.settings import InteropEnv
 
 log = logging.getLogger(__name__)

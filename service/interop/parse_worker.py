@@ -16,30 +16,13 @@ from __future__ import annotations
 import math
 import pickle
 import resource
-import struct
 import sys
-from typing import Any, BinaryIO
+from typing import Any
 
 from service.core.errors import Invalid
+from service.core.frames import READY, read_frame, write_frame
 from service.interop.safe_yaml import load
 from service.interop.shell_text import read_command
-
-HEADER = struct.Struct(">I")
-READY = b"ready"
-
-
-def read_frame(stream: BinaryIO) -> bytes | None:
-    head = stream.read(HEADER.size)
-    if len(head) < HEADER.size:
-        return None
-    (size,) = HEADER.unpack(head)
-    body = stream.read(size)
-    return body if len(body) == size else None
-
-
-def write_frame(stream: BinaryIO, body: bytes) -> None:
-    stream.write(HEADER.pack(len(body)) + body)
-    stream.flush()
 
 
 def handle(op: str, args: tuple) -> Any:
