@@ -12,6 +12,7 @@ from service.auth.cache import TokenCache
 from service.auth.service import Actor
 from service.persistence.session import unit_of_work
 from service.web.container import SessionDep, services
+from service.web.overload import learn_team
 
 
 class Bearer(HTTPBearer):
@@ -27,9 +28,10 @@ bearer = Bearer(auto_error=False, scheme_name="HTTPBearer", description="A train
 TokenHash = Annotated[str, Security(bearer)]
 
 
-def current_actor(session: SessionDep, token_hash: TokenHash) -> Actor:
+def current_actor(request: Request, session: SessionDep, token_hash: TokenHash) -> Actor:
     auth = authenticate(token_hash, "viewer", session=session)
     assert auth is not None  # a session was given
+    learn_team(request, str(auth.actor.team_id))   # its next requests take its team's turn
     return auth.actor
 
 
@@ -66,6 +68,7 @@ class CachedAuth(Bearer):
         auth = authenticate(token_hash, self.role, cache=cache)
         if auth is None:
             auth = await run_in_threadpool(_from_database, request, token_hash, self.role, cache)
+        learn_team(request, str(auth.actor.team_id))
         return auth
 
 

@@ -13,6 +13,7 @@ from service.auth.service import Actor
 from service.core.errors import Forbidden, Unauthorized
 from service.ui import sessions
 from service.web.container import SessionDep, services
+from service.web.overload import learn_team
 
 _WHAT = {"member": "launch and cancel jobs", "admin": "manage templates and tokens"}
 MAX_FORM_FIELDS = 300
@@ -45,6 +46,7 @@ def ui_user(request: Request, session: SessionDep) -> UiUser:
         actor = authenticate_session(session, data.token_id)
     except Unauthorized:  # the token was revoked since sign-in
         raise SignInRequired from None
+    learn_team(request, str(actor.team_id))   # its next requests take its team's turn
     request.state.ui_nonce = data.nonce
     request.state.ui_user = user = UiUser(actor, sessions.csrf_token(key, data.nonce))
     return user

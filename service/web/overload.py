@@ -47,9 +47,11 @@ from starlette.requests import HTTPConnection
 
 from service.core.credentials import bearer_secret
 from service.web.problem_types import type_uri
+from service.web.seats import FairSeats, Ticket
 
 MEDIA_TYPE = b"application/problem+json"
 EXEMPT = ("/healthz", "/readyz", "/metrics")
+LEARN = "trainjobs.seat_learn"   # scope["state"][LEARN](team): the route's caller belongs to `team`
 UI_SESSION_COOKIE = "trainjobs_session"  # service.ui.sessions.SESSION_COOKIE (a layer above: not imported)
 
 # Routes that always stream (the UI's event streams and its log download; the API docs' assets,
@@ -88,6 +90,14 @@ def stream_kind(scope) -> bool:
     return wants_stream(bool(follow) and parses_true(follow[-1]), accept)
 
 
+def learn_team(request, team: str) -> None:
+    """The route authenticated its caller as a member of `team` (by id): its credential's next
+    requests take the team's turn (service/web/seats.py)."""
+    learn = request.scope.get("state", {}).get(LEARN)
+    if learn is not None:
+        learn(team)
+
+
 def caller_of(scope) -> bytes:
     """Who a stream counts against (TRAINJOBS_MAX_STREAMS_PER_CALLER): the credential its route
     authenticates with, read as the route reads it, hashed. The UI's routes sign in by the
@@ -110,7 +120,7 @@ class AdmissionMiddleware:
                  stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
                  on_refuse=None, on_start=None, on_streams=None) -> None:
         self.app = app
-        self.slots = asyncio.Semaphore(max_requests)
+        self.seats = FairSeats(max_requests)   # handed out fairly between teams (service/web/seats.py)
         self.queue_seconds = queue_seconds
         self.stream_queue_seconds = stream_queue_seconds
         self.max_streams = max_streams
@@ -137,7 +147,7 @@ class AdmissionMiddleware:
             if self.streams >= self.max_streams:
                 return await self._refuse(scope, send, "streams", f"this process already serves "
                                           f"{self.max_streams} streams (TRAINJOBS_MAX_STREAMS)")
-            caller = caller_of(scope)
+            caller = self._caller(scope)
             if self.by_caller.get(caller, 0) >= self.max_per_caller:
                 return await self._refuse(scope, send, "caller", f"this credential already has "
                                           f"{self.max_per_caller} streams open here "
@@ -147,7 +157,7 @@ class AdmissionMiddleware:
             if self.on_streams:
                 self.on_streams(self.streams)
             try:
-                return await self._stream(scope, receive, send)
+                return await self._stream(scope, receive, send, caller)
             finally:
                 self.streams -= 1
                 if self.on_streams:
@@ -155,25 +165,30 @@ class AdmissionMiddleware:
                 left = self.by_caller.pop(caller) - 1
                 if left:
                     self.by_caller[caller] = left
-        if not await self._slot(self.queue_seconds):
+        caller = self._caller(scope)
+        ticket = await self.seats.acquire(caller, self.queue_seconds)
+        if ticket is None:
             return await self._refuse(scope, send, "requests", "every request slot of this process is busy "
                                       "(TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
         self.in_flight += 1
+        began = time.monotonic()
         try:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
-            self.slots.release()
+            self.seats.release(ticket, time.monotonic() - began)
 
-    async def _slot(self, seconds: float) -> bool:
-        """A request slot, waiting at most `seconds` for one."""
-        if not self.slots.locked():
-            return await self.slots.acquire()  # free: taken without a timer (wait_for costs one a request)
-        try:
-            await asyncio.wait_for(self.slots.acquire(), seconds)
-        except TimeoutError:
-            return False
-        return True
+    def _caller(self, scope) -> bytes:
+        """Whose turn a request takes (caller_of), and the hook by which its route, once it has
+        authenticated the caller, ties the credential to its team (auth/deps.py: learn_team)."""
+        caller = caller_of(scope)
+        seats, loop = self.seats, asyncio.get_running_loop()
+
+        def learn(team: str) -> None:   # from the route's thread too: the seats are the loop's alone
+            if not seats.knows(caller, team):
+                loop.call_soon_threadsafe(seats.learn, caller, team)
+        scope.setdefault("state", {})[LEARN] = learn
+        return caller
 
     def stream_retry_after(self) -> int:
         """When a stream refused now should come back (whole seconds, 1 to 60): the streams
@@ -182,14 +197,14 @@ class AdmissionMiddleware:
         ahead = self.waiting * self.open_seconds / self.max_requests
         return max(self.retry_after, min(60, math.ceil(2 * ahead)))
 
-    async def _stream(self, scope, receive, send) -> None:
+    async def _stream(self, scope, receive, send, caller: bytes) -> None:
         """A stream's opening runs in a request slot, given back as its response starts."""
         self.waiting += 1
         try:
-            got = await self._slot(self.stream_queue_seconds)
+            ticket: Ticket | None = await self.seats.acquire(caller, self.stream_queue_seconds)
         finally:
             self.waiting -= 1
-        if not got:
+        if ticket is None:
             return await self._refuse(scope, send, "streams", "every request slot of this process is busy "
                                       "opening other requests or streams (TRAINJOBS_MAX_CONCURRENT_REQUESTS)",
                                       retry_after=self.stream_retry_after())
@@ -202,8 +217,9 @@ class AdmissionMiddleware:
             if held:
                 held = False
                 self.in_flight -= 1
-                self.slots.release()
-                self.open_seconds += (time.monotonic() - began - self.open_seconds) / 32
+                took = time.monotonic() - began
+                self.seats.release(ticket, took)
+                self.open_seconds += (took - self.open_seconds) / 32
 
         streaming = False
 

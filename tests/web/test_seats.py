@@ -1,0 +1,210 @@
+"""Fair request seats (service/web/seats.py) through the real admission middleware: a stand-in
+route that holds its seat until the test lets it go, so the order in which requests are seated is
+seen exactly (no timing). Each test fails on the old arrival-order semaphore."""
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+
+from service.web.overload import AdmissionMiddleware, learn_team
+from tests.conftest import ONE_DATABASE
+
+pytestmark = ONE_DATABASE
+
+
+def _scope(token: str, path: str = "/v1/jobs") -> dict:
+    return {"type": "http", "method": "GET", "path": path, "query_string": b"",
+            "headers": [(b"authorization", f"Bearer {token}".encode())]}
+
+
+class Stand:
+    """The route: records who was seated, in order, and holds each seat until released."""
+
+    def __init__(self, teams: dict[str, str] | None = None) -> None:
+        self.seated: list[str] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.teams = teams or {}       # token -> team, learned as the real auth dependencies do
+
+    async def __call__(self, scope, receive, send) -> None:
+        token = dict(scope["headers"])[b"authorization"].decode().split()[1]
+        name = scope["path"].rsplit("/", 1)[-1]
+        if token in self.teams:
+            learn_team(Request(scope), self.teams[token])
+        self.seated.append(name)
+        gate = self.gates.setdefault(name, asyncio.Event())
+        await gate.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def _settle() -> None:
+    for _ in range(20):          # call_soon_threadsafe hops and task starts
+        await asyncio.sleep(0)
+
+
+def _request(mw, token: str, name: str, statuses: dict) -> asyncio.Task:
+    async def run() -> None:
+        async def send(message) -> None:
+            if message["type"] == "http.response.start":
+                statuses[name] = message["status"]
+        await mw(_scope(token, f"/v1/jobs/{name}"), None, send)
+    return asyncio.create_task(run())
+
+
+class Clock:
+    """The middleware's clock (it measures what each request cost), moved by the test alone."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def _release(stand: Stand, name: str, clock: Clock | None = None, held: float = 0.0) -> None:
+    if clock is not None:
+        clock.now += held           # the request held its seat this long
+    stand.gates.setdefault(name, asyncio.Event()).set()
+    await _settle()
+
+
+def test_a_team_that_asks_now_and_then_is_seated_before_a_team_reading_back_to_back():
+    """One seat. Team a has its request seated and six more waiting; then team b asks once. b is
+    seated next, before a's five others (in arrival order b was seventh)."""
+    async def run() -> list[str]:
+        stand = Stand()
+        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        statuses: dict = {}
+        tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(7)]
+        await _settle()
+        tasks.append(_request(mw, "b", "b0", statuses))
+        await _settle()
+        for name in ["a0", "b0", *[f"a{i}" for i in range(1, 7)]]:
+            await _release(stand, name)
+        await asyncio.gather(*tasks)
+        assert set(statuses.values()) == {200}
+        return stand.seated
+    assert asyncio.run(run())[:2] == ["a0", "b0"]
+
+
+def test_busy_teams_take_turns_by_what_their_requests_cost(monkeypatch):
+    """Two teams with requests always waiting, one seat: a's requests hold the seat 4 times as
+    long as b's. Over the run b is seated about 4 times as often: each team gets the same seconds
+    of the seat, not the same number of turns."""
+    clock = Clock()
+    monkeypatch.setattr("service.web.overload.time", clock)
+
+    async def run() -> list[str]:
+        stand = Stand()
+        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        statuses: dict = {}
+        tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(40)]
+        tasks += [_request(mw, "b", f"b{i}", statuses) for i in range(40)]
+        await _settle()
+        for done in range(40):
+            name = stand.seated[done]
+            await _release(stand, name, clock, 0.02 if name[0] == "a" else 0.005)
+        for name in [f"a{i}" for i in range(40)] + [f"b{i}" for i in range(40)]:
+            await _release(stand, name)
+        await asyncio.gather(*tasks)
+        return stand.seated[:40]
+    first = asyncio.run(run())
+    bs = sum(1 for name in first if name[0] == "b")
+    assert 28 <= bs <= 34, first   # 4 to 1 (32 of 40); by turns 20, by arrival order 0
+
+
+def test_a_teams_many_tokens_are_one_flow(monkeypatch):
+    """Team a reads with two tokens, team c with one; once the route has authenticated them
+    (learn_team), a's two tokens share one turn: with a's 12 and c's 6 requests waiting for one
+    seat (each holding it 10 ms), c's are seated within the first 12 (a per-credential queue gives
+    a two turns to c's one: c's last is 17th; arrival order: 18th)."""
+    clock = Clock()
+    monkeypatch.setattr("service.web.overload.time", clock)
+
+    async def run() -> list[str]:
+        stand = Stand({"a1": "team-a", "a2": "team-a", "c": "team-c"})
+        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        statuses: dict = {}
+        for token in ("a1", "a2", "c"):   # one request each, to learn the teams
+            t = _request(mw, token, f"learn-{token}", statuses)
+            await _settle()
+            await _release(stand, f"learn-{token}")
+            await t
+        assert mw.seats.knows(_hash("a1"), "team-a") and mw.seats.knows(_hash("a2"), "team-a")
+        hold = _request(mw, "h", "hold", statuses)
+        await _settle()
+        tasks = [_request(mw, "a1" if i % 2 else "a2", f"a{i}", statuses) for i in range(12)]
+        tasks += [_request(mw, "c", f"c{i}", statuses) for i in range(6)]
+        await _settle()
+        await _release(stand, "hold", clock, 0.01)
+        for _ in range(18):
+            await _release(stand, stand.seated[-1], clock, 0.01)
+        await asyncio.gather(hold, *tasks)
+        return stand.seated[4:]
+    order = asyncio.run(run())
+    assert len(order) == 18
+    last_c = max(i for i, name in enumerate(order) if name.startswith("c"))
+    assert last_c <= 11, order
+
+
+def _hash(token: str) -> bytes:
+    from service.web.overload import caller_of
+    return caller_of(_scope(token))
+
+
+def test_seats_are_never_lost_and_flows_are_forgotten():
+    """A hostile member's 2,000 made-up tokens, each one request that gives up waiting (timeout)
+    or goes away (cancelled), beside a seat held throughout: afterwards every seat is free, nobody
+    is counted as waiting, and what the seats remember is bounded (not 2,000 flows)."""
+    async def run() -> AdmissionMiddleware:
+        stand = Stand()
+        mw = AdmissionMiddleware(stand, max_requests=2, queue_seconds=0.01, max_streams=10)
+        statuses: dict = {}
+        holders = [_request(mw, "h", f"h{i}", statuses) for i in range(2)]
+        await _settle()
+        timed_out = [_request(mw, f"x{i}", f"x{i}", statuses) for i in range(1000)]
+        await asyncio.gather(*timed_out)
+        cancelled = [_request(mw, f"y{i}", f"y{i}", statuses) for i in range(1000)]
+        await _settle()
+        for t in cancelled:
+            t.cancel()
+        await asyncio.gather(*cancelled, return_exceptions=True)
+        assert all(statuses[f"x{i}"] == 503 for i in range(1000))
+        for i in range(2):
+            await _release(stand, f"h{i}")
+        await asyncio.gather(*holders)
+        after = _request(mw, "z", "z", statuses)        # seated at once: nothing leaked
+        await _settle()
+        assert stand.seated[-1] == "z"
+        await _release(stand, "z")
+        await after
+        return mw
+    mw = asyncio.run(run())
+    assert mw.seats.busy == 0 and mw.seats.queued == 0
+    assert len(mw.seats.flows) <= 70 and len(mw.seats.teams) <= 70
+
+
+def test_the_app_learns_each_tokens_team_as_it_authenticates(settings, db_url):
+    """Through the real app: a token's requests count against its team's flow once a route has
+    authenticated it, whichever route (the API's dependency, the submit's cached one); two tokens
+    of one team share a flow, another team's token has its own. A made-up token learns nothing."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from tests.conftest import bearer, make_token
+
+    a1, a2 = make_token(db_url, "alpha", "admin", "a1"), make_token(db_url, "alpha", "member", "a2")
+    b = make_token(db_url, "beta", "member", "b")
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/v1/jobs", headers=bearer(a1)).status_code == 200
+        assert c.post("/v1/jobs", json={"template": "nope"}, headers=bearer(a2)).status_code == 404
+        assert c.get("/v1/templates", headers=bearer(b)).status_code == 200
+        assert c.get("/v1/jobs", headers=bearer("tj_made_up")).status_code == 401
+        mw = c.app.middleware_stack
+        while not isinstance(mw, AdmissionMiddleware):
+            mw = mw.app
+        teams = mw.seats.teams
+    assert teams[_hash(a1)] == teams[_hash(a2)] and teams[_hash(a1)].startswith(b"team\0")
+    assert teams[_hash(b)] != teams[_hash(a1)]
+    assert _hash("tj_made_up") not in teams
