@@ -39,6 +39,7 @@ from service.capacity.queue_schemas import QueuePlace
 from service.capacity.queue_worker import compute
 from service.core.clock import utcnow
 from service.core.errors import Unavailable
+from service.core.off_seat import waiting_elsewhere
 from service.lifecycle.protocol import Backend
 
 log = logging.getLogger("trainjobs.capacity.queue")
@@ -108,6 +109,9 @@ class QueueCache:
                 if arrived - done.started >= self.seconds and not self._coming(backend, arrived, generation):
                     self._ask(backend, waiting=False)
                 return done.prepared
+        # Nothing to show yet: it waits for the computation in the queue's worker, and gives its
+        # request seat back meanwhile (core/off_seat.py); the lock is let go before a seat is taken again.
+        with waiting_elsewhere(), self._cond:
             return self._wait(backend, arrived, generation)
 
     def _shows(self, done: _Done, arrived: float, generation: int) -> bool:

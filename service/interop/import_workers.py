@@ -36,6 +36,7 @@ from typing import Any
 import service
 from service.core.errors import Invalid, Problem, Unavailable
 from service.core.frames import HEADER, READY
+from service.core.off_seat import waiting_elsewhere
 from service.interop.settings import InteropEnv
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,8 @@ class Lease:
         request = pickle.dumps((op, args, left), protocol=pickle.HIGHEST_PROTOCOL)
         worker = self.worker
         try:
-            answer = worker.call(request, self.deadline, pool.max_answer)
+            with waiting_elsewhere():   # the parse runs in the worker: this request's seat is free meanwhile
+                answer = worker.call(request, self.deadline, pool.max_answer)
         except BaseException as e:
             # Whatever went wrong, its answer may still be on the way: this worker is out of step.
             self.worker = None

@@ -39,6 +39,7 @@ import hashlib
 import json
 import math
 import re
+import threading
 import time
 from urllib.parse import parse_qs
 
@@ -46,6 +47,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.requests import HTTPConnection
 
 from service.core.credentials import bearer_secret
+from service.core.off_seat import HOOK
 from service.web.problem_types import type_uri
 from service.web.seats import FairSeats, Ticket
 
@@ -115,6 +117,45 @@ def caller_of(scope) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
+class _Seat:
+    """The seat a request holds, given back while its route waits elsewhere (core/off_seat.py)
+    and taken again, in its team's turn, after."""
+
+    def __init__(self, mw: AdmissionMiddleware, caller: bytes, ticket: Ticket) -> None:
+        self.mw, self.caller = mw, caller
+        self.ticket: Ticket | None = ticket
+        self.since = time.monotonic()
+        self.loop = asyncio.get_running_loop()
+        self.loop_thread = threading.get_ident()
+
+    def off(self) -> None:          # on the loop
+        if self.ticket is not None:
+            self.mw.in_flight -= 1
+            self.mw.seats.release(self.ticket, time.monotonic() - self.since)
+            self.ticket = None
+
+    async def _on(self) -> None:
+        # It waits its turn however long (seats always come free: every request ends); a wait
+        # past the request's own deadline of an hour goes on without a seat rather than fail work done.
+        ticket = await self.mw.seats.acquire(self.caller, 3600.0)
+        if ticket is not None:
+            self.ticket, self.since = ticket, time.monotonic()
+            self.mw.in_flight += 1
+
+    async def _off(self) -> None:
+        self.off()
+
+    def hooks(self):
+        def give_back() -> None:
+            if threading.get_ident() != self.loop_thread:   # the loop's own thread must not block
+                asyncio.run_coroutine_threadsafe(self._off(), self.loop).result()
+
+        def take_again() -> None:
+            if threading.get_ident() != self.loop_thread:
+                asyncio.run_coroutine_threadsafe(self._on(), self.loop).result()
+        return give_back, take_again
+
+
 class AdmissionMiddleware:
     def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
                  stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
@@ -171,12 +212,13 @@ class AdmissionMiddleware:
             return await self._refuse(scope, send, "requests", "every request slot of this process is busy "
                                       "(TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
         self.in_flight += 1
-        began = time.monotonic()
+        seat = _Seat(self, caller, ticket)
+        hook = HOOK.set(seat.hooks())
         try:
             await self.app(scope, receive, send)
         finally:
-            self.in_flight -= 1
-            self.seats.release(ticket, time.monotonic() - began)
+            HOOK.reset(hook)
+            seat.off()
 
     def _caller(self, scope) -> bytes:
         """Whose turn a request takes (caller_of), and the hook by which its route, once it has

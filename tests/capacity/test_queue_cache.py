@@ -208,3 +208,44 @@ def test_close_stops_the_thread_and_readers_get_a_503(make):
     assert not cache.running
     with pytest.raises(Unavailable):
         cache.prepared("local")
+
+
+def test_a_cold_read_waits_off_its_request_seat_and_takes_one_again_outside_the_lock(make):
+    """A reader with nothing to show waits for the worker's computation without its request seat
+    (core/off_seat.py), and takes one again only after it let go of the cache's lock: taking a
+    seat waits for other requests, which may be readers needing that lock."""
+    from service.core.off_seat import HOOK
+
+    planner = GatedPlanner(held=True)
+    cache = make(planner, 60.0)
+    calls: list[tuple[str, bool]] = []
+
+    def give_back() -> None:
+        calls.append(("off", planner.entered.is_set()))
+
+    def take_again() -> None:
+        got: list[bool] = []
+
+        def probe() -> None:     # another thread (the lock is reentrant): is it free?
+            got.append(cache._cond.acquire(blocking=False))
+            if got[0]:
+                cache._cond.release()
+        p = threading.Thread(target=probe)
+        p.start()
+        p.join(30)
+        calls.append(("on", got == [True]))
+
+    def read() -> None:
+        HOOK.set((give_back, take_again))
+        results.append(cache.prepared("local"))
+    results: list = []
+    t = threading.Thread(target=read)
+    t.start()
+    wait_for(lambda: planner.entered.is_set() and calls, "the reader to wait")
+    assert calls == [("off", False)] or calls == [("off", True)]
+    planner.release.set()
+    t.join(60)
+    assert len(results) == 1 and [c[0] for c in calls] == ["off", "on"] and calls[1][1] is True
+    HOOK.set((give_back, take_again))
+    cache.prepared("local")                        # a warm read waits for nothing: no seat given back
+    assert len(calls) == 2

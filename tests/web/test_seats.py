@@ -208,3 +208,46 @@ def test_the_app_learns_each_tokens_team_as_it_authenticates(settings, db_url):
     assert teams[_hash(a1)] == teams[_hash(a2)] and teams[_hash(a1)].startswith(b"team\0")
     assert teams[_hash(b)] != teams[_hash(a1)]
     assert _hash("tj_made_up") not in teams
+
+
+def test_a_request_waiting_elsewhere_gives_its_seat_to_another_team_and_takes_one_again():
+    """One seat. A route in its thread waits on another process (core/off_seat.py, as a cold queue
+    read or an import does): meanwhile another team's request is seated and answered; when the
+    wait ends the first takes a seat again (after the seat is free) and is answered. With the
+    seat held throughout, the second was refused 503 after its 0.2 s."""
+    import threading
+
+    from starlette.concurrency import run_in_threadpool
+
+    from service.core.off_seat import waiting_elsewhere
+
+    elsewhere, entered, seated_again = threading.Event(), threading.Event(), threading.Event()
+
+    def blocking_part() -> None:
+        with waiting_elsewhere():
+            entered.set()
+            assert elsewhere.wait(30)
+        seated_again.set()
+
+    async def route(scope, receive, send) -> None:
+        if scope["path"].endswith("/slow"):
+            await run_in_threadpool(blocking_part)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def run() -> tuple[dict, AdmissionMiddleware, list]:
+        mw = AdmissionMiddleware(route, max_requests=1, queue_seconds=0.2, max_streams=10)
+        statuses: dict = {}
+        slow = _request(mw, "a", "slow", statuses)
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        fast = _request(mw, "b", "fast", statuses)
+        await fast
+        busy_while_away = [mw.seats.busy, mw.in_flight]
+        elsewhere.set()
+        await slow
+        return statuses, mw, busy_while_away
+    statuses, mw, busy_while_away = asyncio.run(run())
+    assert statuses == {"slow": 200, "fast": 200}
+    assert busy_while_away == [0, 0]          # the waiting request held no seat
+    assert seated_again.is_set() and mw.seats.busy == 0 and mw.in_flight == 0
