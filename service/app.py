@@ -198,9 +198,12 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
     # The GIL's switch interval: short while many log streams are open (service/web/gil.py).
     parts.gil.start()
     stack.callback(parts.gil.stop)
-    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.max_concurrent_requests + 16
-    # The request threads of the busiest routes (service/web/request_threads.py): one per request slot.
-    request_threads = ThreadPoolExecutor(settings.max_concurrent_requests, "trainjobs-request")
+    # Requests hold a thread and a connection while they run, and while they wait elsewhere without
+    # their slot (service/core/off_seat.py): both are sized for the two together.
+    in_flight = settings.max_concurrent_requests + settings.max_requests_waiting_elsewhere
+    anyio.to_thread.current_default_thread_limiter().total_tokens = in_flight + 16
+    # The request threads of the busiest routes (service/web/request_threads.py): one per request.
+    request_threads = ThreadPoolExecutor(in_flight, "trainjobs-request")
     stack.callback(request_threads.shutdown, wait=True)
     # Import text is parsed in worker processes, started on first use (service/interop/import_workers.py).
     import_workers = ImportWorkers(settings)
@@ -250,7 +253,8 @@ def _wire(stack: ExitStack, parts: _Parts, backends: Mapping[str, Backend] | Non
 def _databases(stack: ExitStack, settings: Settings) -> tuple[SqlEngine, SqlEngine, sessionmaker[Session]]:
     # Sized from the request limit (service/web/overload.py): a running request never waits
     # for a connection or a thread that another request holds.
-    engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests + 8,
+    engine = make_engine(settings.database_url, pool_size=settings.max_concurrent_requests
+                         + settings.max_requests_waiting_elsewhere + 8,
                          pool_timeout=settings.db_pool_timeout_seconds)
     stack.callback(engine.dispose)
     health_engine = make_engine(settings.database_url, pool_size=1, pool_timeout=2.0)
@@ -306,6 +310,7 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics, gil: GilSwitch) -> None:
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
+                       max_elsewhere=settings.max_requests_waiting_elsewhere,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
                        stream_queue_seconds=settings.stream_queue_seconds,
                        max_streams_per_caller=settings.max_streams_per_caller,

@@ -142,26 +142,39 @@ class _Seat:
             self.ticket, self.since = ticket, time.monotonic()
             self.mw.in_flight += 1
 
-    async def _off(self) -> None:
+    async def _off(self) -> bool:
+        if self.ticket is None or self.mw.elsewhere >= self.mw.max_elsewhere:
+            return False        # past TRAINJOBS_MAX_REQUESTS_WAITING_ELSEWHERE it waits in its seat
+        self.mw.elsewhere += 1
         self.off()
+        return True
+
+    async def _back(self) -> None:
+        self.mw.elsewhere -= 1
+        await self._on()
 
     def hooks(self):
+        away = [False]
+
         def give_back() -> None:
             if threading.get_ident() != self.loop_thread:   # the loop's own thread must not block
-                asyncio.run_coroutine_threadsafe(self._off(), self.loop).result()
+                away[0] = asyncio.run_coroutine_threadsafe(self._off(), self.loop).result()
 
         def take_again() -> None:
-            if threading.get_ident() != self.loop_thread:
-                asyncio.run_coroutine_threadsafe(self._on(), self.loop).result()
+            if away[0]:
+                away[0] = False
+                asyncio.run_coroutine_threadsafe(self._back(), self.loop).result()
         return give_back, take_again
 
 
 class AdmissionMiddleware:
-    def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int,
+    def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int, max_elsewhere: int = 8,
                  stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
                  on_refuse=None, on_start=None, on_streams=None) -> None:
         self.app = app
         self.seats = FairSeats(max_requests)   # handed out fairly between teams (service/web/seats.py)
+        self.max_elsewhere = max_elsewhere     # requests waiting elsewhere without their seat, at most
+        self.elsewhere = 0
         self.queue_seconds = queue_seconds
         self.stream_queue_seconds = stream_queue_seconds
         self.max_streams = max_streams

@@ -14,7 +14,15 @@ class WebEnv(Section):
 
     max_concurrent_requests: int = Field(
         32, ge=1, le=1000, description="Requests one process runs at once (log streams aside); the threads and "
-                                       "database connections are sized from it (service/web/overload.py)")
+                                       "database connections are sized from it (service/web/overload.py). When all "
+                                       "are taken, the waiting requests are seated fairly between teams "
+                                       "(service/web/seats.py); fewer protect a light team from heavy readers "
+                                       "more (docs/http.md, \"Whose request runs next\")")
+    max_requests_waiting_elsewhere: int = Field(
+        8, ge=0, le=1000, description="Requests of one process that may wait on another process or host (a cold "
+        "queue read, an import's parse, Cloud Logging) without their request slot; past it such a wait keeps its "
+        "slot. Their threads and database connections come on top of the slots' (docs/http.md, \"Whose request "
+        "runs next\")")
     request_queue_seconds: float = Field(
         0.5, ge=0, le=30, description="How long a request waits for a slot before it is answered 503 "
                                       "with Retry-After")

@@ -251,3 +251,41 @@ def test_a_request_waiting_elsewhere_gives_its_seat_to_another_team_and_takes_on
     assert statuses == {"slow": 200, "fast": 200}
     assert busy_while_away == [0, 0]          # the waiting request held no seat
     assert seated_again.is_set() and mw.seats.busy == 0 and mw.in_flight == 0
+
+
+def test_at_most_so_many_requests_wait_elsewhere_without_their_seat():
+    """TRAINJOBS_MAX_REQUESTS_WAITING_ELSEWHERE 1, two seats: of two routes waiting on another
+    process, the first gives its seat back, the second keeps its own (each still holds a thread
+    and a database connection: the pools are sized for the seats and that many more)."""
+    import threading
+
+    from starlette.concurrency import run_in_threadpool
+
+    from service.core.off_seat import waiting_elsewhere
+
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def blocking_part() -> None:
+        with waiting_elsewhere():
+            entered.release()
+            assert release.wait(30)
+
+    async def route(scope, receive, send) -> None:
+        await run_in_threadpool(blocking_part)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def run() -> tuple[list, dict]:
+        mw = AdmissionMiddleware(route, max_requests=2, queue_seconds=5, max_streams=10, max_elsewhere=1)
+        statuses: dict = {}
+        tasks = [_request(mw, token, token, statuses) for token in ("a", "b")]
+        for _ in range(2):
+            while not entered.acquire(blocking=False):
+                await asyncio.sleep(0.01)
+        during = [mw.elsewhere, mw.seats.busy]
+        release.set()
+        await asyncio.gather(*tasks)
+        return during + [mw.elsewhere, mw.seats.busy], statuses
+    counts, statuses = asyncio.run(run())
+    assert counts == [1, 1, 0, 0] and statuses == {"a": 200, "b": 200}

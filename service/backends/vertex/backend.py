@@ -42,6 +42,7 @@ from service.backends.vertex.progress_reader import ProgressReader
 from service.backends.vertex.settings import VertexSettings
 from service.backends.vertex.submit import Submitter
 from service.core.errors import Problem
+from service.core.off_seat import waiting_elsewhere
 from service.jobspec import CompiledJob
 from service.jobspec.machines import pool_demand
 from service.lifecycle.protocol import (
@@ -236,7 +237,9 @@ class VertexBackend(Backend):
 
     # logs -----------------------------------------------------------------------------------------
     def read_logs(self, job: JobHandle, *, replica: str | None, since: str | None, limit: int) -> LogPage:
-        return self.log_reader.read(job, replica=replica, since=since, limit=limit)
+        # Cloud Logging answers in its own time: a request reading it holds no request seat meanwhile.
+        with waiting_elsewhere():
+            return self.log_reader.read(job, replica=replica, since=since, limit=limit)
 
     def follow_interval(self, job: JobHandle, *, caught_up: bool, idle_seconds: float) -> float | None:
         return self.log_reader.follow_interval(caught_up=caught_up, idle_seconds=idle_seconds)

@@ -126,3 +126,30 @@ def test_follow_interval_adapts_to_new_lines_quiet_and_followed_jobs(make_harnes
             b.read_logs(h.backend_handle(other["id"]), replica=None, since=None, limit=100)
             clock.advance(1)
         assert b.follow_interval(handle, caught_up=True, idle_seconds=0) == 48.0
+
+
+def test_a_read_of_cloud_logging_holds_no_request_seat(make_harness, fake_logging):
+    """A request reading a Vertex job's logs waits on Cloud Logging without its request seat
+    (core/off_seat.py): the seat is given back before the read and taken again after it."""
+    from service.core.off_seat import HOOK
+
+    with make_harness() as h:
+        job = h.submit()
+        fake_logging.add(numeric(job), "workerpool0-0", "hello")
+        calls: list[str] = []
+        seen_by_google: list[list[str]] = []
+        list_entries = fake_logging.calls
+
+        def give_back() -> None:
+            calls.append("off")
+            seen_by_google.append([str(list_entries["list"])])
+
+        hook = HOOK.set((give_back, lambda: calls.append("on")))
+        try:
+            page = h.backend.read_logs(h.backend_handle(job["id"]), replica=None, since=None, limit=100)
+        finally:
+            HOOK.reset(hook)
+        assert [ln.message for ln in page.lines] == ["hello"]
+        assert calls == ["off", "on"]
+        assert seen_by_google == [["0"]]      # given back before Cloud Logging was asked
+        assert fake_logging.calls["list"] == 1
