@@ -13,19 +13,21 @@ class WebEnv(Section):
     body_limits.py, protocol.py."""
 
     max_concurrent_requests: int = Field(
-        32, ge=1, le=1000, description="Requests one process runs at once (log streams aside); the threads and "
-                                       "database connections are sized from it (service/web/overload.py). When all "
-                                       "are taken, the waiting requests are seated fairly between teams "
-                                       "(service/web/seats.py); fewer protect a light team from heavy readers "
-                                       "more (docs/http.md, \"Whose request runs next\")")
+        2, ge=1, le=1000, description="Requests one process runs at once (log streams aside); the threads and "
+                                      "database connections are sized from it (service/web/overload.py). The others "
+                                      "wait their turn, seated fairly between teams (service/web/seats.py). A "
+                                      "process's requests share one GIL: 2 keep it busy while one waits for the "
+                                      "database, and a team asking now and then waits for one request, not for "
+                                      "every heavy reader's (docs/http.md, \"Whose request runs next\")")
     max_requests_waiting_elsewhere: int = Field(
         8, ge=0, le=1000, description="Requests of one process that may wait on another process or host (a cold "
         "queue read, an import's parse, Cloud Logging) without their request slot; past it such a wait keeps its "
         "slot. Their threads and database connections come on top of the slots' (docs/http.md, \"Whose request "
         "runs next\")")
     request_queue_seconds: float = Field(
-        0.5, ge=0, le=30, description="How long a request waits for a slot before it is answered 503 "
-                                      "with Retry-After")
+        5.0, ge=0, le=30, description="How long a request waits its turn for a slot before it is answered 503 "
+                                      "with Retry-After (a busy process serves its slots' requests in turn: a burst "
+                                      "waits rather than fails)")
     max_streams: int = Field(10_000, ge=1, le=100_000, description="Log streams (SSE) one process serves at once "
                              "(10,000: 10,000 followers across two workers reach one unevenly, bench/load.py; "
                              "needs as many open files)")

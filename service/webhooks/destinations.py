@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from service.core.off_seat import waiting_elsewhere
+
 if TYPE_CHECKING:
     from service.webhooks.lookups import Lookups
 
@@ -176,8 +178,9 @@ def resolve_within(dest: Destination, timeout: float) -> list[IP] | None:
             done.set()
 
     threading.Thread(target=lookup, name="webhook-lookup", daemon=True).start()
-    if not done.wait(timeout):
-        return None
+    with waiting_elsewhere():       # a name server's time: the request's seat is free meanwhile
+        if not done.wait(timeout):
+            return None
     if "error" in found:
         raise found["error"]  # type: ignore[misc]
     return _addresses(found["infos"])

@@ -289,3 +289,10 @@ def test_at_most_so_many_requests_wait_elsewhere_without_their_seat():
         return during + [mw.elsewhere, mw.seats.busy], statuses
     counts, statuses = asyncio.run(run())
     assert counts == [1, 1, 0, 0] and statuses == {"a": 200, "b": 200}
+
+
+def test_a_process_runs_two_requests_at_once_and_a_burst_waits_its_turn_by_default():
+    """The defaults (docs/http.md, "Whose request runs next"): two slots, 5 s in the queue."""
+    from service.slices import Settings
+    s = Settings()
+    assert (s.max_concurrent_requests, s.request_queue_seconds, s.max_requests_waiting_elsewhere) == (2, 5.0, 8)

@@ -127,3 +127,21 @@ def test_deliveries_to_a_silent_name_leave_one_lookup_thread_per_name_whatever_t
                                   "b.slow.test does not resolve (Temporary failure in name resolution)"}, out
     # One lookup per name at a time, and a thread only when none is idle: two threads.
     assert sorted(out["threads"]) == ["webhook-lookup-1", "webhook-lookup-2"], out
+
+
+def test_a_webhooks_lookup_holds_no_request_seat():
+    """The name server's time is not the process's: a creation's lookup gives the request's seat
+    back while it waits (core/off_seat.py) and takes it again after; a literal address waits for
+    nothing and gives nothing back."""
+    from service.core.off_seat import HOOK
+    from service.webhooks import destinations
+
+    calls: list[str] = []
+    hook = HOOK.set((lambda: calls.append("off"), lambda: calls.append("on")))
+    try:
+        assert destinations.resolve_within(destinations.parse("https://localhost/h"), 5.0)
+        assert calls == ["off", "on"]
+        destinations.resolve_within(destinations.parse("https://203.0.113.7/h"), 5.0)
+        assert calls == ["off", "on"]
+    finally:
+        HOOK.reset(hook)
