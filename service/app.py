@@ -310,7 +310,7 @@ def _controller(parts: _Parts, built: Mapping[str, Backend], engine: SqlEngine,
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics, gil: GilSwitch) -> None:
     # Outermost last: request context, then bodies read (before a slot is taken), then admission.
     app.add_middleware(AdmissionMiddleware, max_requests=settings.max_concurrent_requests,
-                       max_elsewhere=settings.max_requests_waiting_elsewhere,
+                       max_elsewhere=settings.max_requests_waiting_elsewhere, remember_credentials=settings.auth_cache_size,
                        queue_seconds=settings.request_queue_seconds, max_streams=settings.max_streams,
                        stream_queue_seconds=settings.stream_queue_seconds,
                        max_streams_per_caller=settings.max_streams_per_caller,

@@ -169,10 +169,11 @@ class _Seat:
 
 class AdmissionMiddleware:
     def __init__(self, app, *, max_requests: int, queue_seconds: float, max_streams: int, max_elsewhere: int = 8,
+                 remember_credentials: int = 10_000,
                  stream_queue_seconds: float = 30.0, max_streams_per_caller: int = 1000, retry_after: int = 1,
                  on_refuse=None, on_start=None, on_streams=None) -> None:
         self.app = app
-        self.seats = FairSeats(max_requests)   # handed out fairly between teams (service/web/seats.py)
+        self.seats = FairSeats(max_requests, remember_credentials)   # fairly between teams (service/web/seats.py)
         self.max_elsewhere = max_elsewhere     # requests waiting elsewhere without their seat, at most
         self.elsewhere = 0
         self.queue_seconds = queue_seconds

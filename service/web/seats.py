@@ -18,33 +18,34 @@ a team that asks now and then (its finish long passed) is seated before all of t
 for a seat to free. No team can take more than its turn by sending more, and an idle process
 seats everyone at once, as before (nothing is reserved, nothing is lost).
 
-The flow: before the route has authenticated anyone, a request counts against a hash of its
-credential (overload.caller_of: the bearer token, or the UI's session cookie). When a route
-authenticates it (service/auth/deps.py, service/ui), `learn` ties that credential to its team, so
-a team's many tokens are one flow. A flow is forgotten once it has nothing waiting or running
-and its finish has fallen behind the clock (it would start from the clock anyway), with the
-credentials tied to it: what is kept is bounded by the requests in the process, not by how many
-credentials were ever seen."""
+The flow: a request counts against its credential's team (overload.caller_of: a hash of the
+bearer token, or of the UI's session cookie), as a route of this process last authenticated it
+(service/auth/deps.py, service/ui: `learn`), so a team's many tokens are one flow. Credentials not
+yet authenticated here (a member's first request, and every made-up token) share one flow: a flood
+of made-up tokens takes one turn, not one per token. The credentials learned are remembered, the
+oldest learned out past TRAINJOBS_AUTH_CACHE_SIZE (the token cache's size). A flow is forgotten
+once it has nothing waiting or running and its finish has fallen behind the clock (it would start
+from the clock anyway): the flows kept are bounded by the requests in the process."""
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
-from collections import deque
+from collections import OrderedDict, deque
 
 FIRST_COST = 0.005   # seconds a flow's first request is assumed to cost, until one has been measured
 SMOOTHING = 0.2      # weight of the newest request in a flow's cost
+UNKNOWN = b"unknown"  # the flow of credentials not yet authenticated here
 
 
 class Flow:
-    __slots__ = ("key", "finish", "cost", "active", "credentials", "waiting", "tag")
+    __slots__ = ("key", "finish", "cost", "active", "waiting", "tag")
 
     def __init__(self, key: bytes, clock: float) -> None:
         self.key = key
         self.finish = clock
         self.cost = FIRST_COST
         self.active = 0              # its requests waiting or seated
-        self.credentials: set[bytes] = set()   # tied to it by learn()
         self.waiting: deque[tuple[asyncio.Future, Ticket]] = deque()
         self.tag: float | None = None          # its entry in the heap (None: none)
 
@@ -63,13 +64,14 @@ def _time_out(fut: asyncio.Future) -> None:
 
 
 class FairSeats:
-    def __init__(self, seats: int) -> None:
+    def __init__(self, seats: int, remember: int = 10_000) -> None:
         self.seats = seats
+        self.remember = remember
         self.busy = 0
         self.queued = 0                           # requests waiting for a seat
         self.clock = 0.0
         self.flows: dict[bytes, Flow] = {}
-        self.teams: dict[bytes, bytes] = {}       # credential -> its team's flow key
+        self.teams: OrderedDict[bytes, bytes] = OrderedDict()   # credential -> its team's flow key
         self._heads: list[tuple[float, int, Flow]] = []   # each flow with waiters, by its next start
         self._order = itertools.count()
 
@@ -81,11 +83,10 @@ class FairSeats:
 
     def learn(self, credential: bytes, team: str) -> None:
         """`credential` (overload.caller_of) belongs to `team`: its next requests are the team's."""
-        key = b"team\0" + team.encode()
-        if self.teams.get(credential) == key:
-            return
-        self.teams[credential] = key
-        self._flow(key).credentials.add(credential)
+        self.teams[credential] = b"team\0" + team.encode()
+        self.teams.move_to_end(credential)
+        while len(self.teams) > self.remember:
+            self.teams.popitem(last=False)
 
     def _flow(self, key: bytes) -> Flow:
         flow = self.flows.get(key)
@@ -95,7 +96,7 @@ class FairSeats:
 
     async def acquire(self, credential: bytes, timeout: float) -> Ticket | None:
         """A seat for a request of `credential`, waiting at most `timeout` seconds (None: none came)."""
-        flow = self._flow(self.teams.get(credential, credential))
+        flow = self._flow(self.teams.get(credential, UNKNOWN))
         ticket = Ticket(flow)
         flow.active += 1
         if self.busy < self.seats and not self.queued:
@@ -191,6 +192,3 @@ class FairSeats:
         del self.flows[flow.key]
         flow.tag = None
         flow.waiting.clear()
-        for credential in flow.credentials:
-            if self.teams.get(credential) == flow.key:
-                del self.teams[credential]

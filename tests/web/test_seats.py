@@ -73,8 +73,10 @@ def test_a_team_that_asks_now_and_then_is_seated_before_a_team_reading_back_to_b
     """One seat. Team a has its request seated and six more waiting; then team b asks once. b is
     seated next, before a's five others (in arrival order b was seventh)."""
     async def run() -> list[str]:
-        stand = Stand()
+        stand = Stand({"a": "team-a", "b": "team-b"})
         mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        await _learn(mw, stand, ["a", "b"])
+        del stand.seated[:]
         statuses: dict = {}
         tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(7)]
         await _settle()
@@ -96,8 +98,10 @@ def test_busy_teams_take_turns_by_what_their_requests_cost(monkeypatch):
     monkeypatch.setattr("service.web.overload.time", clock)
 
     async def run() -> list[str]:
-        stand = Stand()
+        stand = Stand({"a": "team-a", "b": "team-b"})
         mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        await _learn(mw, stand, ["a", "b"])
+        del stand.seated[:]
         statuses: dict = {}
         tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(40)]
         tasks += [_request(mw, "b", f"b{i}", statuses) for i in range(40)]
@@ -148,9 +152,43 @@ def test_a_teams_many_tokens_are_one_flow(monkeypatch):
     assert last_c <= 11, order
 
 
+async def _learn(mw, stand: Stand, tokens) -> None:
+    """One request of each token, so that the middleware knows its team (as a real route's auth does)."""
+    statuses: dict = {}
+    for token in tokens:
+        t = _request(mw, token, f"learn-{token}", statuses)
+        await _settle()
+        await _release(stand, f"learn-{token}")
+        await t
+
+
 def _hash(token: str) -> bytes:
     from service.web.overload import caller_of
     return caller_of(_scope(token))
+
+
+def test_a_flood_of_made_up_tokens_takes_one_turn():
+    """One seat. A hostile client queues 50 requests, each with a token of its own making; then a
+    member of team b asks once. b is seated after at most one of them: credentials not
+    authenticated here share one flow (one flow per credential seated b 51st)."""
+    async def run() -> list[str]:
+        stand = Stand({"b": "team-b"})
+        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+        await _learn(mw, stand, ["b"])
+        statuses: dict = {}
+        hold = _request(mw, "h", "hold", statuses)
+        await _settle()
+        tasks = [_request(mw, f"made-up-{i}", f"x{i}", statuses) for i in range(50)]
+        await _settle()
+        tasks.append(_request(mw, "b", "b0", statuses))
+        await _settle()
+        await _release(stand, "hold")
+        for _ in range(51):
+            await _release(stand, stand.seated[-1])
+        await asyncio.gather(hold, *tasks)
+        return stand.seated[stand.seated.index("hold") + 1:]
+    order = asyncio.run(run())
+    assert len(order) == 51 and order.index("b0") <= 1, order
 
 
 def test_seats_are_never_lost_and_flows_are_forgotten():
