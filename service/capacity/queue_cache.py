@@ -183,7 +183,10 @@ class QueueCache:
             try:
                 done = _Done(started, generation, prepared=self._compute(backend))
             except Exception as e:
-                log.exception("the queue of %s could not be computed", backend)
+                if self._closed:    # close() stopped the worker under it: the service is stopping, nothing failed
+                    log.info("the queue of %s was being computed as the service stopped", backend)
+                else:
+                    log.exception("the queue of %s could not be computed", backend)
                 done = _Done(started, generation, error=e)
             ended = self.clock()
             with self._cond:

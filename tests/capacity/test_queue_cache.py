@@ -249,3 +249,36 @@ def test_a_cold_read_waits_off_its_request_seat_and_takes_one_again_outside_the_
     HOOK.set((give_back, take_again))
     cache.prepared("local")                        # a warm read waits for nothing: no seat given back
     assert len(calls) == 2
+
+
+def test_a_computation_cut_short_by_the_service_stopping_is_no_error(make, caplog):
+    """close() (the app's end) stops the worker under a computation: its reader gets a 503 and the
+    log says the service stopped, at INFO, with no ERROR and no traceback (a fresh-clone run's
+    stopping test found one in the service's log)."""
+    import logging
+
+    from service.capacity.queue_process import WorkerFailed
+
+    class Worker:
+        def __init__(self) -> None:
+            self.entered, self.closed = threading.Event(), threading.Event()
+
+        def compute(self, *args):
+            self.entered.set()
+            assert self.closed.wait(30)
+            raise WorkerFailed("its worker stopped with status -9")
+
+        def close(self) -> None:
+            self.closed.set()
+
+    worker = Worker()
+    cache = make(Planner(CapacitySettings()), 60.0, worker=worker)
+    threads, started, results, errors = _readers(cache, 1)
+    assert worker.entered.wait(30)
+    with caplog.at_level(logging.INFO, logger="trainjobs.capacity.queue"):
+        cache.close(10)
+        _join(threads)
+    assert results == [] and len(errors) == 1 and isinstance(errors[0], Unavailable)
+    mine = [r for r in caplog.records if r.name == "trainjobs.capacity.queue"]
+    assert [r.levelname for r in mine] == ["INFO"] and "stopped" in mine[0].getMessage()
+    assert all(r.exc_info is None for r in mine)
