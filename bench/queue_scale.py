@@ -13,13 +13,20 @@
    waiting teams) each reading in a loop GET /v1/queue?backend=sim&limit=1000&offset=<random>
    or a waiting job of its team (GET /v1/jobs/{id}); p99 of each (goal <= 200 ms), and another
    team's plain GET /v1/jobs meanwhile, p99 against the same read with no readers (goal <= 2x).
+   That team reads as a person or a script does, one GET every --other-every seconds (0.2: 5 a
+   second, about 2.5% of the process). A process seats the teams fairly (service/web/seats.py):
+   each of the nine teams here is owed a ninth of it, and a team asking for less is seated next.
+   At 0.05 (20 a second, 10-16% of the process) the other team asks for about its ninth and waits
+   its turns like the readers; at 0 it reads back to back, a ninth load generator of its own
+   (bench/README.md, "Fair seats").
 
 The jobs the controller launches (the running ones, and the first waiting job of each team) are
 submitted through POST /v1/jobs; the rest of the waiting jobs are copies of each team's waiting
 job inserted into the database (12,000 submits take minutes on this shared host), with their own
 ids and later created_at. Running jobs are sim timers of a day (TRAINJOBS_SIM_SPEED=1).
 
-Run: .venv/bin/python bench/queue_scale.py [--held 2000] [--waiting 10000] [--seconds 30] [--cancels 5] [--keep-db]
+Run: .venv/bin/python bench/queue_scale.py [--held 2000] [--waiting 10000] [--seconds 60] [--other-every 0.2]
+[--cancels 5] [--keep-db] [--set NAME=VALUE]
 The last line is one JSON object with the figures."""
 from __future__ import annotations
 
@@ -85,6 +92,30 @@ def serve_with_pass_log(log: str, argv: list[str]) -> int:
             out.write(f"{time.time():.3f} queue {time.perf_counter() - t:.4f} 0 0 0\n")
         return made
     QueueCache._compute = timed_compute  # type: ignore[method-assign]
+    import gc
+    began: list[float] = []
+
+    def collected(phase: str, info: dict) -> None:     # each full collection's pause (stops every thread)
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            began[:] = [time.perf_counter()]
+        elif began:
+            with lock:
+                out.write(f"{time.time():.3f} gc {time.perf_counter() - began[0]:.4f} {info['collected']} 0 0\n")
+    gc.callbacks.append(collected)
+    try:
+        from service.web.seats import FairSeats
+    except ImportError:         # a checkout from before the fair seats
+        return main(argv)
+    release = FairSeats.release
+
+    def timed_release(self, ticket, seconds: float) -> None:     # a request that held its seat long
+        if seconds > 0.015:
+            with lock:
+                out.write(f"{time.time():.3f} seat {seconds:.4f} 0 0 0\n")
+        release(self, ticket, seconds)
+    FairSeats.release = timed_release  # type: ignore[method-assign]
     return main(argv)
 
 
@@ -143,7 +174,8 @@ def computations(log: Path, since: float, until: float) -> list[tuple[float, flo
 
 def planned_spans(log: Path, since: float, until: float) -> list[tuple[float, float]]:
     """The controller's passes that planned (asked the planner) and ended in the window: (began, ended)."""
-    rows = [p for p in (line.split() for line in log.read_text().splitlines()) if p[1] != "queue" and p[5] == "1"]
+    rows = [p for p in (line.split() for line in log.read_text().splitlines())
+            if p[1] not in ("queue", "gc", "seat") and p[5] == "1"]
     return [(float(p[0]) - float(p[2]), float(p[0])) for p in rows if since <= float(p[0]) <= until]
 
 
@@ -184,12 +216,19 @@ def pct(xs: list[float], p: float) -> float:
     return round(xs[min(len(xs) - 1, int(len(xs) * p))] * 1000, 1) if xs else float("nan")
 
 
-def timed_gets(c: httpx.Client, path: str, n: int | None = None, stop: threading.Event | None = None) -> list[float]:
+def timed_gets(c: httpx.Client, path: str, n: int | None = None, stop: threading.Event | None = None,
+               every: float = 0.0, began: list[float] | None = None) -> list[float]:
+    """GETs one after the other, each `every` seconds after the last one began (0: back to back);
+    `began` gets each one's start (wall clock)."""
     out = []
     while (n is not None and len(out) < n) or (stop is not None and not stop.is_set()):
+        if began is not None:
+            began.append(time.time())
         t0 = time.perf_counter()
         r = c.get(path)
         out.append(time.perf_counter() - t0)
+        if every > out[-1]:
+            time.sleep(every - out[-1])
         if r.status_code != 200:
             raise SystemExit(f"bench: GET {path}: {r.status_code} {r.text[:300]}")
     return out
@@ -199,12 +238,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--held", type=int, default=2000, help="jobs held by their teams' limits (20 teams)")
     ap.add_argument("--waiting", type=int, default=10_000, help="jobs waiting for capacity (50 teams)")
-    ap.add_argument("--seconds", type=float, default=30, help="each measuring window")
+    ap.add_argument("--seconds", type=float, default=60, help="each measuring window (60: 300 of the other "
+                                                               "team's GETs at --other-every 0.2, for its p99)")
     ap.add_argument("--cancels", type=int, default=5, help="running jobs of the other team cancelled, 1 s apart")
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--readers-in-process", action="store_true",
                     help="the 8 readers as threads of the bench's own process (before: they shared its GIL with "
                          "the other team's timed GETs)")
+    ap.add_argument("--other-every", type=float, default=0.2,
+                    help="seconds between the other team's GETs (0: back to back, a load generator of its own)")
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: another TRAINJOBS_NAME for serve")
     ap.add_argument("--profile", help="FILE: py-spy's collapsed stacks of serve during the window of point 3 "
                                       "(and FILE.readers: of point 4)")
@@ -274,7 +316,7 @@ def main() -> None:
                                 "--nonblocking", "-o", args.profile], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL) if args.profile else None
         quiet = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", None,
-                           _after(args.seconds))
+                           _after(args.seconds), args.other_every)
         if spy is not None:
             spy.send_signal(2)
             spy.wait(60)
@@ -351,8 +393,9 @@ def main() -> None:
             child = ctx.Process(target=readers, args=(sent,), daemon=True)
             child.start()
             sent.close()
+        other_began: list[float] = []
         lat["other"] = timed_gets(httpx.Client(base_url=base, timeout=60, headers=H["other"]), "/v1/jobs", None,
-                                  _after(args.seconds))
+                                  _after(args.seconds), args.other_every, other_began)
         stop.set()
         if got is not None:
             if not got.poll(args.seconds + 120):
@@ -374,6 +417,17 @@ def main() -> None:
                                      "busy_share": round(sum(e - s for s, e in spans) / (time.time() - t0), 3),
                                      **slow_beside(timeline, t0, spans,
                                                    planned=planned_spans(passlog, t0, time.time()))}
+        # The other team's reads over twice the quiet p99: beside what?
+        other_timeline = [(b - t0, "other", d) for b, d in zip(other_began, lat["other"], strict=True)]
+        out["other_slow"] = slow_beside(other_timeline, t0, spans, over=2 * pct(quiet, 0.99) / 1000,
+                                        planned=planned_spans(passlog, t0, time.time()))
+        print("the other team's reads (started s, seconds):", [(round(t, 3), round(d, 4)) for t, _, d in other_timeline])
+        print("the queue's computations (began s, ended s):", [(round(a - t0, 3), round(b - t0, 3)) for a, b in spans])
+        gcs = [(float(p[0]) - float(p[2]), float(p[0])) for p in (line.split() for line in passlog.read_text().splitlines())
+               if p[1] == "gc" and t0 <= float(p[0])]
+        out["full_gc"] = {"n": len(gcs), "s_max": round(max((b - a for a, b in gcs), default=0), 3),
+                          "s_total": round(sum(b - a for a, b in gcs), 3),
+                          "other_slow_beside": slow_beside(other_timeline, t0, gcs, over=2 * pct(quiet, 0.99) / 1000)}
         out["load_end"] = loadavg()
     finally:
         proc.terminate()
@@ -383,7 +437,8 @@ def main() -> None:
             proc.kill()
     if not args.keep_db:
         drop_database(db)
-    out |= {"held": args.held, "waiting": args.waiting,
+    out |= {"held": args.held, "waiting": args.waiting, "other_every_s": args.other_every,
+            "other_list_reads_readers": len(lat["other"]), "other_list_reads_quiet": len(quiet),
             "get_queue_1000_p50_ms": pct(lat["queue"], 0.5), "get_queue_1000_p99_ms": pct(lat["queue"], 0.99),
             "get_queue_reads": len(lat["queue"]),
             "get_waiting_job_p50_ms": pct(lat["job"], 0.5), "get_waiting_job_p99_ms": pct(lat["job"], 0.99),
