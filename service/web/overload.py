@@ -119,14 +119,15 @@ def caller_of(scope) -> bytes:
 
 class _Seat:
     """The seat a request holds, given back while its route waits elsewhere (core/off_seat.py)
-    and taken again, in its team's turn, after."""
+    and taken again, in its team's turn, after. give_back and take_again are the hook, called from
+    the route's thread; the seats are the loop's alone, so each runs there."""
 
-    def __init__(self, mw: AdmissionMiddleware, caller: bytes, ticket: Ticket) -> None:
-        self.mw, self.caller = mw, caller
+    def __init__(self, mw: AdmissionMiddleware, caller: bytes, ticket: Ticket, loop) -> None:
+        self.mw, self.caller, self.loop = mw, caller, loop
         self.ticket: Ticket | None = ticket
         self.since = time.monotonic()
-        self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
+        self.away = False
 
     def off(self) -> None:          # on the loop
         if self.ticket is not None:
@@ -134,37 +135,30 @@ class _Seat:
             self.mw.seats.release(self.ticket, time.monotonic() - self.since)
             self.ticket = None
 
-    async def _on(self) -> None:
-        # It waits its turn however long (seats always come free: every request ends); a wait
-        # past the request's own deadline of an hour goes on without a seat rather than fail work done.
-        ticket = await self.mw.seats.acquire(self.caller, 3600.0)
-        if ticket is not None:
-            self.ticket, self.since = ticket, time.monotonic()
-            self.mw.in_flight += 1
-
-    async def _off(self) -> bool:
+    async def _leave(self) -> bool:
         if self.ticket is None or self.mw.elsewhere >= self.mw.max_elsewhere:
             return False        # past TRAINJOBS_MAX_REQUESTS_WAITING_ELSEWHERE it waits in its seat
         self.mw.elsewhere += 1
         self.off()
         return True
 
-    async def _back(self) -> None:
+    async def _return(self) -> None:
         self.mw.elsewhere -= 1
-        await self._on()
+        # It waits its turn however long (seats always come free: every request ends); a wait
+        # past an hour goes on without a seat rather than fail work done.
+        ticket = await self.mw.seats.acquire(self.caller, 3600.0)
+        if ticket is not None:
+            self.ticket, self.since = ticket, time.monotonic()
+            self.mw.in_flight += 1
 
-    def hooks(self):
-        away = [False]
+    def give_back(self) -> None:
+        if threading.get_ident() != self.loop_thread:   # the loop's own thread must not block
+            self.away = asyncio.run_coroutine_threadsafe(self._leave(), self.loop).result()
 
-        def give_back() -> None:
-            if threading.get_ident() != self.loop_thread:   # the loop's own thread must not block
-                away[0] = asyncio.run_coroutine_threadsafe(self._off(), self.loop).result()
-
-        def take_again() -> None:
-            if away[0]:
-                away[0] = False
-                asyncio.run_coroutine_threadsafe(self._back(), self.loop).result()
-        return give_back, take_again
+    def take_again(self) -> None:
+        if self.away:
+            self.away = False
+            asyncio.run_coroutine_threadsafe(self._return(), self.loop).result()
 
 
 class AdmissionMiddleware:
@@ -226,8 +220,8 @@ class AdmissionMiddleware:
             return await self._refuse(scope, send, "requests", "every request slot of this process is busy "
                                       "(TRAINJOBS_MAX_CONCURRENT_REQUESTS)")
         self.in_flight += 1
-        seat = _Seat(self, caller, ticket)
-        hook = HOOK.set(seat.hooks())
+        seat = _Seat(self, caller, ticket, asyncio.get_running_loop())
+        hook = HOOK.set((seat.give_back, seat.take_again))
         try:
             await self.app(scope, receive, send)
         finally:

@@ -75,9 +75,6 @@ class FairSeats:
         self._heads: list[tuple[float, int, Flow]] = []   # each flow with waiters, by its next start
         self._order = itertools.count()
 
-    def locked(self) -> bool:
-        return self.busy >= self.seats
-
     def knows(self, credential: bytes, team: str) -> bool:
         return self.teams.get(credential) == b"team\0" + team.encode()
 

@@ -73,10 +73,7 @@ def test_a_team_that_asks_now_and_then_is_seated_before_a_team_reading_back_to_b
     """One seat. Team a has its request seated and six more waiting; then team b asks once. b is
     seated next, before a's five others (in arrival order b was seventh)."""
     async def run() -> list[str]:
-        stand = Stand({"a": "team-a", "b": "team-b"})
-        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
-        await _learn(mw, stand, ["a", "b"])
-        del stand.seated[:]
+        stand, mw = await _two_teams_one_seat()
         statuses: dict = {}
         tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(7)]
         await _settle()
@@ -98,10 +95,7 @@ def test_busy_teams_take_turns_by_what_their_requests_cost(monkeypatch):
     monkeypatch.setattr("service.web.overload.time", clock)
 
     async def run() -> list[str]:
-        stand = Stand({"a": "team-a", "b": "team-b"})
-        mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
-        await _learn(mw, stand, ["a", "b"])
-        del stand.seated[:]
+        stand, mw = await _two_teams_one_seat()
         statuses: dict = {}
         tasks = [_request(mw, "a", f"a{i}", statuses) for i in range(40)]
         tasks += [_request(mw, "b", f"b{i}", statuses) for i in range(40)]
@@ -160,6 +154,15 @@ async def _learn(mw, stand: Stand, tokens) -> None:
         await _settle()
         await _release(stand, f"learn-{token}")
         await t
+
+
+async def _two_teams_one_seat() -> tuple[Stand, AdmissionMiddleware]:
+    """One seat; teams a and b each known to the middleware (one request each, not counted)."""
+    stand = Stand({"a": "team-a", "b": "team-b"})
+    mw = AdmissionMiddleware(stand, max_requests=1, queue_seconds=30, max_streams=10)
+    await _learn(mw, stand, ["a", "b"])
+    del stand.seated[:]
+    return stand, mw
 
 
 def _hash(token: str) -> bytes:
